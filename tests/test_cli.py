@@ -1,0 +1,65 @@
+"""The command-line frame: version, help, exit codes, shared options, broken pipes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from toolkit import __version__
+from toolkit.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    for name, command in group.commands.items():
+        path = (*prefix, name)
+        found.append(path)
+        if isinstance(command, click.Group):
+            found.extend(_all_commands(command, path))
+    return found
+
+
+def run_toolkit(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run the real console entry point in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_version_prints_the_package_version() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"toolkit, version {__version__}"
+
+
+@pytest.mark.parametrize("command", [(), *_all_commands(cli)], ids=lambda c: " ".join(c) or "root")
+def test_every_command_has_help_with_an_example(command: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"Examples?:", result.output), f"no example in help of {command}"
+    assert "toolkit" in result.output.split("Example", 1)[1]
+
+
+def test_unknown_command_is_a_usage_error_with_status_2() -> None:
+    result = run_toolkit("no-such-command")
+    assert result.returncode == 2
+    assert "No such command" in result.stderr
+
+
+def test_readme_test_command_is_what_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+    command = ci_lines[-1].strip()
+    assert command in readme, "README's test command and .ci/run have drifted apart"

@@ -1,0 +1,118 @@
+"""The `toolkit` command line: a thin Click face over the library.
+
+Each command module registers its commands on :data:`cli`; the modules are
+listed in :data:`COMMAND_MODULES` and imported here. Command modules import
+heavy libraries (pandas, geopandas) inside their functions so that
+``toolkit --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from toolkit import __version__
+from toolkit.cli.context import DEFAULT_SITE, DEFAULT_STORE_NAME, Settings, output_options
+from toolkit.errors import ToolkitError
+
+# One module per command group keeps each command's owner obvious.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", prog_name="toolkit")
+@click.option(
+    "--store",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="TOOLKIT_STORE",
+    default=DEFAULT_STORE_NAME,
+    show_default=True,
+    help="SQLite file of the embedded site (env TOOLKIT_STORE).",
+)
+@click.option(
+    "--site",
+    envvar="TOOLKIT_SITE",
+    default=DEFAULT_SITE,
+    show_default=True,
+    help="Tenancy to work in: the X-Site of the API (env TOOLKIT_SITE).",
+)
+@click.option(
+    "--url",
+    envvar="TOOLKIT_URL",
+    default=None,
+    help="Base URL of a server of the API; without it the embedded site is used (env TOOLKIT_URL).",
+)
+@output_options
+@click.pass_context
+def cli(ctx: click.Context, store: Path, site: str, url: str | None) -> None:
+    """Import, match and report on incident-management data, offline or against a server.
+
+    \b
+    Examples:
+      toolkit inspect sample_data/parcels.zip
+      toolkit --json inspect sample_data/damage_assessments.csv --head 5
+      toolkit sample generate --assets 10000 --items 10000 --out /tmp/workload
+    """
+    settings = ctx.ensure_object(Settings)
+    settings.store = store
+    settings.site = site
+    settings.url = url.rstrip("/") if url else None
+
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module)
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI: library errors become ``Error: ...`` and exit 1; usage errors exit 2."""
+    verbose = "--verbose" in (argv if argv is not None else sys.argv[1:])
+    _configure_logging(verbose)
+    try:
+        # Without standalone mode Click returns the code of ctx.exit() instead of exiting.
+        status = cli.main(args=argv, prog_name="toolkit", standalone_mode=False)
+        sys.stdout.flush()
+    except ToolkitError as exc:
+        if verbose:
+            traceback.print_exc()
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # `toolkit ... | head` closed our stdout: stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except Exception:
+        if verbose:
+            raise
+        click.echo(
+            "Error: an unexpected internal error occurred; run again with --verbose "
+            "for the traceback and report it.",
+            err=True,
+        )
+        sys.exit(1)
+    sys.exit(status if isinstance(status, int) else 0)

@@ -1,0 +1,141 @@
+"""What every command shares: settings, the common output options, printing and progress.
+
+This module (with the command modules) is the only place that prints.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from toolkit.progress import Progress, no_progress
+
+DEFAULT_STORE_NAME = "toolkit.sqlite"
+DEFAULT_SITE = "default"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Settings:
+    """Options of the top-level group, plus the output flags any command may set."""
+
+    store: Path = field(default_factory=lambda: Path(DEFAULT_STORE_NAME))
+    site: str = DEFAULT_SITE
+    url: str | None = None
+    json: bool = False
+    quiet: bool = False
+    verbose: bool = False
+
+
+def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, bool], bool]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            setattr(ctx.ensure_object(Settings), name, True)
+        return value
+
+    return callback
+
+
+def output_options(func: F) -> F:
+    """Add ``--json``, ``--quiet`` and ``--verbose``; the same meaning before or after a command."""
+    options = [
+        click.option(
+            "--json",
+            "json_output",
+            is_flag=True,
+            expose_value=False,
+            callback=_set_flag("json"),
+            help="Print machine-readable JSON on stdout.",
+        ),
+        click.option(
+            "-q",
+            "--quiet",
+            is_flag=True,
+            expose_value=False,
+            callback=_set_flag("quiet"),
+            help="No progress bars or summaries on stderr.",
+        ),
+        click.option(
+            "-v",
+            "--verbose",
+            is_flag=True,
+            expose_value=False,
+            callback=_set_flag("verbose"),
+            help="Debug logging, and the traceback of any error.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def settings() -> Settings:
+    """The settings of the running command."""
+    return click.get_current_context().ensure_object(Settings)
+
+
+def print_json(value: Any) -> None:
+    """Print one JSON document on stdout."""
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    # numpy scalars and paths reach us from pandas; make them plain JSON.
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def note(message: str) -> None:
+    """A human summary line on stderr, silent under ``--quiet``."""
+    if not settings().quiet:
+        click.echo(message, err=True)
+
+
+@contextmanager
+def progress_bar() -> Iterator[Progress]:
+    """A :class:`Progress` drawn with rich on a terminal; silent when not a terminal or quiet."""
+    if settings().quiet or not sys.stderr.isatty():
+        yield no_progress
+        return
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.progress import Progress as RichProgress
+
+    tasks: dict[str, Any] = {}
+    with RichProgress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+        console=_stderr_console(),
+    ) as bar:
+
+        def report(label: str, done: int, total: int | None) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done, total=total)
+
+        yield report
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
