@@ -1,0 +1,84 @@
+"""The site file: migrations, transactions that keep all or nothing, crash recovery."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolkit.errors import StoreError
+from toolkit.store import SCHEMA_VERSION, Database
+
+
+def test_a_new_file_gets_the_current_schema(tmp_path: Path) -> None:
+    with Database(tmp_path / "site.sqlite") as db:
+        version = db.connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = {
+            row[0]
+            for row in db.connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        mode = db.connection.execute("PRAGMA journal_mode").fetchone()[0]
+    assert version == SCHEMA_VERSION
+    assert {"site", "event", "item", "asset", "audit_log", "import_job"} <= tables
+    assert mode == "wal"
+
+
+def test_a_file_from_a_newer_toolkit_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match=r"site\.sqlite.*newer toolkit"):
+        Database(path)
+
+
+def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.sqlite"
+    path.write_text("these are not the tables you are looking for\n" * 100)
+    with pytest.raises(StoreError, match=r"notes\.sqlite: cannot open the site file"):
+        Database(path)
+
+
+def test_a_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
+    with Database(tmp_path / "site.sqlite") as db:
+        with pytest.raises(RuntimeError), db.transaction() as conn:
+            conn.execute("INSERT INTO site(name, date_created) VALUES ('a', 0)")
+            raise RuntimeError("boom")
+        count = db.connection.execute("SELECT count(*) FROM site").fetchone()[0]
+    assert count == 0
+
+
+def _dead_pid() -> int:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(proc.stdout)
+
+
+def test_a_job_left_running_by_a_dead_process_reads_failed_on_next_open(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    with Database(path) as db, db.transaction() as conn:
+        conn.execute("INSERT INTO site(id, name, date_created) VALUES (1, 'default', 0)")
+        insert = (
+            "INSERT INTO import_job(site_id, status, import_type, import_rule, pid, host, "
+            "date_created) VALUES (1, 'RUNNING', 'item', 'r', ?, ?, 0)"
+        )
+        conn.execute(insert, (_dead_pid(), socket.gethostname()))
+        # A job of a live process (this one) must be left alone.
+        conn.execute(insert, (None, socket.gethostname()))
+        conn.execute("UPDATE import_job SET pid = ? WHERE id = 2", (os.getpid(),))
+    with Database(path, clock=lambda: 1234) as db:
+        rows = db.connection.execute(
+            "SELECT id, status, result, date_completed FROM import_job ORDER BY id"
+        ).fetchall()
+    assert [(r["id"], r["status"]) for r in rows] == [(1, "FAILED"), (2, "RUNNING")]
+    assert "stopped before it finished" in rows[0]["result"]
+    assert rows[0]["date_completed"] == 1234

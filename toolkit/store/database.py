@@ -1,0 +1,162 @@
+"""Opening the site's SQLite file: pragmas, migrations, transactions, crash recovery."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from toolkit.errors import StoreError
+from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+# A second import into the same site waits for the first instead of failing with
+# "database is locked"; imports of a million rows take tens of seconds.
+DEFAULT_BUSY_TIMEOUT_S = 600.0
+
+Clock = Callable[[], int]
+
+
+def now_ms() -> int:
+    """The current time as integer epoch milliseconds (UTC)."""
+    return time.time_ns() // 1_000_000
+
+
+class Database:
+    """One open SQLite file holding any number of sites.
+
+    Use :meth:`transaction` for every write: it takes the write lock up front
+    (``BEGIN IMMEDIATE``) so a job either commits whole or leaves nothing.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        clock: Clock = now_ms,
+        recover: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        if self.path.exists() and self.path.is_dir():
+            raise StoreError(f"{self.path}: is a folder, not a site file")
+        try:
+            self.connection = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout_s,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,
+            )
+            self.connection.row_factory = sqlite3.Row
+            self.connection.execute("PRAGMA journal_mode=WAL")
+            self.connection.execute("PRAGMA synchronous=NORMAL")
+            self.connection.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open the site file: {exc}") from exc
+        if recover:
+            self.fail_orphaned_jobs()
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        version = self.connection.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: was written by a newer toolkit (schema {version}, "
+                f"this toolkit knows {SCHEMA_VERSION}); upgrade the toolkit"
+            )
+        for number in range(version, SCHEMA_VERSION):
+            with self.transaction() as conn:
+                # executescript would commit our transaction; run statement by statement.
+                for statement in _statements(MIGRATIONS[number]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number + 1}")
+            log.info("migrated %s to schema %d", self.path, number + 1)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed on success, rolled back on any exception."""
+        conn = self.connection
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def fail_orphaned_jobs(self) -> int:
+        """Mark jobs left ``RUNNING`` by a process that no longer exists as ``FAILED``.
+
+        A crash mid-import rolls its data transaction back, but the job record
+        (committed when the job started) would read ``RUNNING`` for ever.
+        """
+        host = socket.gethostname()
+        failed = 0
+        rows = self.connection.execute(
+            "SELECT 'import_job' AS tbl, id, pid, host FROM import_job WHERE status = 'RUNNING' "
+            "UNION ALL SELECT 'report_instance', id, pid, host FROM report_instance "
+            "WHERE status IN ('QUEUED', 'RUNNING')"
+        ).fetchall()
+        for row in rows:
+            if row["host"] != host or _process_alive(row["pid"]):
+                continue
+            reason = (
+                "the process running this job stopped before it finished; nothing it did was kept"
+            )
+            with self.transaction() as conn:
+                if row["tbl"] == "import_job":
+                    conn.execute(
+                        "UPDATE import_job SET status = 'FAILED', code = 500, result = ?, "
+                        "date_completed = ? WHERE id = ? AND status = 'RUNNING'",
+                        (f"<p>FAILED: {reason}</p>", self.clock(), row["id"]),
+                    )
+                else:
+                    conn.execute(
+                        "UPDATE report_instance SET status = 'FAILED', code = 500, result = ?, "
+                        "date_completed = ? WHERE id = ? AND status IN ('QUEUED', 'RUNNING')",
+                        (reason, self.clock(), row["id"]),
+                    )
+            failed += 1
+        return failed
+
+
+def _process_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (our DDL has no ';' inside literals)."""
+    statements = []
+    for chunk in script.split(";"):
+        lines = [line for line in chunk.splitlines() if not line.strip().startswith("--")]
+        statement = "\n".join(lines).strip()
+        if statement:
+            statements.append(statement)
+    return statements

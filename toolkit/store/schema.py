@@ -1,0 +1,200 @@
+"""The SQLite schema of the embedded site, as an ordered list of migrations.
+
+The database's ``PRAGMA user_version`` is the number of migrations applied. A
+migration is appended, never edited, once it has shipped.
+
+Conventions: every record table carries ``site_id`` (the spec's ``X-Site``
+tenancy); ids are integers unique across the whole file, so an id never names
+records in two sites; timestamps are integer epoch milliseconds (UTC); statuses
+are integers, positive active and zero or negative inactive; flexible parts
+(register fields, extraInfo, changes) are JSON text.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the first schema.
+    """
+    CREATE TABLE site (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        date_created INTEGER NOT NULL
+    );
+
+    CREATE TABLE event (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        name TEXT NOT NULL,
+        description TEXT,
+        status INTEGER NOT NULL DEFAULT 1,
+        start_date INTEGER,
+        tags TEXT NOT NULL DEFAULT '[]',
+        is_template INTEGER NOT NULL DEFAULT 0,
+        is_global INTEGER NOT NULL DEFAULT 0,
+        region_id INTEGER,
+        date_created INTEGER NOT NULL,
+        date_modified INTEGER NOT NULL
+    );
+    CREATE INDEX event_site ON event(site_id);
+
+    CREATE TABLE register (
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        fields TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (site_id, id)
+    );
+
+    CREATE TABLE asset_type (
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        name TEXT NOT NULL,
+        friendly TEXT NOT NULL,
+        PRIMARY KEY (site_id, name)
+    );
+
+    CREATE TABLE asset (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        type TEXT NOT NULL,
+        code TEXT,
+        name TEXT NOT NULL,
+        friendly TEXT,
+        region_id INTEGER,
+        source TEXT,
+        status INTEGER NOT NULL DEFAULT 1,
+        extra_info TEXT NOT NULL DEFAULT '{}',
+        geometry BLOB,
+        tags TEXT NOT NULL DEFAULT '[]',
+        import_job_id INTEGER,
+        date_created INTEGER NOT NULL,
+        date_modified INTEGER NOT NULL
+    );
+    CREATE INDEX asset_site_code ON asset(site_id, code);
+
+    CREATE TABLE item (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        register_id TEXT NOT NULL,
+        event_id INTEGER,
+        region_id INTEGER,
+        asset_id INTEGER,
+        status INTEGER NOT NULL DEFAULT 1,
+        is_template INTEGER NOT NULL DEFAULT 0,
+        tags TEXT NOT NULL DEFAULT '[]',
+        fields TEXT NOT NULL DEFAULT '{}',
+        import_job_id INTEGER,
+        date_created INTEGER NOT NULL,
+        date_modified INTEGER NOT NULL
+    );
+    -- Few indexes on purpose: each one roughly doubles the cost of a bulk import.
+    CREATE INDEX item_scope ON item(site_id, register_id, event_id);
+    CREATE INDEX item_asset ON item(asset_id) WHERE asset_id IS NOT NULL;
+
+    CREATE TABLE user (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        username TEXT NOT NULL,
+        first_name TEXT,
+        last_name TEXT,
+        email TEXT,
+        phone TEXT,
+        organisation TEXT,
+        positions TEXT NOT NULL DEFAULT '[]',
+        status INTEGER NOT NULL DEFAULT 1,
+        password_hash TEXT,
+        totp_secret TEXT,
+        approved INTEGER NOT NULL DEFAULT 0,
+        terms_accepted INTEGER NOT NULL DEFAULT 0,
+        import_job_id INTEGER,
+        date_created INTEGER NOT NULL,
+        date_modified INTEGER NOT NULL,
+        UNIQUE (site_id, username)
+    );
+
+    CREATE TABLE duty (
+        user_id INTEGER NOT NULL REFERENCES user(id),
+        event_id INTEGER NOT NULL REFERENCES event(id),
+        position TEXT NOT NULL,
+        date_created INTEGER NOT NULL,
+        PRIMARY KEY (user_id, event_id, position)
+    );
+
+    CREATE TABLE api_key (
+        id INTEGER PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES user(id),
+        prefix TEXT NOT NULL UNIQUE,
+        key_hash TEXT NOT NULL,
+        label TEXT,
+        revoked INTEGER NOT NULL DEFAULT 0,
+        date_created INTEGER NOT NULL
+    );
+
+    CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        date_created INTEGER NOT NULL,
+        user_id TEXT,
+        action TEXT NOT NULL,
+        record_type TEXT NOT NULL,
+        record_id INTEGER NOT NULL,
+        item_id INTEGER,
+        event_id INTEGER,
+        changes TEXT,
+        message TEXT,
+        import_job_id INTEGER
+    );
+    CREATE INDEX audit_site ON audit_log(site_id, id);
+    CREATE INDEX audit_item ON audit_log(item_id) WHERE item_id IS NOT NULL;
+    CREATE INDEX audit_event ON audit_log(event_id) WHERE event_id IS NOT NULL;
+
+    CREATE TABLE media (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        name TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        content BLOB NOT NULL,
+        user_id TEXT,
+        date_created INTEGER NOT NULL
+    );
+
+    CREATE TABLE import_job (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        status TEXT NOT NULL,
+        code INTEGER NOT NULL DEFAULT 200,
+        user_id TEXT,
+        import_type TEXT NOT NULL,
+        import_rule TEXT NOT NULL,
+        params TEXT NOT NULL DEFAULT '{}',
+        summary TEXT,
+        result TEXT NOT NULL DEFAULT '',
+        pid INTEGER,
+        host TEXT,
+        date_created INTEGER NOT NULL,
+        date_completed INTEGER
+    );
+    CREATE INDEX import_job_site ON import_job(site_id, id);
+
+    CREATE TABLE report_instance (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        report_id INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        code INTEGER NOT NULL DEFAULT 200,
+        user_id TEXT,
+        params TEXT,
+        result TEXT NOT NULL DEFAULT '',
+        row_count INTEGER,
+        time_taken REAL,
+        pid INTEGER,
+        host TEXT,
+        date_created INTEGER NOT NULL,
+        date_run INTEGER,
+        date_completed INTEGER
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
