@@ -1,0 +1,367 @@
+"""Import rules: the declarative description of one import, and applying it to a table.
+
+A rule (the spec's ``importRule``) names its import type, its register (items),
+how file headings map to fields with types and required flags, how rows link
+to assets, and its default matching id and overwrite rule. Built-in rules live
+in the ``pipelines`` package, one module each, each defining ``RULE``; users add
+their own rule files by path or folder. Rules are loaded by name: ``toolkit``
+never imports ``pipelines``.
+
+Applying a rule is vectorised: every column is converted whole, and every bad
+cell becomes a rejection naming its row, column, value and reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import OptionError, SourceError
+from toolkit.overwrite import OverwriteRule, check_overwrite_rule
+
+ImportType = Literal["item", "asset", "user"]
+IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)
+FieldType = Literal["text", "integer", "decimal", "date", "boolean", "lookup", "list"]
+FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
+
+NULL_MARKER = "[NULL]"
+BUILTIN_PACKAGE = "pipelines"
+_TRUE = ("1", "Y", "YES", "TRUE", "T")
+_FALSE = ("0", "N", "NO", "FALSE", "F")
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One target field and the file heading it comes from."""
+
+    name: str
+    column: str
+    type: FieldType = "text"
+    required: bool = False
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    max_length: int = 10_000
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in FIELD_TYPES:
+            raise OptionError(
+                f"field {self.name!r}: type {self.type!r} is not one of: {', '.join(FIELD_TYPES)}"
+            )
+        if self.type == "lookup" and not self.choices:
+            raise OptionError(f"field {self.name!r}: a lookup field needs its choices")
+
+
+@dataclass(frozen=True)
+class AssetLink:
+    """How item rows find their asset; the ways are tried in the order given here.
+
+    ``id_column`` holds asset ids; ``lookup_column`` holds a code matched on
+    ``codefield`` (the spec's ``asset_lookup``/``asset_codefield``);
+    ``friendly_columns`` are joined into an address (``asset_friendly``);
+    ``use_geometry`` links by the asset that contains the row's point.
+    ``options`` are asset-lookup options (spec 4.3) for the address search.
+    """
+
+    id_column: str | None = None
+    lookup_column: str | None = None
+    codefield: str | None = None
+    friendly_columns: tuple[str, ...] = ()
+    use_geometry: bool = True
+    options: dict[str, Any] = field(default_factory=dict)
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class ImportRule:
+    """The declarative description of one import."""
+
+    name: str
+    import_type: ImportType
+    description: str
+    fields: tuple[FieldRule, ...]
+    register: str | None = None
+    register_name: str | None = None
+    asset_type: str | None = None
+    asset_link: AssetLink | None = None
+    matching_id: str = "id"
+    overwrite_rule: OverwriteRule = "updateAndInsert"
+    source: str = "built-in"
+
+    def __post_init__(self) -> None:
+        if self.import_type not in IMPORT_TYPES:
+            raise OptionError(
+                f"rule {self.name!r}: importType {self.import_type!r} is not one of: "
+                + ", ".join(IMPORT_TYPES)
+            )
+        if self.import_type == "item" and not self.register:
+            raise OptionError(f"rule {self.name!r}: an item rule needs its register")
+        check_overwrite_rule(self.overwrite_rule)
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise OptionError(f"rule {self.name!r}: a field is named twice")
+
+    def field_named(self, name: str) -> FieldRule | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+    def defaults(self) -> dict[str, Any]:
+        """Values for fields left empty, applied to inserted rows only."""
+        return {f.name: f.default for f in self.fields if f.default is not None}
+
+    def describe(self) -> dict[str, Any]:
+        """What the rule expects, for ``toolkit rules show``."""
+        link = self.asset_link
+        return {
+            "name": self.name,
+            "importType": self.import_type,
+            "description": self.description,
+            "register": self.register,
+            "assetType": self.asset_type,
+            "matchingId": self.matching_id,
+            "overwriteRule": self.overwrite_rule,
+            "source": self.source,
+            "fields": [
+                {
+                    "name": f.name,
+                    "column": f.column,
+                    "aliases": list(f.aliases),
+                    "type": f.type,
+                    "required": f.required,
+                    "default": f.default,
+                    "choices": list(f.choices),
+                    "description": f.description,
+                }
+                for f in self.fields
+            ],
+            "assetLink": None
+            if link is None
+            else {
+                "idColumn": link.id_column,
+                "lookupColumn": link.lookup_column,
+                "codefield": link.codefield,
+                "friendlyColumns": list(link.friendly_columns),
+                "useGeometry": link.use_geometry,
+                "options": link.options,
+                "required": link.required,
+            },
+        }
+
+
+@dataclass
+class Prepared:
+    """A table after its rule: typed values, cleared cells, and rejected rows.
+
+    ``values`` has one column per field, indexed by source row number; a
+    missing value means "leave alone" and ``cleared`` marks ``[NULL]`` cells,
+    which clear the field on update. ``rejections`` has one line per problem:
+    ``row``, ``column``, ``value``, ``reason``.
+    """
+
+    values: pd.DataFrame
+    cleared: pd.DataFrame
+    rejections: pd.DataFrame
+    ignored_columns: list[str]
+    column_of: dict[str, str]
+
+    @property
+    def rejected_rows(self) -> pd.Index:
+        return pd.Index(self.rejections["row"].unique())
+
+
+def _heading_key(heading: str) -> str:
+    return re.sub(r"[\s_]+", " ", str(heading)).strip().casefold()
+
+
+def _resolve_headings(rule: ImportRule, columns: Sequence[str], path: str) -> dict[str, str]:
+    """Map each field to the file's heading for it; a missing required heading is fatal."""
+    by_key = {_heading_key(c): c for c in columns}
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for spec in rule.fields:
+        for candidate in (spec.column, *spec.aliases):
+            heading = by_key.get(_heading_key(candidate))
+            if heading is not None:
+                found[spec.name] = heading
+                break
+        else:
+            if spec.required and spec.default is None:
+                missing.append(spec.column)
+    if missing:
+        raise SourceError(
+            f"{path}: rule {rule.name!r} needs the column(s) {', '.join(map(repr, missing))}, "
+            f"which the file does not have; its columns are: {', '.join(map(repr, columns))}"
+        )
+    return found
+
+
+def _reject(
+    frame_index: pd.Index, mask: np.ndarray, column: str, values: pd.Series, reason: str
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "row": frame_index[mask],
+            "column": column,
+            "value": values[mask].astype("string").to_numpy(),
+            "reason": reason,
+        }
+    )
+
+
+def _convert(spec: FieldRule, text: pd.Series) -> tuple[pd.Series, np.ndarray, str]:
+    """Convert one column; returns the values, a mask of bad cells and the reason for them."""
+    present = text.notna().to_numpy()
+    stripped = text.str.strip()
+    if spec.type == "text":
+        too_long = present & (text.str.len().fillna(0).to_numpy() > spec.max_length)
+        return text, too_long, f"is longer than {spec.max_length} characters"
+    if spec.type == "integer":
+        numbers = pd.to_numeric(stripped, errors="coerce")
+        whole = numbers.notna() & (numbers == np.floor(numbers))
+        bad = present & ~whole.to_numpy()
+        return numbers.where(whole).astype("Int64"), bad, "is not a whole number"
+    if spec.type == "decimal":
+        numbers = pd.to_numeric(stripped, errors="coerce").astype("Float64")
+        bad = present & numbers.isna().to_numpy()
+        return numbers, bad, "is not a number"
+    if spec.type == "date":
+        iso = pd.to_datetime(stripped, format="ISO8601", errors="coerce")
+        day_first = pd.to_datetime(stripped, format="%d/%m/%Y", errors="coerce")
+        dates = iso.fillna(day_first)
+        bad = present & dates.isna().to_numpy()
+        as_text = dates.dt.strftime("%Y-%m-%d").astype("string")
+        return as_text, bad, "is not a date (YYYY-MM-DD or DD/MM/YYYY)"
+    if spec.type == "boolean":
+        upper = stripped.str.upper()
+        result = pd.Series(pd.NA, index=text.index, dtype="boolean")
+        result[upper.isin(_TRUE).fillna(False).to_numpy()] = True
+        result[upper.isin(_FALSE).fillna(False).to_numpy()] = False
+        bad = present & result.isna().to_numpy()
+        return result, bad, "is not a yes/no value (Yes, No, Y, N, 1, 0, True, False)"
+    if spec.type == "lookup":
+        canonical = {c.casefold(): c for c in spec.choices}
+        mapped = stripped.str.casefold().map(canonical).astype("string")
+        bad = present & mapped.isna().to_numpy()
+        return mapped, bad, f"is not one of: {', '.join(spec.choices)}"
+    # list: a ';' or ','-separated list of text values, kept as text for JSON later.
+    parts = stripped.str.replace(r"\s*[;,]\s*", ";", regex=True)
+    return parts, np.zeros(len(text), dtype=bool), ""
+
+
+def apply_rule(rule: ImportRule, frame: pd.DataFrame, *, path: str = "<data>") -> Prepared:
+    """Apply ``rule`` to ``frame`` (text columns, index = source row numbers)."""
+    column_of = _resolve_headings(rule, list(frame.columns), path)
+    used = set(column_of.values())
+    ignored = [c for c in frame.columns if c not in used and c != "geometry"]
+    values: dict[str, pd.Series] = {}
+    cleared: dict[str, np.ndarray] = {}
+    problems: list[pd.DataFrame] = []
+    for spec in rule.fields:
+        heading = column_of.get(spec.name)
+        if heading is None:
+            raw = pd.Series(pd.NA, index=frame.index, dtype="string")
+        else:
+            raw = frame[heading].astype("string")
+        is_null_marker = (raw.str.strip() == NULL_MARKER).fillna(False).to_numpy()
+        blank = (raw.str.strip() == "").fillna(False).to_numpy()
+        text = raw.mask(is_null_marker | blank)
+        converted, bad, reason = _convert(spec, text)
+        if bad.any():
+            problems.append(_reject(frame.index, bad, heading or spec.column, raw, reason))
+        # A default stands in for an empty required cell, but only on insert (imports.py).
+        if spec.required and spec.default is None:
+            missing = (text.isna().to_numpy()) & ~bad
+            if missing.any():
+                problems.append(
+                    _reject(
+                        frame.index,
+                        missing,
+                        heading or spec.column,
+                        raw,
+                        "is required but empty" if heading else "is required",
+                    )
+                )
+        values[spec.name] = converted.mask(bad) if bad.any() else converted
+        # A required field cannot be cleared: its [NULL] was rejected above as empty.
+        cleared[spec.name] = is_null_marker & (not spec.required)
+    rejections = (
+        pd.concat(problems, ignore_index=True)
+        if problems
+        else pd.DataFrame({"row": [], "column": [], "value": [], "reason": []})
+    )
+    return Prepared(
+        values=pd.DataFrame(values, index=frame.index),
+        cleared=pd.DataFrame(cleared, index=frame.index),
+        rejections=rejections.astype({"row": "int64"}),
+        ignored_columns=ignored,
+        column_of=column_of,
+    )
+
+
+# --- finding rules -----------------------------------------------------------------------
+
+
+def _rule_of_module(module: Any, origin: str) -> ImportRule:
+    rule = getattr(module, "RULE", None)
+    if not isinstance(rule, ImportRule):
+        raise OptionError(f"{origin}: defines no RULE = ImportRule(...)")
+    return rule
+
+
+def _load_file(path: Path) -> ImportRule:
+    spec = importlib.util.spec_from_file_location(f"toolkit_user_rule_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise OptionError(f"{path}: is not a Python rule file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a user's file: say which file broke and how
+        raise OptionError(f"{path}: cannot load the rule: {exc}") from exc
+    rule = _rule_of_module(module, str(path))
+    return ImportRule(**{**rule.__dict__, "source": str(path)})
+
+
+def available_rules(extra_paths: Iterable[str | Path] = ()) -> dict[str, ImportRule]:
+    """Every rule by name: the built-in ones, then user files and folders (which win)."""
+    rules: dict[str, ImportRule] = {}
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{BUILTIN_PACKAGE}.{info.name}")
+        rule = _rule_of_module(module, f"{BUILTIN_PACKAGE}.{info.name}")
+        rules[rule.name] = rule
+    for entry in extra_paths:
+        path = Path(entry)
+        if path.is_dir():
+            files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+        elif path.is_file():
+            files = [path]
+        else:
+            raise OptionError(f"{path}: no such rule file or folder")
+        for file in files:
+            rule = _load_file(file)
+            rules[rule.name] = rule
+    return rules
+
+
+def load_rule(name_or_path: str, extra_paths: Iterable[str | Path] = ()) -> ImportRule:
+    """The rule called ``name_or_path``, or the rule in that ``.py`` file."""
+    if name_or_path.endswith(".py"):
+        return _load_file(Path(name_or_path))
+    rules = available_rules(extra_paths)
+    try:
+        return rules[name_or_path]
+    except KeyError:
+        raise OptionError(
+            f"importRule {name_or_path!r} is not one of: {', '.join(sorted(rules))}"
+        ) from None
