@@ -1,0 +1,186 @@
+"""Parsing and checking the GET parameters of REST collections (spec 4.6 to 4.9).
+
+Parameters arrive as text (from a URL or a command line); here they become
+typed filters, or an :class:`OptionError` naming the parameter, the value and
+the allowed set. Our choices where the spec is silent (DESIGN.md): ``order``
+and ``direction``; ``since``/``until`` compare ``dateModified`` with operators
+``gt``, ``gte``, ``lt``, ``lte``, ``eq`` (defaults ``gte`` and ``lte``);
+``limit`` defaults to 100 and may not exceed 1000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, get_args
+
+from toolkit.errors import OptionError
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+Operator = Literal["gt", "gte", "lt", "lte", "eq"]
+OPERATORS: tuple[str, ...] = get_args(Operator)
+ORDER_COLUMNS = ("id", "dateCreated", "dateModified")
+DIRECTIONS = ("asc", "desc")
+_TRUE = ("1", "true", "yes", "y", "t")
+_FALSE = ("0", "false", "no", "n", "f")
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """A comparison of ``dateModified`` with ``value_ms`` (epoch milliseconds)."""
+
+    operator: Operator
+    value_ms: int
+
+
+@dataclass(frozen=True)
+class Page:
+    limit: int = DEFAULT_LIMIT
+    offset: int = 0
+    order: str = "id"
+    direction: Literal["asc", "desc"] = "asc"
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed collection request: paging plus the filters given, by spec name."""
+
+    page: Page = field(default_factory=Page)
+    since: TimeBound | None = None
+    until: TimeBound | None = None
+    filters: dict[str, object] = field(default_factory=dict)
+
+
+def parse_int(name: str, value: str, *, minimum: int | None = None) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise OptionError(f"{name} {value!r} is not a whole number") from None
+    if minimum is not None and number < minimum:
+        raise OptionError(f"{name} {value!r} must be at least {minimum}")
+    return number
+
+
+def parse_float(name: str, value: str) -> float:
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise OptionError(f"{name} {value!r} is not a number") from None
+
+
+def parse_bool(name: str, value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise OptionError(f"{name} {value!r} is not one of: true, false")
+
+
+def parse_time(name: str, value: str) -> int:
+    """ISO 8601 date or date-time (naive means UTC), or epoch seconds, as epoch milliseconds."""
+    text = str(value).strip()
+    if text.lstrip("-").isdigit():
+        return int(text) * 1000
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise OptionError(
+            f"{name} {value!r} is not a date or time (ISO 8601, e.g. 2026-01-31 or "
+            "2026-01-31T09:00:00+10:00, or epoch seconds)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def format_time(value_ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO 8601 in UTC with its offset, as the API prints times."""
+    if value_ms is None:
+        return None
+    moment = datetime.fromtimestamp(value_ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise OptionError(f"{name} {value!r} is not one of: {', '.join(allowed)}")
+    return value
+
+
+def parse_page(params: Mapping[str, str]) -> Page:
+    limit = parse_int("limit", params.get("limit", str(DEFAULT_LIMIT)), minimum=0)
+    if limit > MAX_LIMIT:
+        raise OptionError(f"limit {limit} is over the maximum of {MAX_LIMIT}; page with offset")
+    return Page(
+        limit=limit,
+        offset=parse_int("offset", params.get("offset", "0"), minimum=0),
+        order=_choice("order", params.get("order", "id"), ORDER_COLUMNS),
+        direction=_choice(  # type: ignore[arg-type]
+            "direction", params.get("direction", "asc").lower(), DIRECTIONS
+        ),
+    )
+
+
+def _bound(params: Mapping[str, str], name: str, default: Operator) -> TimeBound | None:
+    if name not in params or params[name] in ("", None):
+        if f"{name}_operator" in params:
+            raise OptionError(f"{name}_operator is given without {name}")
+        return None
+    operator = _choice(f"{name}_operator", params.get(f"{name}_operator", default), OPERATORS)
+    return TimeBound(operator, parse_time(name, params[name]))  # type: ignore[arg-type]
+
+
+def parse_query(
+    params: Mapping[str, str],
+    known: Mapping[str, str],
+    *,
+    aliases: Mapping[str, str] | None = None,
+) -> Query:
+    """Parse ``params``; ``known`` maps each filter name to its kind (text, int, bool, ...).
+
+    Unknown parameters are an error listing the known ones, so a typo never
+    silently returns the whole collection.
+    """
+    aliases = aliases or {}
+    common = {
+        "limit",
+        "offset",
+        "order",
+        "direction",
+        "since",
+        "until",
+        "since_operator",
+        "until_operator",
+    }
+    filters: dict[str, object] = {}
+    for raw_name, value in params.items():
+        name = aliases.get(raw_name, raw_name)
+        if name in common:
+            continue
+        kind = known.get(name)
+        if kind is None:
+            allowed = sorted({*known, *aliases, *common})
+            raise OptionError(f"unknown parameter {raw_name!r}; known: {', '.join(allowed)}")
+        if name in filters:
+            raise OptionError(f"parameter {name!r} is given twice (as {raw_name!r} too)")
+        if kind == "int":
+            filters[name] = parse_int(raw_name, value)
+        elif kind == "float":
+            filters[name] = parse_float(raw_name, value)
+        elif kind == "bool":
+            filters[name] = parse_bool(raw_name, value)
+        elif kind == "time":
+            filters[name] = parse_time(raw_name, value)
+        else:
+            filters[name] = str(value)
+    return Query(
+        page=parse_page(params),
+        since=_bound(params, "since", "gte"),
+        until=_bound(params, "until", "lte"),
+        filters=filters,
+    )
