@@ -14,6 +14,7 @@ from toolkit.errors import OptionError
         ("damageLevel:Severe", Term("damageLevel", "eq", "Severe")),
         ("address:*smith*", Term("address", "like", "*smith*")),
         ("inspector:~jon", Term("inspector", "sounds", "jon")),
+        ('inspector:~"jon smith"', Term("inspector", "sounds", "jon smith")),
         ("is:ACTIVE", Term(None, "is", "active")),
         ("flood", Term(None, "text", "flood")),
         ('"water damage"', Term(None, "text", "water damage")),

@@ -83,12 +83,12 @@ def _tokenise(query: str) -> list[_Token]:
         kind = match.lastgroup or ""
         start = match.start(kind)
         text = match.group(kind)
-        # A field followed by a quoted value ("name:" then "a b") is one term.
+        # A field followed by a quoted value (name:"a b", name:~"a b") is one term.
         if (
             kind == "quoted"
             and tokens
             and tokens[-1].kind == "word"
-            and tokens[-1].text.endswith(":")
+            and tokens[-1].text.endswith((":", ":~"))
             and tokens[-1].position + len(tokens[-1].text) == start
         ):
             previous = tokens.pop()

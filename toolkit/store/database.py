@@ -13,6 +13,7 @@ from pathlib import Path
 
 from toolkit.errors import StoreError
 from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
+from toolkit.store.sql import sounds_like
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class Database:
             self.connection.execute("PRAGMA journal_mode=WAL")
             self.connection.execute("PRAGMA synchronous=NORMAL")
             self.connection.execute("PRAGMA foreign_keys=ON")
+            self.connection.create_function("sounds_like", 2, sounds_like, deterministic=True)
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: cannot open the site file: {exc}") from exc
@@ -100,6 +102,25 @@ class Database:
             raise
         else:
             conn.execute("COMMIT")
+
+    def site_id(self, name: str, *, create: bool = False) -> int | None:
+        """The id of the site called ``name``; with ``create``, made when missing."""
+        row = self.connection.execute("SELECT id FROM site WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        if not create:
+            return None
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO site (name, date_created) VALUES (?, ?)",
+                (name, self.clock()),
+            )
+        return int(
+            self.connection.execute("SELECT id FROM site WHERE name = ?", (name,)).fetchone()[0]
+        )
+
+    def sites(self) -> list[str]:
+        return [r[0] for r in self.connection.execute("SELECT name FROM site ORDER BY name")]
 
     def fail_orphaned_jobs(self) -> int:
         """Mark jobs left ``RUNNING`` by a process that no longer exists as ``FAILED``.

@@ -1,0 +1,154 @@
+"""Register items in a real site file: bulk writes with their audit trail, keys, queries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolkit.cql import parse_cql
+from toolkit.filters import Page, TimeBound
+from toolkit.store import Database
+from toolkit.store.items import Actor, ItemChanges, ItemStore, NewItems
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Database, ItemStore]:
+    db = Database(tmp_path / "site.sqlite")
+    site = db.site_id("demo", create=True)
+    assert site is not None
+    return db, ItemStore(db.connection, site)
+
+
+def _insert(
+    db: Database,
+    items: ItemStore,
+    fields: list[dict[str, object]],
+    now: int = 1000,
+    event_id: int | None = 1,
+) -> range:
+    with db.transaction() as conn:
+        return items.insert_many(
+            conn,
+            NewItems(
+                register_id="damage",
+                event_id=event_id,
+                region_id=None,
+                asset_id=[None] * len(fields),
+                status=[1] * len(fields),
+                is_template=[0] * len(fields),
+                tags="[]",
+                fields=[json.dumps(f) for f in fields],
+            ),
+            Actor(user_id="officer", message="first load", import_job_id=7),
+            now,
+        )
+
+
+def test_insert_many_writes_records_and_one_audit_entry_each(store) -> None:  # type: ignore[no-untyped-def]
+    db, items = store
+    ids = _insert(db, items, [{"reference": "A"}, {"reference": "B", "level": "Minor"}])
+    assert list(ids) == [1, 2]
+    row = items.get(2)
+    assert row is not None
+    assert json.loads(row["fields"]) == {"reference": "B", "level": "Minor"}
+    assert (row["status"], row["import_job_id"], row["date_created"]) == (1, 7, 1000)
+    audit = db.connection.execute(
+        "SELECT action, record_id, item_id, user_id, message, import_job_id, changes "
+        "FROM audit_log ORDER BY id"
+    ).fetchall()
+    assert [tuple(a)[:6] for a in audit] == [
+        ("create", 1, 1, "officer", "first load", 7),
+        ("create", 2, 2, "officer", "first load", 7),
+    ]
+    assert json.loads(audit[1]["changes"]) == {
+        "fields": {"reference": "B", "level": "Minor"},
+        "assetId": None,
+        "status": 1,
+    }
+
+
+def test_update_many_patches_fields_and_audits_the_before_state(store) -> None:  # type: ignore[no-untyped-def]
+    db, items = store
+    _insert(db, items, [{"reference": "A", "notes": "old", "level": "Minor"}])
+    with db.transaction() as conn:
+        items.update_many(
+            conn,
+            ItemChanges(
+                ids=[1],
+                fields_patch=['{"level":"Severe","notes":null}'],
+                asset_id=[55],
+                status=[None],
+            ),
+            Actor(user_id="officer", message="second pass", import_job_id=8),
+            2000,
+        )
+    row = items.get(1)
+    assert json.loads(row["fields"]) == {"reference": "A", "level": "Severe"}
+    assert (row["asset_id"], row["status"], row["date_modified"], row["date_created"]) == (
+        55,
+        1,
+        2000,
+        1000,
+    )
+    changes = json.loads(
+        db.connection.execute("SELECT changes FROM audit_log WHERE action = 'update'").fetchone()[0]
+    )
+    assert changes["before"]["fields"] == {"reference": "A", "notes": "old", "level": "Minor"}
+    assert changes["patch"]["fields"] == {"level": "Severe", "notes": None}
+
+
+def test_retired_items_stay_stored_but_drop_out_of_the_active_keys(store) -> None:  # type: ignore[no-untyped-def]
+    db, items = store
+    _insert(db, items, [{"reference": "A"}, {"reference": "B"}])
+    with db.transaction() as conn:
+        assert items.retire_many(conn, [1], Actor(), 3000) == 1
+    keys = items.active_keys("damage", 1, "reference")
+    assert keys.to_dict("list") == {"id": [2], "key": ["B"]}
+    assert items.get(1)["status"] == 0
+    assert items.active_keys("damage", 2, "reference").empty
+    assert items.active_keys("damage", 1, "id")["key"].tolist() == ["2"]
+
+
+def test_a_failed_transaction_keeps_no_item_and_no_audit(store) -> None:  # type: ignore[no-untyped-def]
+    db, items = store
+    with pytest.raises(ValueError), db.transaction() as conn:
+        items.insert_many(
+            conn,
+            NewItems("damage", 1, None, [None], [1], [0], "[]", ['{"a":1}']),
+            Actor(),
+            1,
+        )
+        raise ValueError("crash after the insert")
+    counts = db.connection.execute(
+        "SELECT (SELECT count(*) FROM item), (SELECT count(*) FROM audit_log)"
+    ).fetchone()
+    assert tuple(counts) == (0, 0)
+
+
+def test_query_filters_pages_and_counts_the_whole_set(store) -> None:  # type: ignore[no-untyped-def]
+    db, items = store
+    _insert(db, items, [{"reference": "A", "inspector": "Jon Smith"}], now=1000)
+    _insert(
+        db, items, [{"reference": "B", "inspector": "John Smyth", "notes": "flooded"}], now=2000
+    )
+    _insert(db, items, [{"reference": "C", "inspector": "Ann Lee"}], now=3000, event_id=2)
+
+    def refs(**kwargs: object) -> tuple[list[str], int]:
+        rows, total = items.query(page=kwargs.pop("page", Page()), register_id="damage", **kwargs)  # type: ignore[arg-type]
+        return [json.loads(r["fields"])["reference"] for r in rows], total
+
+    assert refs() == (["A", "B", "C"], 3)
+    assert refs(event_id=2) == (["C"], 1)
+    assert refs(since=TimeBound("gt", 1000)) == (["B", "C"], 2)
+    assert refs(until=TimeBound("lte", 2000), since=TimeBound("gte", 2000)) == (["B"], 1)
+    assert refs(page=Page(limit=1, offset=1, order="dateModified", direction="desc")) == (
+        ["B"],
+        3,
+    )
+    assert refs(cql=parse_cql('inspector:~"jon smith"')) == (["A", "B"], 2)
+    assert refs(cql=parse_cql("inspector:*SM* AND NOT reference:a")) == (["B"], 1)
+    assert refs(cql=parse_cql("flooded OR reference:c")) == (["B", "C"], 2)
+    assert refs(cql=parse_cql("is:active eventId:1")) == (["A", "B"], 2)
+    assert refs(cql=parse_cql('inspector:"ann lee"')) == (["C"], 1)

@@ -1,0 +1,115 @@
+"""Compiling parsed collection requests (paging, time bounds, CQL trees) to SQL.
+
+Values always travel as parameters; field names reach SQL only as JSON-path
+parameters or through a fixed mapping, so no text from a request is spliced in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import jellyfish
+
+from toolkit.cql import And, Node, Not, Or, Term
+from toolkit.filters import Page, TimeBound
+
+_OPERATOR_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<=", "eq": "="}
+_ORDER_SQL = {"id": "id", "dateCreated": "date_created", "dateModified": "date_modified"}
+
+
+@dataclass
+class Where:
+    """An AND of SQL conditions with their parameters."""
+
+    clauses: list[str] = field(default_factory=list)
+    params: list[object] = field(default_factory=list)
+
+    def add(self, clause: str, *params: object) -> None:
+        self.clauses.append(clause)
+        self.params.extend(params)
+
+    def sql(self) -> str:
+        return " AND ".join(f"({c})" for c in self.clauses) if self.clauses else "1"
+
+
+def add_time_bound(where: Where, bound: TimeBound | None, column: str = "date_modified") -> None:
+    if bound is not None:
+        where.add(f"{column} {_OPERATOR_SQL[bound.operator]} ?", bound.value_ms)
+
+
+def page_sql(page: Page) -> tuple[str, list[object]]:
+    """ORDER BY ... LIMIT ... OFFSET ... for ``page`` (id breaks ties so pages are stable)."""
+    column = _ORDER_SQL[page.order]
+    direction = "DESC" if page.direction == "desc" else "ASC"
+    order = f"{column} {direction}" if column == "id" else f"{column} {direction}, id {direction}"
+    return f" ORDER BY {order} LIMIT ? OFFSET ?", [page.limit, page.offset]
+
+
+def json_path(name: str) -> str:
+    """The JSON path of a top-level member, quoted so any name is safe."""
+    return '$."' + name.replace('"', '\\"') + '"'
+
+
+def sounds_like(value: object, query: object) -> int:
+    """1 when every word of ``query`` sounds like some word of ``value`` (Soundex)."""
+    if value is None or query is None:
+        return 0
+    value_keys = {jellyfish.soundex(w) for w in str(value).split() if w.isalpha()}
+    query_words = [w for w in str(query).split() if w.isalpha()]
+    if not query_words:
+        return 0
+    return int(all(jellyfish.soundex(w) in value_keys for w in query_words))
+
+
+def compile_cql(
+    node: Node,
+    column_of: Mapping[str, str],
+    *,
+    json_column: str = "fields",
+    full_text: Callable[[], str] | None = None,
+) -> tuple[str, list[object]]:
+    """SQL for a CQL tree; ``column_of`` maps record fields to columns, others are JSON."""
+    params: list[object] = []
+
+    def expression(name: str) -> str:
+        if name in column_of:
+            return column_of[name]
+        params.append(json_path(name))
+        return f"json_extract({json_column}, ?)"
+
+    def walk(item: Node) -> str:
+        if isinstance(item, And):
+            return "(" + " AND ".join(walk(i) for i in item.items) + ")"
+        if isinstance(item, Or):
+            return "(" + " OR ".join(walk(i) for i in item.items) + ")"
+        if isinstance(item, Not):
+            return f"(NOT {walk(item.item)})"
+        return term(item)
+
+    def term(item: Term) -> str:
+        if item.op == "is":
+            return {
+                "active": "status > 0",
+                "inactive": "status <= 0",
+                "template": "is_template = 1",
+            }[item.value]
+        if item.op == "text":
+            text = full_text() if full_text else json_column
+            params.append(item.value.lower())
+            return f"instr(lower({text}), ?) > 0"
+        assert item.field is not None
+        column = expression(item.field)
+        if item.op == "eq":
+            params.append(item.value.lower())
+            return f"lower({column}) = ?"
+        if item.op == "like":
+            pattern = (
+                item.value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            ).replace("*", "%")
+            params.append(pattern)
+            return f"lower({column}) LIKE ? ESCAPE '\\'"
+        params.append(item.value)
+        return f"sounds_like({column}, ?) = 1"
+
+    return walk(node), params
