@@ -10,7 +10,8 @@ import pytest
 from toolkit.cql import parse_cql
 from toolkit.filters import Page, TimeBound
 from toolkit.store import Database
-from toolkit.store.items import Actor, ItemChanges, ItemStore, NewItems
+from toolkit.store.items import ItemChanges, ItemStore, NewItems
+from toolkit.store.records import Actor
 
 
 @pytest.fixture

@@ -1,9 +1,4 @@
-"""Register items: bulk writes for imports, single writes for REST, reads and queries.
-
-Every create, update and retirement writes its audit-log entry in the same
-statement batch, done set-wise inside SQLite (``INSERT ... SELECT``) so a
-million-row import pays no Python loop for its audit trail.
-"""
+"""Register items: bulk writes for imports, reads and queries."""
 
 from __future__ import annotations
 
@@ -15,6 +10,7 @@ import pandas as pd
 
 from toolkit.cql import Node
 from toolkit.filters import Page, TimeBound
+from toolkit.store.records import ITEM_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, compile_cql, json_path, page_sql
 
 # CQL and filter names of item columns; every other name is a register field.
@@ -30,16 +26,6 @@ ITEM_COLUMNS = {
     "dateCreated": "date_created",
     "dateModified": "date_modified",
 }
-INACTIVE_STATUS = 0
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who does a write and why, for the audit log."""
-
-    user_id: str | None = None
-    message: str | None = None
-    import_job_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,110 +59,43 @@ class ItemStore:
     def __init__(self, connection: sqlite3.Connection, site_id: int) -> None:
         self.connection = connection
         self.site_id = site_id
+        self.table = RecordTable(ITEM_KIND, site_id)
 
     # --- bulk writes: the caller holds the transaction -----------------------------------
 
     def insert_many(
         self, conn: sqlite3.Connection, items: NewItems, actor: Actor, now: int
-    ) -> range:
-        """Insert items with consecutive new ids; returns the ids."""
-        count = len(items.fields)
-        if count == 0:
-            return range(0)
-        # The write lock is held (BEGIN IMMEDIATE), so the next ids are ours alone; knowing
-        # them lets the audit entries be written with one INSERT ... SELECT.
-        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM item").fetchone()[0]
-        ids = range(first, first + count)
-        conn.executemany(
-            "INSERT INTO item (id, site_id, register_id, event_id, region_id, asset_id, status, "
-            "is_template, tags, fields, import_job_id, date_created, date_modified) "
-            f"VALUES (?, {self.site_id}, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, {now})",
-            zip(
-                ids,
-                _repeat(items.register_id, count),
-                _repeat(items.event_id, count),
-                _repeat(items.region_id, count),
-                items.asset_id,
-                items.status,
-                items.is_template,
-                _repeat(items.tags, count),
-                items.fields,
-                _repeat(actor.import_job_id, count),
-                strict=True,
-            ),
-        )
-        conn.execute(
-            "INSERT INTO audit_log (site_id, date_created, user_id, action, record_type, "
-            "record_id, item_id, event_id, changes, message, import_job_id) "
-            "SELECT site_id, ?, ?, 'create', 'item', id, id, event_id, "
-            "json_object('fields', json(fields), 'assetId', asset_id, 'status', status), ?, ? "
-            "FROM item WHERE id BETWEEN ? AND ?",
-            (now, actor.user_id, actor.message, actor.import_job_id, ids.start, ids.stop - 1),
-        )
-        return ids
+    ) -> list[int]:
+        """Insert items with consecutive new ids, audited; returns the ids."""
+        columns = {
+            "register_id": items.register_id,
+            "event_id": items.event_id,
+            "region_id": items.region_id,
+            "asset_id": items.asset_id,
+            "status": items.status,
+            "is_template": items.is_template,
+            "tags": items.tags,
+            "fields": items.fields,
+        }
+        return self.table.insert_many(conn, columns, len(items.fields), actor, now)
 
     def update_many(
         self, conn: sqlite3.Connection, changes: ItemChanges, actor: Actor, now: int
     ) -> int:
         """Apply per-item changes; the audit entry keeps the record as it was and the patch."""
-        if not changes.ids:
-            return 0
-        conn.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS item_change (id INTEGER PRIMARY KEY, "
-            "fields_patch TEXT, asset_id INTEGER, status INTEGER)"
-        )
-        conn.execute("DELETE FROM temp.item_change")
-        conn.executemany(
-            "INSERT INTO temp.item_change VALUES (?, ?, ?, ?)",
-            zip(changes.ids, changes.fields_patch, changes.asset_id, changes.status, strict=True),
-        )
-        conn.execute(
-            "INSERT INTO audit_log (site_id, date_created, user_id, action, record_type, "
-            "record_id, item_id, event_id, changes, message, import_job_id) "
-            "SELECT i.site_id, ?, ?, 'update', 'item', i.id, i.id, i.event_id, "
-            "json_object('before', json_object('fields', json(i.fields), 'assetId', i.asset_id, "
-            "'status', i.status), 'patch', json_object('fields', json(c.fields_patch), "
-            "'assetId', c.asset_id, 'status', c.status)), ?, ? "
-            "FROM temp.item_change c JOIN item i ON i.id = c.id",
-            (now, actor.user_id, actor.message, actor.import_job_id),
-        )
-        conn.execute(
-            "UPDATE item SET fields = json_patch(item.fields, c.fields_patch), "
-            "asset_id = coalesce(c.asset_id, item.asset_id), "
-            "status = coalesce(c.status, item.status), "
-            "tags = coalesce(?, item.tags), "
-            "import_job_id = coalesce(?, item.import_job_id), date_modified = ? "
-            "FROM temp.item_change c WHERE item.id = c.id",
-            (changes.tags, actor.import_job_id, now),
-        )
-        conn.execute("DELETE FROM temp.item_change")
-        return len(changes.ids)
+        columns: dict[str, Sequence[object]] = {
+            "asset_id": changes.asset_id,
+            "status": changes.status,
+        }
+        if changes.tags is not None:
+            columns["tags"] = [changes.tags] * len(changes.ids)
+        return self.table.update_many(conn, changes.ids, changes.fields_patch, columns, actor, now)
 
     def retire_many(
         self, conn: sqlite3.Connection, ids: Sequence[int], actor: Actor, now: int
     ) -> int:
         """Set items inactive (records are never deleted), audited."""
-        if not ids:
-            return 0
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS item_retire (id INTEGER PRIMARY KEY)")
-        conn.execute("DELETE FROM temp.item_retire")
-        conn.executemany("INSERT INTO temp.item_retire VALUES (?)", ((i,) for i in ids))
-        conn.execute(
-            "INSERT INTO audit_log (site_id, date_created, user_id, action, record_type, "
-            "record_id, item_id, event_id, changes, message, import_job_id) "
-            "SELECT i.site_id, ?, ?, 'retire', 'item', i.id, i.id, i.event_id, "
-            f"json_object('status', json_array(i.status, {INACTIVE_STATUS})), ?, ? "
-            "FROM temp.item_retire r JOIN item i ON i.id = r.id",
-            (now, actor.user_id, actor.message, actor.import_job_id),
-        )
-        conn.execute(
-            f"UPDATE item SET status = {INACTIVE_STATUS}, date_modified = ?, "
-            "import_job_id = coalesce(?, import_job_id) "
-            "WHERE id IN (SELECT id FROM temp.item_retire)",
-            (now, actor.import_job_id),
-        )
-        conn.execute("DELETE FROM temp.item_retire")
-        return len(ids)
+        return self.table.retire_many(conn, ids, actor, now)
 
     # --- reads -------------------------------------------------------------------------
 
@@ -241,7 +160,3 @@ class ItemStore:
             f"SELECT * FROM item WHERE {where.sql()}{tail}", [*where.params, *tail_params]
         ).fetchall()
         return rows, total
-
-
-def _repeat(value: object, count: int) -> list[object]:
-    return [value] * count

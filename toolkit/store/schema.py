@@ -64,12 +64,18 @@ MIGRATIONS: tuple[str, ...] = (
         status INTEGER NOT NULL DEFAULT 1,
         extra_info TEXT NOT NULL DEFAULT '{}',
         geometry BLOB,
+        -- Bounds of the geometry (EPSG:4326) so "near a location" is an indexed range scan.
+        min_x REAL,
+        min_y REAL,
+        max_x REAL,
+        max_y REAL,
         tags TEXT NOT NULL DEFAULT '[]',
         import_job_id INTEGER,
         date_created INTEGER NOT NULL,
         date_modified INTEGER NOT NULL
     );
     CREATE INDEX asset_site_code ON asset(site_id, code);
+    CREATE INDEX asset_site_x ON asset(site_id, min_x);
 
     CREATE TABLE item (
         id INTEGER PRIMARY KEY,
