@@ -1,0 +1,129 @@
+"""Assets in a real site file: writes with geometry, the spec's search filters, impact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import shapely
+
+from toolkit.filters import Page
+from toolkit.store import Database
+from toolkit.store.assets import AssetStore, NewAssets, geometry_columns
+from toolkit.store.items import ItemStore, NewItems
+from toolkit.store.records import Actor
+
+# Two parcels in Ballarat sharing an edge, ~88 m wide, and one asset without geometry.
+WEST = shapely.box(143.850, -37.561, 143.851, -37.560)
+EAST = shapely.box(143.851, -37.561, 143.852, -37.560)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> tuple[Database, AssetStore]:
+    db = Database(tmp_path / "site.sqlite")
+    site_id = db.site_id("demo", create=True)
+    assets = AssetStore(db.connection, site_id)  # type: ignore[arg-type]
+    wkb, bounds = geometry_columns(np.array([WEST, EAST, None]))
+    with db.transaction() as conn:
+        ids = assets.insert_many(
+            conn,
+            NewAssets(
+                type=["Property", "Property", "Bridge"],
+                name=["12 SMITH STREET BALLARAT", "14 SMITH STREET BALLARAT", "SMYTHE BRIDGE"],
+                code=["201", "202", "B1"],
+                friendly=[None, None, "Smythe bridge over the creek"],
+                region_id=None,
+                status=1,
+                extra_info=['{"propnum":"005123"}', '{"propnum":"005124"}', "{}"],
+                geometry=wkb,
+                bounds=bounds,
+            ),
+            Actor(user_id="officer"),
+            1000,
+            ids=[100001, 100002, 100003],
+        )
+    assert ids == [100001, 100002, 100003]
+    return db, assets
+
+
+def _ids(result: tuple[list, int]) -> tuple[list[int], int]:
+    rows, total = result
+    return [r["id"] for r in rows], total
+
+
+def test_assets_keep_given_ids_geometry_and_types(site) -> None:  # type: ignore[no-untyped-def]
+    _db, assets = site
+    row = assets.get(100001)
+    assert shapely.equals(shapely.from_wkb(row["geometry"]), WEST)
+    assert (row["min_x"], row["max_y"]) == (143.850, -37.560)
+    assert assets.get(100003)["geometry"] is None
+    assert [tuple(t) for t in assets.types()] == [("Bridge", "Bridge"), ("Property", "Property")]
+    assert assets.ids_taken([100002, 5]) == {100002}
+    keys = assets.active_keys("propnum")
+    assert keys["key"].fillna("-").tolist() == ["005123", "005124", "-"]
+    frame = assets.frame()
+    assert frame["id"].tolist() == [100001, 100002, 100003]
+    assert json.loads(frame["extra_info"][0]) == {"propnum": "005123"}
+
+
+def test_search_filters(site) -> None:  # type: ignore[no-untyped-def]
+    _db, assets = site
+    page = Page()
+    assert _ids(assets.query(page=page)) == ([100001, 100002, 100003], 3)
+    assert _ids(assets.query(page=page, code="202")) == ([100002], 1)
+    assert _ids(assets.query(page=page, asset_type="Bridge")) == ([100003], 1)
+    assert _ids(assets.query(page=page, fulltext="creek")) == ([100003], 1)
+    assert _ids(assets.query(page=page, fulltext="005124")) == ([100002], 1)
+    assert _ids(assets.query(page=page, soundex="smith")) == ([100001, 100002, 100003], 3)
+    assert _ids(assets.query(page=Page(limit=1, offset=1))) == ([100002], 3)
+
+
+def test_near_a_location_measures_metres(site) -> None:  # type: ignore[no-untyped-def]
+    _db, assets = site
+    # A point 50 m west of the west parcel: about 50 m from WEST, 138 m from EAST.
+    lon = 143.850 - 50 / (111_320 * np.cos(np.radians(-37.5605)))
+    assert _ids(assets.query(page=Page(), near=(-37.5605, lon, 60))) == ([100001], 1)
+    assert _ids(assets.query(page=Page(), near=(-37.5605, lon, 150))) == ([100001, 100002], 2)
+    assert _ids(assets.query(page=Page(), near=(-37.5605, lon, 40))) == ([], 0)
+
+
+def test_an_asset_with_an_active_item_is_impacted(site) -> None:  # type: ignore[no-untyped-def]
+    db, assets = site
+    items = ItemStore(db.connection, assets.site_id)
+    with db.transaction() as conn:
+        ids = items.insert_many(
+            conn,
+            NewItems("damage", 1, None, [100002, 100001], [1, 1], [0, 0], "[]", ["{}", "{}"]),
+            Actor(),
+            2000,
+        )
+        items.retire_many(conn, [ids[1]], Actor(), 2001)
+    assert _ids(assets.query(page=Page(), is_impacted=True)) == ([100002], 1)
+    assert _ids(assets.query(page=Page(), is_impacted=False)) == ([100001, 100003], 2)
+    assert assets.get(100002)["impacted"] == 1
+
+
+def test_updates_and_retirements_are_audited(site) -> None:  # type: ignore[no-untyped-def]
+    db, assets = site
+    with db.transaction() as conn:
+        assets.update_many(
+            conn,
+            [100001],
+            ['{"propnum":null,"lot":"7"}'],
+            {"name": ["12 SMITH ST"]},
+            Actor(message="fix"),
+            3000,
+        )
+        assets.retire_many(conn, [100003], Actor(), 3000)
+    row = assets.get(100001)
+    assert (row["name"], json.loads(row["extra_info"])) == ("12 SMITH ST", {"lot": "7"})
+    assert _ids(assets.query(page=Page(), active=False)) == ([100003], 1)
+    actions = db.connection.execute(
+        "SELECT action, record_type, record_id, message FROM audit_log ORDER BY id"
+    ).fetchall()
+    assert [tuple(a) for a in actions][-2:] == [
+        ("update", "asset", 100001, "fix"),
+        ("retire", "asset", 100003, None),
+    ]
