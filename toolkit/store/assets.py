@@ -136,7 +136,7 @@ class AssetStore:
             key_sql = "CAST(json_extract(extra_info, ?) AS TEXT)"
             params.append(json_path(key))
         rows = self.connection.execute(
-            f"SELECT id, {key_sql} FROM asset WHERE site_id = ? AND status > 0",
+            f"SELECT id, {key_sql} FROM asset WHERE site_id = ? AND status > 0 ORDER BY id",
             [*params, self.site_id],
         ).fetchall()
         return pd.DataFrame(

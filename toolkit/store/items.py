@@ -113,7 +113,7 @@ class ItemStore:
             key_sql = "CAST(json_extract(fields, ?) AS TEXT)"
             where.params.insert(0, json_path(key))
         rows = self.connection.execute(
-            f"SELECT id, {key_sql} AS key FROM item WHERE {where.sql()}", where.params
+            f"SELECT id, {key_sql} AS key FROM item WHERE {where.sql()} ORDER BY id", where.params
         ).fetchall()
         return pd.DataFrame(
             {"id": [r[0] for r in rows], "key": pd.array([r[1] for r in rows], dtype="string")}
