@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from toolkit.store.database import Database, now_ms
+from toolkit.store.records import Actor
 from toolkit.store.schema import SCHEMA_VERSION
+from toolkit.store.site_store import SiteStore
 
-__all__ = ["SCHEMA_VERSION", "Database", "now_ms"]
+__all__ = ["SCHEMA_VERSION", "Actor", "Database", "SiteStore", "now_ms"]

@@ -1,0 +1,89 @@
+"""Import job records: the spec's job object (2.7) and its moves between states."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+
+from toolkit.store.database import Database
+
+
+class JobStore:
+    """The import jobs of one site.
+
+    A job moves ``NOT_STARTED -> RUNNING -> COMPLETE | FAILED``. Each move is
+    its own small committed transaction, apart from the data the job writes,
+    so the job record survives a rollback of that data.
+    """
+
+    def __init__(self, db: Database, site_id: int) -> None:
+        self.db = db
+        self.site_id = site_id
+
+    def create(
+        self, *, import_type: str, import_rule: str, user_id: str | None, params: dict[str, object]
+    ) -> int:
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO import_job (site_id, status, code, user_id, import_type, "
+                "import_rule, params, date_created) VALUES (?, 'NOT_STARTED', 200, ?, ?, ?, ?, ?)",
+                (
+                    self.site_id,
+                    user_id,
+                    import_type,
+                    import_rule,
+                    json.dumps(params, ensure_ascii=False),
+                    self.db.clock(),
+                ),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def start(self, job_id: int) -> None:
+        """Mark the job RUNNING in this process (so a crash can be told from a live run)."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE import_job SET status = 'RUNNING', pid = ?, host = ? "
+                "WHERE id = ? AND status = 'NOT_STARTED'",
+                (os.getpid(), socket.gethostname(), job_id),
+            )
+
+    def finish(
+        self,
+        job_id: int,
+        *,
+        status: str,
+        code: int,
+        summary: dict[str, object],
+        result: str,
+        conn: sqlite3.Connection | None = None,
+    ) -> None:
+        """Record the outcome; pass ``conn`` to commit it together with the job's data."""
+        statement = (
+            "UPDATE import_job SET status = ?, code = ?, summary = ?, result = ?, "
+            "date_completed = ? WHERE id = ?"
+        )
+        params = (
+            status,
+            code,
+            json.dumps(summary, ensure_ascii=False),
+            result,
+            self.db.clock(),
+            job_id,
+        )
+        if conn is not None:
+            conn.execute(statement, params)
+            return
+        with self.db.transaction() as own:
+            own.execute(statement, params)
+
+    def get(self, job_id: int) -> sqlite3.Row | None:
+        return self.db.connection.execute(
+            "SELECT * FROM import_job WHERE id = ? AND site_id = ?", (job_id, self.site_id)
+        ).fetchone()
+
+    def all(self) -> list[sqlite3.Row]:
+        return self.db.connection.execute(
+            "SELECT * FROM import_job WHERE site_id = ? ORDER BY id", (self.site_id,)
+        ).fetchall()

@@ -1,0 +1,29 @@
+"""One site of the file: its record stores bound to its id."""
+
+from __future__ import annotations
+
+from toolkit.errors import NotFoundError
+from toolkit.store.assets import AssetStore
+from toolkit.store.database import Database
+from toolkit.store.events import EventStore, RegisterStore
+from toolkit.store.items import ItemStore
+from toolkit.store.jobs import JobStore
+
+
+class SiteStore:
+    """The records of the site called ``name`` in ``db``."""
+
+    def __init__(self, db: Database, name: str, *, create: bool = True) -> None:
+        site_id = db.site_id(name, create=create)
+        if site_id is None:
+            known = ", ".join(db.sites()) or "none yet"
+            raise NotFoundError(f"site {name!r} does not exist in {db.path}; sites: {known}")
+        self.db = db
+        self.name = name
+        self.site_id = site_id
+        connection = db.connection
+        self.items = ItemStore(connection, site_id)
+        self.assets = AssetStore(connection, site_id)
+        self.events = EventStore(connection, site_id)
+        self.registers = RegisterStore(connection, site_id)
+        self.jobs = JobStore(db, site_id)
