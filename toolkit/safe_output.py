@@ -1,0 +1,32 @@
+"""Making tables safe to open in a spreadsheet: no cell can become a formula.
+
+A text cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+return is run as a formula by spreadsheet programs (CSV injection). Such cells
+get a leading apostrophe, which spreadsheets show as text. A plain number such
+as ``-37.56`` is not a formula and is left as it is, so coordinates survive a
+round trip.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+_FORMULA_START = r"^[=+\-@\t\r]"
+_PLAIN_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+
+
+def neutralise_formulas(column: pd.Series) -> pd.Series:
+    """``column`` with every formula-looking text cell prefixed by an apostrophe."""
+    if not (pd.api.types.is_string_dtype(column) or column.dtype == object):
+        return column
+    text = column.astype("string")
+    risky = text.str.contains(_FORMULA_START, regex=True) & ~text.str.fullmatch(_PLAIN_NUMBER)
+    risky = risky.fillna(False).to_numpy(dtype=bool)
+    if not risky.any():
+        return column
+    return text.where(~risky, "'" + text)
+
+
+def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text columns are safe to open in a spreadsheet."""
+    return frame.apply(neutralise_formulas)
