@@ -31,6 +31,7 @@ from toolkit.sources.report import MIB, ReadLimits, SourceProblem
 
 DELIMITERS = ",;\t|"
 SAMPLE_BYTES = 1 * MIB
+SNIFF_CHARS = 16 * 1024
 _VALUE_PREVIEW = 200
 
 
@@ -61,8 +62,11 @@ def sniff_delimiter(text: str) -> str:
     quoted newlines) the candidate most frequent in the header line wins, comma on a tie.
     """
     header = text.split("\n", 1)[0]
+    # The Sniffer's regexes are slow on large text; a few dozen lines decide as well.
+    lines = text[:SNIFF_CHARS]
+    lines = lines[: lines.rfind("\n") + 1] or lines
     try:
-        sniffed = csv.Sniffer().sniff(text, delimiters=DELIMITERS).delimiter
+        sniffed = csv.Sniffer().sniff(lines, delimiters=DELIMITERS).delimiter
         if sniffed in header:
             return sniffed
     except csv.Error:
@@ -268,9 +272,12 @@ def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvT
         )
     table = table.rename_columns(names)
 
-    ragged_rows = np.array(sorted(r.row for r in ragged if r.row is not None), dtype=np.int64)
-    total_records = table.num_rows + len(ragged)
-    row_numbers = np.setdiff1d(np.arange(1, total_records + 1, dtype=np.int64), ragged_rows)
+    ragged_rows = np.array([r.row for r in ragged if r.row is not None], dtype=np.int64)
+    row_numbers = np.arange(1, table.num_rows + len(ragged) + 1, dtype=np.int64)
+    if ragged_rows.size:
+        kept = np.ones(row_numbers.size, dtype=bool)
+        kept[ragged_rows - 1] = False
+        row_numbers = row_numbers[kept]
 
     rejected: dict[int, SourceProblem] = {}
     for item in ragged:

@@ -40,11 +40,20 @@ def geometry_from_wkt(values: pa.ChunkedArray, column: str) -> tuple[NDArray, li
 
 def parse_numbers(values: pa.ChunkedArray) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
     """Numbers from a text column: NaN where empty or not a number, plus the not-a-number mask."""
-    numeric = pc.fill_null(pc.match_substring_regex(values, _NUMBER), False)
-    cleaned = pc.if_else(numeric, pc.utf8_trim_whitespace(values), None)
-    numbers = pc.cast(cleaned, pa.float64()).to_numpy(zero_copy_only=False)
     present = pc.is_valid(values).to_numpy(zero_copy_only=False)
-    return np.asarray(numbers, dtype=np.float64), present & ~numeric.to_numpy(zero_copy_only=False)
+    try:
+        # Fast path: a clean column casts in one pass; anything odd falls back to the regex.
+        numbers = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        numeric = pc.fill_null(pc.match_substring_regex(values, _NUMBER), False)
+        cleaned = pc.if_else(numeric, pc.utf8_trim_whitespace(values), None)
+        numbers = pc.cast(cleaned, pa.float64()).to_numpy(zero_copy_only=False)
+        return np.asarray(numbers, dtype=np.float64), present & ~numeric.to_numpy(
+            zero_copy_only=False
+        )
+    numbers = np.asarray(numbers, dtype=np.float64)
+    # The cast accepts "nan" and "inf"; neither is a coordinate.
+    return numbers, present & ~np.isfinite(numbers)
 
 
 def geometry_from_coordinates(
@@ -61,24 +70,19 @@ def geometry_from_coordinates(
     """
     y, y_not_number = parse_numbers(y_values)
     x, x_not_number = parse_numbers(x_values)
-    y_text = y_values.to_numpy(zero_copy_only=False)
-    x_text = x_values.to_numpy(zero_copy_only=False)
     y_missing = pc.is_null(y_values).to_numpy(zero_copy_only=False)
     x_missing = pc.is_null(x_values).to_numpy(zero_copy_only=False)
 
-    checks: list[tuple[NDArray[np.bool_], str, NDArray, str]] = [
-        (y_not_number, y_column, y_text, "not a number"),
-        (x_not_number, x_column, x_text, "not a number"),
-        (y_missing & ~x_missing, y_column, y_text, "missing while the other coordinate is given"),
-        (x_missing & ~y_missing, x_column, x_text, "missing while the other coordinate is given"),
+    checks: list[tuple[NDArray[np.bool_], str, pa.ChunkedArray, str]] = [
+        (y_not_number, y_column, y_values, "not a number"),
+        (x_not_number, x_column, x_values, "not a number"),
+        (y_missing & ~x_missing, y_column, y_values, "missing while the other coordinate is given"),
+        (x_missing & ~y_missing, x_column, x_values, "missing while the other coordinate is given"),
     ]
     if geographic:
         with np.errstate(invalid="ignore"):
-            checks.append((np.abs(y) > 90, y_column, y_text, "latitude outside -90..90"))
-            checks.append((np.abs(x) > 180, x_column, x_text, "longitude outside -180..180"))
-    else:
-        checks.append((np.isinf(y), y_column, y_text, "not a finite number"))
-        checks.append((np.isinf(x), x_column, x_text, "not a finite number"))
+            checks.append((np.abs(y) > 90, y_column, y_values, "latitude outside -90..90"))
+            checks.append((np.abs(x) > 180, x_column, x_values, "longitude outside -180..180"))
 
     usable = np.isfinite(y) & np.isfinite(x)
     bad: list[BadValues] = []
@@ -86,7 +90,9 @@ def geometry_from_coordinates(
         positions = np.flatnonzero(mask)
         if positions.size:
             usable[positions] = False
-            bad.append(BadValues(positions, column, text[positions].tolist(), message))
+            bad.append(BadValues(positions, column, text.take(positions).to_pylist(), message))
+    if usable.all():
+        return shapely.points(x, y), bad
     geoms = np.full(len(y), None, dtype=object)
     geoms[usable] = shapely.points(x[usable], y[usable])
     return geoms, bad

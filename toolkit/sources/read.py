@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import geopandas as gpd
@@ -78,9 +81,50 @@ def read_source(
     could not be read are left out and listed in ``report.problems``. Raises
     :class:`SourceError` when the file cannot be read at all.
     """
-    path = Path(path)
-    limits = limits or ReadLimits()
-    progress = progress or no_progress
+    with _collector_paused():
+        return _read(
+            Path(path),
+            layer=layer,
+            encoding=encoding,
+            crs=crs,
+            wkt_column=wkt_column,
+            lat_column=lat_column,
+            lon_column=lon_column,
+            limits=limits or ReadLimits(),
+            progress=progress or no_progress,
+        )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while geometries are made.
+
+    A read creates a shapely object per row; each allocation burst triggers a collection
+    that walks every tracked object again, which made building 1,000,000 points ten times
+    slower (1.9 s instead of 0.17 s). Nothing here creates reference cycles worth chasing.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(
+    path: Path,
+    *,
+    layer: str | None,
+    encoding: str | None,
+    crs: str | None,
+    wkt_column: str | None,
+    lat_column: str | None,
+    lon_column: str | None,
+    limits: ReadLimits,
+    progress: Progress,
+) -> tuple[gpd.GeoDataFrame, SourceReport]:
+    """The body of :func:`read_source`."""
     label = f"read {path.name}"
     fmt = source_format(path)
     _check_file(path, limits)
