@@ -1,0 +1,428 @@
+"""read_source on awkward files the tests build themselves: encodings, delimiters, ragged rows,
+shapefiles without .cpg or .prj, zips with folders, two layers or hostile entries."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from pyproj import Transformer
+
+from toolkit.sources import ReadLimits, SourceError, read_source
+
+# Flinders Street Station, Melbourne, and the same point in GDA2020 / MGA zone 55.
+MELBOURNE_LON, MELBOURNE_LAT = 144.9671, -37.8183
+MGA55 = "EPSG:7855"
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# --- CSV: encodings ------------------------------------------------------------------------
+
+
+def test_utf8_with_bom_is_decoded_and_reported(tmp_path: Path) -> None:
+    path = write(tmp_path / "bom.csv", "\ufeffName,Code\nCafé,007\n".encode())
+    gdf, report = read_source(path)
+    assert list(gdf.columns) == ["Name", "Code", "geometry"]
+    assert gdf.loc[1, "Name"] == "Café"
+    assert gdf.loc[1, "Code"] == "007"
+    assert (report.encoding, report.encoding_source) == ("utf-8", "bom")
+
+
+def test_utf8_without_bom_is_detected(tmp_path: Path) -> None:
+    path = write(tmp_path / "plain.csv", "Name,Code\nCafé,007\n".encode())
+    gdf, report = read_source(path)
+    assert gdf.loc[1, "Name"] == "Café"
+    assert (report.encoding, report.encoding_source) == ("utf-8", "detected")
+
+
+def test_utf16_with_bom(tmp_path: Path) -> None:
+    path = write(tmp_path / "u16.csv", "Name\tCode\nCafé\t007\n".encode("utf-16"))
+    gdf, report = read_source(path)
+    assert gdf.loc[1, "Name"] == "Café"
+    assert (report.encoding, report.encoding_source, report.delimiter) == ("utf-16", "bom", "\t")
+
+
+def test_windows_1252_is_detected_not_mangled(tmp_path: Path) -> None:
+    path = write(tmp_path / "cp.csv", "Name;Code\nCafé;007\nCrème brûlée;010\n".encode("cp1252"))
+    gdf, report = read_source(path)
+    assert gdf["Name"].tolist() == ["Café", "Crème brûlée"]
+    assert (report.encoding, report.encoding_source) == ("windows-1252", "detected")
+
+
+def test_windows_1252_after_a_long_ascii_start_is_still_read(tmp_path: Path) -> None:
+    # The first non-ASCII byte lies beyond the detection sample.
+    lines = ["Name,Code"] + [f"Street {i},{i:05d}" for i in range(120_000)] + ["Café,1"]
+    path = write(tmp_path / "late.csv", ("\n".join(lines) + "\n").encode("cp1252"))
+    gdf, report = read_source(path)
+    assert gdf.loc[120_001, "Name"] == "Café"
+    assert report.encoding == "windows-1252"
+
+
+def test_given_encoding_overrides_detection(tmp_path: Path) -> None:
+    path = write(tmp_path / "given.csv", "Name\nCafé\n".encode("cp1252"))
+    gdf, report = read_source(path, encoding="latin-1")
+    assert gdf.loc[1, "Name"] == "Café"
+    assert report.encoding_source == "given"
+
+
+def test_wrong_given_encoding_is_a_source_error_suggesting_encoding(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.csv", "Name\nCafé\n".encode("cp1252"))
+    with pytest.raises(SourceError, match=r"bad\.csv.*--encoding"):
+        read_source(path, encoding="utf-8")
+    with pytest.raises(SourceError, match="unknown encoding 'nope'"):
+        read_source(path, encoding="nope")
+
+
+# --- CSV: structure ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
+def test_delimiter_is_sniffed(tmp_path: Path, delimiter: str) -> None:
+    text = delimiter.join(["id", "address", "code"]) + "\n"
+    text += delimiter.join(["1", '"1/12 Smith St, Carlton"', "007"]) + "\n"
+    text += delimiter.join(["2", "3 High St", "010"]) + "\n"
+    gdf, report = read_source(write(tmp_path / "d.csv", text.encode()))
+    assert report.delimiter == delimiter
+    assert gdf["address"].tolist() == ["1/12 Smith St, Carlton", "3 High St"]
+
+
+def test_values_are_text_nulls_are_empty_cells_only(tmp_path: Path) -> None:
+    text = 'id,code,note\n1,007,[NULL]\n2,,"  padded "\n3,1e3,\n'
+    gdf, _ = read_source(write(tmp_path / "v.csv", text.encode()))
+    assert str(gdf["code"].dtype) == "str"
+    assert gdf["code"].tolist()[0] == "007"
+    assert pd.isna(gdf.loc[2, "code"])
+    assert gdf.loc[3, "code"] == "1e3"
+    assert gdf.loc[1, "note"] == "[NULL]"
+    assert gdf.loc[2, "note"] == "  padded "
+    assert pd.isna(gdf.loc[3, "note"])
+
+
+def test_quoted_newlines_and_ragged_rows_report_row_and_line(tmp_path: Path) -> None:
+    text = (
+        "id,name,code\n"  # line 1
+        '1,"two\nlines",001\n'  # lines 2-3, row 1
+        "2,short\n"  # line 4, row 2: ragged
+        "\n"  # line 5: blank, not a record
+        "3,ok,003\n"  # line 6, row 3
+        "4,too,many,values\n"  # line 7, row 4: ragged
+        "5,last,005\n"  # line 8, row 5
+    )
+    gdf, report = read_source(write(tmp_path / "r.csv", text.encode()))
+    assert gdf.index.name == "row"
+    assert gdf.index.tolist() == [1, 3, 5]
+    assert gdf.loc[1, "name"] == "two\nlines"
+    assert gdf["code"].tolist() == ["001", "003", "005"]
+    ragged = [(p.row, p.line) for p in report.problems]
+    assert ragged == [(2, 4), (4, 7)]
+    assert "expected 3 values, found 2" in report.problems[0].message
+    assert report.problems[1].value == "4,too,many,values"
+
+
+def test_blank_and_duplicate_headers_are_renamed_and_reported(tmp_path: Path) -> None:
+    text = " id ,name,,name\n1,a,b,c\n"
+    gdf, report = read_source(write(tmp_path / "h.csv", text.encode()))
+    assert list(gdf.columns[:-1]) == ["id", "name", "column_3", "name_2"]
+    assert gdf.loc[1, "name_2"] == "c"
+    messages = [(p.line, p.column) for p in report.problems]
+    assert messages == [(1, "column_3"), (1, "name_2")]
+
+
+def test_empty_file_is_an_error_and_header_only_is_a_problem(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"empty\.csv: the file is empty"):
+        read_source(write(tmp_path / "empty.csv", b""))
+    with pytest.raises(SourceError, match="empty"):
+        read_source(write(tmp_path / "blank.csv", b"\xef\xbb\xbf\n\n"))
+    gdf, report = read_source(write(tmp_path / "head.csv", b"a,b\n"))
+    assert len(gdf) == 0
+    assert report.columns == ["a", "b"]
+    assert "no data rows" in report.problems[0].message
+
+
+def test_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "big.csv", b"a\n" + b"1\n" * 100)
+    with pytest.raises(SourceError, match=r"big\.csv: 202 bytes is more than the limit of 100"):
+        read_source(path, limits=ReadLimits(max_file_bytes=100))
+
+
+def test_oversized_field_rejects_its_row(tmp_path: Path) -> None:
+    text = "id,note\n1,short\n2," + "x" * 50 + "\n3,ok\n"
+    gdf, report = read_source(
+        write(tmp_path / "f.csv", text.encode()), limits=ReadLimits(max_field_bytes=20)
+    )
+    assert gdf.index.tolist() == [1, 3]
+    assert (report.problems[0].row, report.problems[0].line) == (2, 3)
+
+
+def test_missing_file_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"nope\.csv: no such file"):
+        read_source(tmp_path / "nope.csv")
+
+
+# --- CSV: geometry -------------------------------------------------------------------------
+
+
+def test_wkt_column_with_bad_values_and_a_bow_tie(tmp_path: Path) -> None:
+    text = (
+        "id;WKT\n"
+        "1;POINT (144.9671 -37.8183)\n"
+        "2;not wkt\n"
+        "3;\n"
+        "4;POLYGON ((0 0, 1 1, 1 0, 0 1, 0 0))\n"
+    )
+    gdf, report = read_source(write(tmp_path / "w.csv", text.encode()))
+    assert report.geometry_source == "wkt:WKT"
+    assert gdf.crs.to_epsg() == 4326
+    assert gdf.geometry[1].equals(shapely.Point(144.9671, -37.8183))
+    assert gdf.geometry[2] is None and gdf.loc[2, "id"] == "2"
+    assert gdf.geometry[3] is None
+    assert gdf.geometry[4].geom_type == "MultiPolygon"
+    assert gdf.geometry[4].area == pytest.approx(0.5)
+    assert report.repaired_geometries == 1
+    assert report.null_geometries == 2
+    assert report.geometry_types == {"Point": 1, "MultiPolygon": 1}
+    (problem,) = report.problems
+    assert (problem.row, problem.line, problem.column, problem.value) == (2, 3, "WKT", "not wkt")
+
+
+def test_latitude_longitude_with_range_checks(tmp_path: Path) -> None:
+    text = (
+        "Property,Latitude,Longitude\n"
+        f"0001,{MELBOURNE_LAT},{MELBOURNE_LON}\n"
+        "0002,-95,144\n"
+        "0003,abc,144\n"
+        "0004,,\n"
+        "0005,-37,\n"
+    )
+    gdf, report = read_source(write(tmp_path / "ll.csv", text.encode()))
+    assert report.geometry_source == "latlon:Latitude,Longitude"
+    assert report.crs == "EPSG:4326"
+    assert gdf.geometry[1].x == pytest.approx(MELBOURNE_LON)
+    assert gdf.geometry[1].y == pytest.approx(MELBOURNE_LAT)
+    assert gdf.geometry[2:].isna().all()
+    assert gdf.loc[2, "Property"] == "0002"
+    found = {(p.row, p.column, p.value) for p in report.problems}
+    assert found == {(2, "Latitude", "-95"), (3, "Latitude", "abc"), (5, "Longitude", None)}
+
+
+def test_projected_coordinates_with_given_crs_are_reprojected(tmp_path: Path) -> None:
+    to_mga = Transformer.from_crs("EPSG:4326", MGA55, always_xy=True)
+    x, y = to_mga.transform(MELBOURNE_LON, MELBOURNE_LAT)
+    text = f"id,easting,northing\n1,{x},{y}\n"
+    gdf, report = read_source(
+        write(tmp_path / "mga.csv", text.encode()),
+        crs=MGA55,
+        lat_column="northing",
+        lon_column="easting",
+    )
+    assert report.crs == MGA55
+    assert gdf.geometry[1].x == pytest.approx(MELBOURNE_LON, abs=1e-6)
+    assert gdf.geometry[1].y == pytest.approx(MELBOURNE_LAT, abs=1e-6)
+
+
+def test_unknown_geometry_column_lists_columns(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.csv", b"a,b\n1,2\n")
+    with pytest.raises(SourceError, match=r"c\.csv: no column 'shape'; the columns are: a, b"):
+        read_source(path, wkt_column="shape")
+
+
+def test_csv_without_geometry_has_all_missing_geometry(tmp_path: Path) -> None:
+    gdf, report = read_source(write(tmp_path / "n.csv", b"a\n1\n2\n"))
+    assert gdf.crs.to_epsg() == 4326
+    assert gdf.geometry.isna().all()
+    assert report.geometry_source is None and report.crs is None
+
+
+# --- Shapefiles ----------------------------------------------------------------------------
+
+
+def melbourne_parcels(crs: str = MGA55) -> gpd.GeoDataFrame:
+    """Two parcels around Flinders Street Station and a bow-tie, in ``crs``."""
+    to_crs = Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+    x, y = to_crs.transform(MELBOURNE_LON, MELBOURNE_LAT)
+    bow_tie = shapely.Polygon([(x, y), (x + 10, y + 10), (x + 10, y), (x, y + 10)])
+    multi = shapely.MultiPolygon(
+        [shapely.box(x, y, x + 5, y + 5), shapely.box(x + 6, y, x + 9, y + 3)]
+    )
+    return gpd.GeoDataFrame(
+        {"name": ["Café", "Crème", "Plain"], "propnum": ["007", "010", "011"]},
+        geometry=[shapely.box(x - 1, y - 1, x + 1, y + 1), bow_tie, multi],
+        crs=crs,
+    )
+
+
+def write_shapefile(folder: Path, name: str, frame: gpd.GeoDataFrame, **kwargs: object) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shp = folder / f"{name}.shp"
+    frame.to_file(shp, engine="pyogrio", **kwargs)
+    return shp
+
+
+def zip_folder(folder: Path, target: Path, prefix: str = "") -> Path:
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in sorted(folder.rglob("*")):
+            if file.is_file():
+                archive.write(file, prefix + file.relative_to(folder).as_posix())
+    return target
+
+
+def test_zipped_shapefile_in_a_folder_is_reprojected_from_gda2020(tmp_path: Path) -> None:
+    write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    path = zip_folder(tmp_path / "src", tmp_path / "parcels.zip", prefix="export/data/")
+    gdf, report = read_source(path)
+    assert report.format == "shapefile"
+    assert report.layer == "parcels"
+    assert report.crs == MGA55
+    assert gdf.crs.to_epsg() == 4326
+    assert gdf.index.tolist() == [1, 2, 3]
+    centre = gdf.geometry[1].centroid
+    assert centre.x == pytest.approx(MELBOURNE_LON, abs=1e-6)
+    assert centre.y == pytest.approx(MELBOURNE_LAT, abs=1e-6)
+    assert gdf["name"].tolist() == ["Café", "Crème", "Plain"]
+    assert gdf["propnum"].tolist() == ["007", "010", "011"]
+    assert (report.encoding, report.encoding_source) == ("utf-8", "cpg")
+    assert report.repaired_geometries == 1
+    assert gdf.geometry[2].is_valid and gdf.geometry[2].geom_type == "MultiPolygon"
+    assert report.geometry_types == {"Polygon": 1, "MultiPolygon": 2}
+
+
+@pytest.mark.parametrize("written", ["UTF-8", "cp1252"])
+def test_shapefile_without_cpg_detects_the_dbf_encoding(tmp_path: Path, written: str) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels(), encoding=written)
+    shp.with_suffix(".cpg").unlink(missing_ok=True)
+    path = zip_folder(tmp_path / "src", tmp_path / "parcels.shp.zip")
+    gdf, report = read_source(path)
+    assert gdf["name"].tolist() == ["Café", "Crème", "Plain"]
+    expected = "utf-8" if written == "UTF-8" else "windows-1252"
+    assert (report.encoding, report.encoding_source) == (expected, "detected")
+
+
+def test_shapefile_without_prj_needs_a_crs(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".prj").unlink()
+    path = zip_folder(tmp_path / "src", tmp_path / "noprj.shz")
+    with pytest.raises(SourceError, match=r"noprj\.shz: has no coordinate reference.*--crs"):
+        read_source(path)
+    gdf, report = read_source(path, crs=MGA55)
+    assert report.crs == MGA55
+    assert gdf.geometry[1].centroid.x == pytest.approx(MELBOURNE_LON, abs=1e-6)
+
+
+def test_two_shapefiles_in_one_zip_need_a_layer(tmp_path: Path) -> None:
+    write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    write_shapefile(tmp_path / "src", "roads", melbourne_parcels().iloc[:1])
+    path = zip_folder(tmp_path / "src", tmp_path / "two.zip")
+    with pytest.raises(
+        SourceError, match=r"two\.zip: holds 2 layers; pass --layer one of: parcels, roads"
+    ):
+        read_source(path)
+    gdf, report = read_source(path, layer="roads")
+    assert (report.layer, len(gdf)) == ("roads", 1)
+    with pytest.raises(SourceError, match="no layer 'rivers'; pass --layer one of: parcels, roads"):
+        read_source(path, layer="rivers")
+
+
+def test_zip_slip_entry_is_refused_and_nothing_escapes(tmp_path: Path) -> None:
+    write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    path = zip_folder(tmp_path / "src", tmp_path / "evil.zip")
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("../../escaped.shp", b"owned")
+        archive.writestr("/tmp/absolute.shp", b"owned")
+    before = set(tmp_path.parent.rglob("escaped.shp"))
+    with pytest.raises(SourceError, match=r"evil\.zip: refusing a zip .*\.\./\.\./escaped\.shp"):
+        read_source(path)
+    assert set(tmp_path.parent.rglob("escaped.shp")) == before
+    assert not (tmp_path / "escaped.shp").exists()
+    assert not Path("/tmp/absolute.shp").exists()
+
+
+def test_zip_bomb_is_refused_by_ratio_and_by_total_size(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("bomb.dbf", b"\0" * (20 * 1024 * 1024))
+    with pytest.raises(SourceError, match=r"bomb\.zip: entry bomb\.dbf is compressed \d+:1"):
+        read_source(path)
+    with pytest.raises(SourceError, match="would expand to 20971520 bytes"):
+        read_source(path, limits=ReadLimits(max_uncompressed_bytes=1024 * 1024))
+
+
+def test_not_a_zip_and_a_zip_without_shapefile(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"fake\.zip: not a zip archive"):
+        read_source(write(tmp_path / "fake.zip", b"a,b\n1,2\n"))
+    path = tmp_path / "other.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("readme.txt", "hello")
+    with pytest.raises(SourceError, match=r"other\.zip: the zip holds no shapefile"):
+        read_source(path)
+
+
+# --- GeoJSON, GeoPackage, XLSX -------------------------------------------------------------
+
+
+def test_geojson_and_geopackage(tmp_path: Path) -> None:
+    frame = melbourne_parcels()
+    frame.to_crs("EPSG:4326").to_file(tmp_path / "p.geojson", engine="pyogrio")
+    gdf, report = read_source(tmp_path / "p.geojson")
+    assert (report.format, report.crs, report.rows) == ("geojson", "EPSG:4326", 3)
+    assert report.repaired_geometries == 1
+    gpkg = tmp_path / "p.gpkg"
+    frame.to_file(gpkg, layer="parcels", engine="pyogrio")
+    frame.iloc[:1].to_file(gpkg, layer="other", engine="pyogrio")
+    with pytest.raises(SourceError, match="pass --layer one of: parcels, other"):
+        read_source(gpkg)
+    gdf, report = read_source(gpkg, layer="parcels")
+    assert (report.format, report.crs, report.layer) == ("gpkg", MGA55, "parcels")
+    assert gdf.geometry[1].centroid.y == pytest.approx(MELBOURNE_LAT, abs=1e-6)
+
+
+def test_xlsx_named_or_first_sheet_as_text(tmp_path: Path) -> None:
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    first = workbook.active
+    first.title = "Items"
+    first.append(["Name", "Code", "Count", "Latitude", "Longitude"])
+    first.append(["Café", "007", 12, MELBOURNE_LAT, MELBOURNE_LON])
+    first.append([None, None, None, None, None])
+    first.append(["[NULL]", None, 2.5, 100, 0])
+    second = workbook.create_sheet("Other")
+    second.append(["x"])
+    second.append(["y"])
+    workbook.save(tmp_path / "book.xlsx")
+
+    gdf, report = read_source(tmp_path / "book.xlsx")
+    assert (report.format, report.layer, report.rows) == ("xlsx", "Items", 2)
+    assert gdf.loc[1, "Code"] == "007"
+    assert gdf.loc[1, "Count"] == "12"
+    assert gdf.loc[2, "Count"] == "2.5"
+    assert gdf.loc[2, "Name"] == "[NULL]"
+    assert pd.isna(gdf.loc[2, "Code"])
+    assert gdf.geometry[1].x == pytest.approx(MELBOURNE_LON)
+    (problem,) = report.problems
+    assert (problem.row, problem.line, problem.column) == (2, 4, "Latitude")
+
+    other, report = read_source(tmp_path / "book.xlsx", layer="Other")
+    assert other["x"].tolist() == ["y"]
+    with pytest.raises(SourceError, match="no sheet 'Nope'; pass --layer one of: Items, Other"):
+        read_source(tmp_path / "book.xlsx", layer="Nope")
+
+
+def test_report_to_dict_uses_camel_case(tmp_path: Path) -> None:
+    _, report = read_source(write(tmp_path / "r.csv", b"a,WKT\n1,POINT (1 2)\n2,bad\n"))
+    data = report.to_dict()
+    assert data["encodingSource"] == "detected"
+    assert data["geometrySource"] == "wkt:WKT"
+    assert data["geometryTypes"] == {"Point": 1}
+    assert data["problems"] == [
+        {"row": 2, "line": 3, "column": "WKT", "value": "bad", "message": "not valid WKT"}
+    ]
+    assert np.isclose(data["rows"], 2)

@@ -1,0 +1,210 @@
+"""`toolkit inspect`: what a source file holds, as the import will read it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from toolkit.cli import cli
+from toolkit.cli.context import note, output_options, print_json, progress_bar, settings
+
+if TYPE_CHECKING:
+    import geopandas as gpd
+
+    from toolkit.sources import SourceReport
+
+_SHORT_WKT = 60
+_SHORT_VALUE = 40
+
+
+@cli.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--layer", default=None, help="Layer of a zip/GeoPackage, or sheet of an XLSX.")
+@click.option("--encoding", default=None, help="Text encoding, instead of detecting it.")
+@click.option("--crs", default=None, help="CRS of a source without one, e.g. EPSG:7855.")
+@click.option("--wkt-column", default=None, help="Column holding WKT geometry.")
+@click.option("--lat-column", default=None, help="Column holding latitude (or northing).")
+@click.option("--lon-column", default=None, help="Column holding longitude (or easting).")
+@click.option("--head", type=click.IntRange(min=0), default=0, help="Also show the first N rows.")
+@output_options
+def inspect(
+    file: Path,
+    layer: str | None,
+    encoding: str | None,
+    crs: str | None,
+    wkt_column: str | None,
+    lat_column: str | None,
+    lon_column: str | None,
+    head: int,
+) -> None:
+    """Read FILE as an import would and report what was found.
+
+    Shows the format, rows, columns, encoding (and how it was decided), source CRS,
+    geometry types, repaired/missing/empty geometries, and every problem with its row
+    and line. Rows are numbered from 1 at the first record after the header.
+
+    \b
+    Examples:
+      toolkit inspect parcels.zip
+      toolkit inspect items.csv --head 5
+      toolkit inspect export.shp.zip --layer parcels --crs EPSG:7855
+      toolkit inspect legacy.csv --encoding windows-1252 --json
+    """
+    from toolkit.sources import read_source
+
+    with progress_bar() as progress:
+        frame, report = read_source(
+            file,
+            layer=layer,
+            encoding=encoding,
+            crs=crs,
+            wkt_column=wkt_column,
+            lat_column=lat_column,
+            lon_column=lon_column,
+            progress=progress,
+        )
+    with _stop_quietly_on_closed_pipe():
+        if settings().json:
+            document = report.to_dict()
+            if head:
+                document["head"] = head_rows(frame, head)
+            print_json(document)
+            return
+        _print_report(report)
+        if head:
+            _print_head(frame, head)
+    note(f"{report.path}: {report.rows} rows, {len(report.problems)} problems")
+
+
+@contextmanager
+def _stop_quietly_on_closed_pipe() -> Iterator[None]:
+    """End with status 0 when the reader of stdout goes away (`toolkit inspect ... | head`).
+
+    Click's own main() turns a broken pipe inside a command into exit status 1 before
+    toolkit's main() can see it, so the command catches it first.
+    """
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Later flushes (at exit) must not hit the closed pipe again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise click.exceptions.Exit(0) from None
+
+
+def head_rows(frame: gpd.GeoDataFrame, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` rows as JSON objects: ``row``, the columns, geometry as WKT."""
+    import pandas as pd
+
+    part = frame.head(count)
+    wkt = part.geometry.to_wkt()
+    rows = []
+    for (row, values), text in zip(
+        part.drop(columns=part.geometry.name).iterrows(), wkt, strict=True
+    ):
+        record: dict[str, Any] = {"row": int(row)}
+        record.update({str(k): _plain(v) for k, v in values.items()})
+        record["geometry"] = None if pd.isna(text) else text
+        rows.append(record)
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    """A cell as a JSON value: missing is None, numpy scalars unwrapped, dates as ISO text."""
+    import pandas as pd
+
+    if value is None or (not isinstance(value, list | tuple | dict) and pd.isna(value)):
+        return None
+    if isinstance(value, str | bool | int | float):
+        return value
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def _print_report(report: SourceReport) -> None:
+    from rich.table import Table
+
+    data = report.to_dict()
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    shown = {
+        "file": data["path"],
+        "format": data["format"],
+        "layer": data["layer"],
+        "rows": data["rows"],
+        "columns": ", ".join(data["columns"]),
+        "encoding": f"{data['encoding']} ({data['encodingSource']})" if data["encoding"] else None,
+        "delimiter": repr(data["delimiter"]) if data["delimiter"] else None,
+        "crs": data["crs"],
+        "geometry": data["geometrySource"],
+        "geometry types": ", ".join(f"{k} {v}" for k, v in data["geometryTypes"].items()),
+        "repaired": data["repairedGeometries"],
+        "missing geometry": data["nullGeometries"],
+        "empty geometry": data["emptyGeometries"],
+        "problems": len(data["problems"]),
+    }
+    for key, value in shown.items():
+        if value not in (None, ""):
+            table.add_row(key, str(value))
+    _echo(table)
+    if report.problems:
+        problems = Table("row", "line", "column", "value", "problem")
+        for problem in report.problems:
+            problems.add_row(
+                _text(problem.row),
+                _text(problem.line),
+                _text(problem.column),
+                _short(problem.value, _SHORT_VALUE),
+                problem.message,
+            )
+        _echo(problems)
+
+
+def _print_head(frame: gpd.GeoDataFrame, count: int) -> None:
+    from rich.table import Table
+
+    rows = head_rows(frame, count)
+    columns = ["row", *[c for c in frame.columns if c != frame.geometry.name], "geometry"]
+    table = Table(*[str(c) for c in columns])
+    for record in rows:
+        table.add_row(
+            *[
+                _short(record.get(str(c)), _SHORT_WKT if c == "geometry" else _SHORT_VALUE)
+                for c in columns
+            ]
+        )
+    _echo(table)
+
+
+def _echo(renderable: Any) -> None:
+    """Render with rich, print with click: a closed pipe then reaches main() as BrokenPipeError
+    (rich would turn it into exit status 1)."""
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    width = shutil.get_terminal_size((120, 24)).columns
+    Console(file=buffer, width=width, soft_wrap=False).print(renderable)
+    click.echo(buffer.getvalue(), nl=False)
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _short(value: object, width: int) -> str:
+    text = _text(value)
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,304 @@
+"""Reading delimited text: encoding, delimiter, header checks, ragged rows, all values as text.
+
+pyarrow parses (threaded, transcoding non-UTF-8 input as it streams); Python's csv
+module only looks at a sample for the delimiter and header, and, when there are
+problems to report, scans once to map data records to physical line numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+from numpy.typing import NDArray
+
+from toolkit.errors import SourceError
+from toolkit.sources.encoding import (
+    WINDOWS_1252,
+    EncodingDecision,
+    check_encoding,
+    decode_sample,
+    detect_encoding,
+)
+from toolkit.sources.report import MIB, ReadLimits, SourceProblem
+
+DELIMITERS = ",;\t|"
+SAMPLE_BYTES = 1 * MIB
+SNIFF_CHARS = 16 * 1024
+_VALUE_PREVIEW = 200
+
+
+@dataclass
+class CsvTable:
+    """A parsed CSV: text columns, each kept row's record number, and what was decided."""
+
+    table: pa.Table
+    row_numbers: NDArray[np.int64]
+    encoding: EncodingDecision
+    delimiter: str
+    problems: list[SourceProblem] = field(default_factory=list)
+    rejected_rows: dict[int, SourceProblem] = field(default_factory=dict)
+
+
+@dataclass
+class _Ragged:
+    row: int | None
+    text: str
+    expected: int
+    actual: int
+
+
+def sniff_delimiter(text: str) -> str:
+    """The delimiter of a text sample among ``, ; TAB |``.
+
+    csv.Sniffer looks at consistency across lines; when it cannot decide (one line,
+    quoted newlines) the candidate most frequent in the header line wins, comma on a tie.
+    """
+    header = text.split("\n", 1)[0]
+    # The Sniffer's regexes are slow on large text; a few dozen lines decide as well.
+    lines = text[:SNIFF_CHARS]
+    lines = lines[: lines.rfind("\n") + 1] or lines
+    try:
+        sniffed = csv.Sniffer().sniff(lines, delimiters=DELIMITERS).delimiter
+        if sniffed in header:
+            return sniffed
+    except csv.Error:
+        pass
+    counts = {candidate: header.count(candidate) for candidate in DELIMITERS}
+    best = max(counts, key=lambda c: counts[c])
+    return best if counts[best] else ","
+
+
+def clean_header(raw: list[str]) -> tuple[list[str], list[SourceProblem]]:
+    """Strip header names; name blank ones ``column_N`` and number duplicates, reporting each."""
+    names: list[str] = []
+    problems: list[SourceProblem] = []
+    seen: Counter[str] = Counter()
+    stripped = [name.strip() for name in raw]
+    taken = set(stripped)
+    for position, name in enumerate(stripped, start=1):
+        if not name:
+            name = f"column_{position}"
+            problems.append(
+                SourceProblem(
+                    f"blank column name in position {position}; called {name}",
+                    line=1,
+                    column=name,
+                )
+            )
+        seen[name] += 1
+        if seen[name] > 1:
+            renamed = f"{name}_{seen[name]}"
+            while renamed in taken:
+                seen[name] += 1
+                renamed = f"{name}_{seen[name]}"
+            problems.append(
+                SourceProblem(
+                    f"duplicate column name {name!r} in position {position}; called {renamed}",
+                    line=1,
+                    column=renamed,
+                    value=name,
+                )
+            )
+            name = renamed
+        taken.add(name)
+        names.append(name)
+    return names, problems
+
+
+def _arrow_encoding(decision: EncodingDecision) -> str:
+    # UTF-8 is read natively (fast); pyarrow skips a UTF-8 BOM by itself. Anything else
+    # goes through Python's incremental decoder as pyarrow streams the file.
+    return "utf8" if decision.encoding == "utf-8" else decision.encoding
+
+
+def _parse(
+    path: Path,
+    raw_names: list[str],
+    delimiter: str,
+    encoding: str,
+    limits: ReadLimits,
+    use_threads: bool,
+) -> tuple[pa.Table, list[_Ragged]]:
+    ragged: list[_Ragged] = []
+
+    def skip_ragged(row: pacsv.InvalidRow) -> str:
+        # pyarrow numbers records from 1 at the header (blank lines not counted),
+        # so its number minus one is our data-record number. None when threaded.
+        number = None if row.number is None else row.number - 1
+        ragged.append(_Ragged(number, row.text, row.expected_columns, row.actual_columns))
+        return "skip"
+
+    # A record must fit in one block when values may hold newlines.
+    block_size = max(16 * MIB, 2 * limits.max_field_bytes)
+    table = pacsv.read_csv(
+        path,
+        read_options=pacsv.ReadOptions(
+            use_threads=use_threads, block_size=block_size, encoding=encoding
+        ),
+        parse_options=pacsv.ParseOptions(
+            delimiter=delimiter, newlines_in_values=True, invalid_row_handler=skip_ragged
+        ),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict.fromkeys(raw_names, pa.string()),
+            strings_can_be_null=True,
+            null_values=[""],
+            quoted_strings_can_be_null=True,
+        ),
+    )
+    return table, ragged
+
+
+def _read_table(
+    path: Path, raw_names: list[str], delimiter: str, decision: EncodingDecision, limits: ReadLimits
+) -> tuple[pa.Table, list[_Ragged], EncodingDecision]:
+    try:
+        try:
+            table, ragged = _parse(
+                path, raw_names, delimiter, _arrow_encoding(decision), limits, True
+            )
+        except pa.ArrowInvalid as exc:
+            # The sample looked like UTF-8 but a later byte is not: the file is a single-byte
+            # encoding whose first accented letter came after the sample.
+            if decision.source == "detected" and "invalid UTF8" in str(exc):
+                decision = EncodingDecision(WINDOWS_1252, "detected")
+                table, ragged = _parse(path, raw_names, delimiter, WINDOWS_1252, limits, True)
+            else:
+                raise
+        if ragged:
+            # Threaded parsing cannot number rows; the rare file with ragged rows is re-read
+            # serially so each one can be reported with its record number.
+            table, ragged = _parse(
+                path, raw_names, delimiter, _arrow_encoding(decision), limits, False
+            )
+    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        hint = "pass --encoding" if "UTF8" in str(exc) or "decode" in str(exc) else ""
+        raise SourceError(
+            f"{path}: cannot read as {decision.encoding} CSV: {exc}"
+            + (f"; {hint} (e.g. windows-1252)" if hint else "")
+        ) from exc
+    return table, ragged, decision
+
+
+def record_lines(
+    path: Path, encoding: str, delimiter: str, last_row: int, limits: ReadLimits
+) -> NDArray[np.int64]:
+    """Physical line where each data record starts, for records 1..last_row.
+
+    Only used to report problems, so a Python scan (records with quoted newlines make
+    lines and records differ, and only a CSV parser knows which newlines are quoted).
+    """
+    codec = "utf-8-sig" if encoding == "utf-8" else encoding
+    starts = np.zeros(last_row, dtype=np.int64)
+    previous_limit = csv.field_size_limit(max(limits.max_field_bytes, 131072))
+    try:
+        with path.open(encoding=codec, errors="replace", newline="") as handle:
+            reader = csv.reader(handle, delimiter=delimiter)
+            consumed = 0
+            count = -1  # the header is record 0
+            for record in reader:
+                start = consumed + 1
+                consumed = reader.line_num
+                if not record:
+                    continue  # a blank line is not a record (pyarrow skips it too)
+                if count >= 0:
+                    starts[count] = start
+                count += 1
+                if count >= last_row:
+                    break
+    finally:
+        csv.field_size_limit(previous_limit)
+    return starts
+
+
+def _oversized_rows(table: pa.Table, limit: int) -> NDArray[np.intp]:
+    """Positions of rows holding a value longer than ``limit`` bytes."""
+    over = np.zeros(table.num_rows, dtype=bool)
+    for column in table.columns:
+        lengths = pc.binary_length(column)
+        longest = pc.max(lengths).as_py()
+        if longest is not None and longest > limit:
+            over |= pc.fill_null(pc.greater(lengths, limit), False).to_numpy(zero_copy_only=False)
+    return np.flatnonzero(over)
+
+
+def add_lines(
+    problems: list[SourceProblem], path: Path, table: CsvTable, limits: ReadLimits
+) -> list[SourceProblem]:
+    """The problems with the physical line of each problem row filled in."""
+    rows = [p.row for p in problems if p.row is not None and p.line is None]
+    if not rows:
+        return problems
+    starts = record_lines(path, table.encoding.encoding, table.delimiter, max(rows), limits)
+    return [
+        replace(p, line=int(starts[p.row - 1]) or None)
+        if p.row is not None and p.line is None
+        else p
+        for p in problems
+    ]
+
+
+def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvTable:
+    """Parse ``path`` into text columns, deciding encoding and delimiter, collecting problems."""
+    with path.open("rb") as handle:
+        sample = handle.read(SAMPLE_BYTES)
+        whole = len(sample) < SAMPLE_BYTES
+    if encoding is not None:
+        decision = EncodingDecision(check_encoding(encoding, str(path)), "given")
+    else:
+        decision = detect_encoding(sample)
+    text = decode_sample(sample, decision.encoding).lstrip("\ufeff")
+    if not whole:
+        text = text[: text.rfind("\n") + 1] or text  # do not sniff a cut-off last line
+    if not text.strip():
+        raise SourceError(f"{path}: the file is empty (no header, no data)")
+
+    delimiter = sniff_delimiter(text)
+    raw_names = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+    names, problems = clean_header(raw_names)
+
+    table, ragged, decision = _read_table(path, raw_names, delimiter, decision, limits)
+    if table.num_columns != len(names):
+        raise SourceError(
+            f"{path}: the header has {len(names)} columns but pyarrow found "
+            f"{table.num_columns}; check the delimiter and quoting"
+        )
+    table = table.rename_columns(names)
+
+    ragged_rows = np.array([r.row for r in ragged if r.row is not None], dtype=np.int64)
+    row_numbers = np.arange(1, table.num_rows + len(ragged) + 1, dtype=np.int64)
+    if ragged_rows.size:
+        kept = np.ones(row_numbers.size, dtype=bool)
+        kept[ragged_rows - 1] = False
+        row_numbers = row_numbers[kept]
+
+    rejected: dict[int, SourceProblem] = {}
+    for item in ragged:
+        rejected[item.row or 0] = SourceProblem(
+            f"expected {item.expected} values, found {item.actual}; row left out",
+            row=item.row,
+            value=item.text[:_VALUE_PREVIEW],
+        )
+
+    oversized = _oversized_rows(table, limits.max_field_bytes)
+    if oversized.size:
+        for position in oversized.tolist():
+            row = int(row_numbers[position])
+            rejected[row] = SourceProblem(
+                f"a value is longer than {limits.max_field_bytes} bytes; row left out", row=row
+            )
+        keep = np.ones(table.num_rows, dtype=bool)
+        keep[oversized] = False
+        table = table.filter(pa.array(keep))
+        row_numbers = row_numbers[keep]
+
+    if table.num_rows == 0 and not ragged:
+        problems.append(SourceProblem("the file has a header but no data rows", line=None))
+    return CsvTable(table, row_numbers, decision, delimiter, problems, rejected)

@@ -1,0 +1,233 @@
+"""The one entry point: any supported file to a GeoDataFrame in EPSG:4326 plus a report."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import SourceError
+from toolkit.progress import Progress, no_progress
+from toolkit.sources.csv import add_lines, read_csv_table
+from toolkit.sources.geometry import BadValues, geometry_counts, repair_polygons
+from toolkit.sources.report import ReadLimits, SourceFormat, SourceProblem, SourceReport
+from toolkit.sources.spatial import SpatialRead, read_ogr, read_shapefile, read_zipped_shapefile
+from toolkit.sources.tabular import DEFAULT_CRS, build_geometry, to_geodataframe
+from toolkit.sources.xlsx import read_sheet
+
+_SUFFIXES: dict[str, SourceFormat] = {
+    ".csv": "csv",
+    ".txt": "csv",
+    ".tsv": "csv",
+    ".psv": "csv",
+    ".zip": "shapefile",
+    ".shz": "shapefile",
+    ".shp": "shapefile",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".geojson": "geojson",
+    ".json": "geojson",
+    ".gpkg": "gpkg",
+}
+
+
+def source_format(path: Path) -> SourceFormat:
+    """The format a file's name says it has, or a SourceError listing the known suffixes."""
+    suffix = path.suffix.lower()
+    if suffix not in _SUFFIXES:
+        raise SourceError(
+            f"{path}: unknown file type {suffix or '(no suffix)'!r}; supported: "
+            f"{', '.join(sorted(_SUFFIXES))} (.shp.zip too)"
+        )
+    return _SUFFIXES[suffix]
+
+
+def _check_file(path: Path, limits: ReadLimits) -> None:
+    if not path.exists():
+        raise SourceError(f"{path}: no such file")
+    if not path.is_file():
+        raise SourceError(f"{path}: not a file")
+    size = path.stat().st_size
+    if size == 0:
+        raise SourceError(f"{path}: the file is empty")
+    if size > limits.max_file_bytes:
+        raise SourceError(
+            f"{path}: {size} bytes is more than the limit of {limits.max_file_bytes} bytes; "
+            "raise ReadLimits.max_file_bytes if the file is meant to be this large"
+        )
+
+
+def read_source(
+    path: str | Path,
+    *,
+    layer: str | None = None,
+    encoding: str | None = None,
+    crs: str | None = None,
+    wkt_column: str | None = None,
+    lat_column: str | None = None,
+    lon_column: str | None = None,
+    limits: ReadLimits | None = None,
+    progress: Progress | None = None,
+) -> tuple[gpd.GeoDataFrame, SourceReport]:
+    """Read a CSV, zipped Shapefile, XLSX, GeoJSON or GeoPackage file.
+
+    Returns a GeoDataFrame (geometry column ``geometry`` in EPSG:4326, index ``row`` =
+    1-based data-record number in the source) and a :class:`SourceReport`. Rows that
+    could not be read are left out and listed in ``report.problems``. Raises
+    :class:`SourceError` when the file cannot be read at all.
+    """
+    with _collector_paused():
+        return _read(
+            Path(path),
+            layer=layer,
+            encoding=encoding,
+            crs=crs,
+            wkt_column=wkt_column,
+            lat_column=lat_column,
+            lon_column=lon_column,
+            limits=limits or ReadLimits(),
+            progress=progress or no_progress,
+        )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while geometries are made.
+
+    A read creates a shapely object per row; each allocation burst triggers a collection
+    that walks every tracked object again, which made building 1,000,000 points ten times
+    slower (1.9 s instead of 0.17 s). Nothing here creates reference cycles worth chasing.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(
+    path: Path,
+    *,
+    layer: str | None,
+    encoding: str | None,
+    crs: str | None,
+    wkt_column: str | None,
+    lat_column: str | None,
+    lon_column: str | None,
+    limits: ReadLimits,
+    progress: Progress,
+) -> tuple[gpd.GeoDataFrame, SourceReport]:
+    """The body of :func:`read_source`."""
+    label = f"read {path.name}"
+    fmt = source_format(path)
+    _check_file(path, limits)
+    progress(label, 0, 3)
+    geometry_options = {
+        "wkt_column": wkt_column,
+        "lat_column": lat_column,
+        "lon_column": lon_column,
+    }
+
+    if fmt == "csv":
+        parsed = read_csv_table(path, encoding, limits)
+        progress(label, 1, 3)
+        geometry = build_geometry(parsed.table, path=str(path), crs=crs, **geometry_options)
+        frame = to_geodataframe(parsed.table, geometry.geometry, parsed.row_numbers)
+        report = SourceReport(
+            str(path),
+            fmt,
+            encoding=parsed.encoding.encoding,
+            encoding_source=parsed.encoding.source,
+            delimiter=parsed.delimiter,
+            crs=geometry.crs,
+            geometry_source=geometry.source,
+        )
+        problems = _merge(parsed.problems, parsed.rejected_rows, geometry.bad, parsed.row_numbers)
+        report.problems = add_lines(problems, path, parsed, limits)
+    elif fmt == "xlsx":
+        sheet = read_sheet(path, layer, limits)
+        progress(label, 1, 3)
+        geometry = build_geometry(sheet.table, path=str(path), crs=crs, **geometry_options)
+        frame = to_geodataframe(sheet.table, geometry.geometry, sheet.row_numbers)
+        report = SourceReport(
+            str(path),
+            fmt,
+            layer=sheet.sheet,
+            crs=geometry.crs,
+            geometry_source=geometry.source,
+        )
+        problems = _merge(sheet.problems, sheet.rejected_rows, geometry.bad, sheet.row_numbers)
+        report.problems = [
+            SourceProblem(p.message, p.row, int(sheet.record_lines[p.row - 1]), p.column, p.value)
+            if p.row is not None and p.line is None
+            else p
+            for p in problems
+        ]
+    else:
+        if fmt == "shapefile" and path.suffix.lower() == ".shp":
+            spatial = read_shapefile(path, path, encoding, crs)
+        elif fmt == "shapefile":
+            spatial = read_zipped_shapefile(path, layer, encoding, crs, limits)
+        else:
+            spatial = read_ogr(path, layer, encoding, crs)
+        progress(label, 1, 3)
+        frame = _spatial_frame(spatial)
+        report = SourceReport(
+            str(path),
+            fmt,
+            layer=spatial.layer,
+            encoding=spatial.encoding,
+            encoding_source=spatial.encoding_source,
+            crs=spatial.crs,
+            geometry_source="native" if frame.geometry.notna().any() or spatial.crs else None,
+            problems=spatial.problems,
+        )
+        if len(frame) == 0:
+            report.problems.append(SourceProblem("the layer holds no records"))
+
+    progress(label, 2, 3)
+    geoms, repaired = repair_polygons(frame.geometry.to_numpy())
+    if repaired:
+        frame = frame.set_geometry(gpd.GeoSeries(geoms, index=frame.index, crs=DEFAULT_CRS))
+    report.repaired_geometries = repaired
+    report.geometry_types, report.null_geometries, report.empty_geometries = geometry_counts(geoms)
+    report.rows = len(frame)
+    report.columns = [str(c) for c in frame.columns if c != frame.geometry.name]
+    progress(label, 3, 3)
+    return frame, report
+
+
+def _spatial_frame(spatial: SpatialRead) -> gpd.GeoDataFrame:
+    frame = spatial.frame
+    if not isinstance(frame, gpd.GeoDataFrame) or frame.geometry.name is None:
+        empty = gpd.GeoSeries(np.full(len(frame), None, dtype=object), crs=DEFAULT_CRS)
+        frame = gpd.GeoDataFrame(frame, geometry=empty.set_axis(frame.index), crs=DEFAULT_CRS)
+    elif frame.geometry.name != "geometry":
+        frame = frame.rename_geometry("geometry")
+    frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
+    return frame
+
+
+def _merge(
+    problems: list[SourceProblem],
+    rejected: dict[int, SourceProblem],
+    bad: list[BadValues],
+    row_numbers: np.ndarray,
+) -> list[SourceProblem]:
+    """All problems, file-level first, then by row: rejected rows and geometry values."""
+    by_row: list[SourceProblem] = list(rejected.values())
+    for item in bad:
+        rows = row_numbers[item.positions].tolist()
+        by_row.extend(
+            SourceProblem(item.message, row=row, column=item.column, value=value)
+            for row, value in zip(rows, item.values, strict=True)
+        )
+    by_row.sort(key=lambda p: p.row or 0)
+    return [*problems, *by_row]

@@ -1,0 +1,88 @@
+"""What a read found: the report and its per-row problems, and the limits a read obeys."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+SourceFormat = Literal["csv", "shapefile", "xlsx", "geojson", "gpkg"]
+EncodingSource = Literal["bom", "cpg", "detected", "given", "default", "ldid"]
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Bounds that keep a hostile or mistaken file from exhausting the machine.
+
+    - ``max_file_bytes``: the file itself (CSV, zip, XLSX...) may not be larger.
+    - ``max_uncompressed_bytes``: total declared size of the zip entries that are extracted.
+    - ``max_compression_ratio``: uncompressed/compressed size of any zip entry over 1 MiB
+      (deflate cannot exceed about 1032:1; zip bombs sit near it, real data well below).
+    - ``max_zip_entries``: entries in a zip's central directory.
+    - ``max_field_bytes``: one CSV/XLSX cell; longer values reject their row.
+    """
+
+    max_file_bytes: int = 4 * GIB
+    max_uncompressed_bytes: int = 8 * GIB
+    max_compression_ratio: float = 500.0
+    max_zip_entries: int = 10_000
+    max_field_bytes: int = 8 * MIB
+
+
+@dataclass(frozen=True)
+class SourceProblem:
+    """One thing wrong with part of a source: a row, a header cell or the file as a whole.
+
+    ``row`` is the 1-based data-record number (the GeoDataFrame index), ``line`` the
+    physical line (CSV) or sheet row (XLSX); either is None where it does not apply.
+    """
+
+    message: str
+    row: int | None = None
+    line: int | None = None
+    column: str | None = None
+    value: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape: ``{row, line, column, value, message}``."""
+        return {
+            "row": self.row,
+            "line": self.line,
+            "column": self.column,
+            "value": self.value,
+            "message": self.message,
+        }
+
+
+@dataclass
+class SourceReport:
+    """What was read from one source and how; ``to_dict()`` gives the camelCase JSON."""
+
+    path: str
+    format: SourceFormat
+    layer: str | None = None
+    rows: int = 0
+    columns: list[str] = field(default_factory=list)
+    encoding: str | None = None
+    encoding_source: EncodingSource | None = None
+    delimiter: str | None = None
+    crs: str | None = None
+    geometry_source: str | None = None
+    geometry_types: dict[str, int] = field(default_factory=dict)
+    repaired_geometries: int = 0
+    null_geometries: int = 0
+    empty_geometries: int = 0
+    problems: list[SourceProblem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready camelCase keys."""
+        plain = asdict(self)
+        plain["problems"] = [problem.to_dict() for problem in self.problems]
+        return {_camel(key): value for key, value in plain.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)

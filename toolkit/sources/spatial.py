@@ -1,0 +1,217 @@
+"""Reading spatial formats through pyogrio: zipped or plain Shapefile, GeoJSON, GeoPackage.
+
+Shapefiles get the care GDAL cannot give on its own: without a ``.cpg`` GDAL assumes
+Latin-1, so the ``.dbf`` text is checked for UTF-8 first; without a ``.prj`` the
+coordinates mean nothing, so the user must say what they are.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pyogrio
+from pyproj import CRS
+
+from toolkit.errors import SourceError
+from toolkit.sources.archive import extracted_zip
+from toolkit.sources.encoding import check_encoding, guess_single_byte
+from toolkit.sources.report import EncodingSource, ReadLimits, SourceProblem
+from toolkit.sources.tabular import DEFAULT_CRS, crs_label, parse_crs
+
+SHAPEFILE_PARTS = frozenset({".shp", ".shx", ".dbf", ".prj", ".cpg"})
+# Enough rows with non-ASCII text to tell UTF-8 from a single-byte code page.
+_DBF_SAMPLE_ROWS = 20_000
+
+
+@dataclass
+class SpatialRead:
+    """A spatial layer in EPSG:4326 and what was decided reading it."""
+
+    frame: gpd.GeoDataFrame
+    layer: str | None
+    encoding: str | None
+    encoding_source: EncodingSource | None
+    crs: str | None
+    problems: list[SourceProblem] = field(default_factory=list)
+
+
+def _sidecar(shp: Path, suffix: str) -> Path | None:
+    """The file beside ``shp`` with ``suffix``, whatever the case of either extension."""
+    for candidate in shp.parent.iterdir():
+        if candidate.stem == shp.stem and candidate.suffix.lower() == suffix:
+            return candidate
+    return None
+
+
+def dbf_text_encoding(dbf: Path) -> str:
+    """Decide UTF-8 or a single-byte code page from the raw bytes of a .dbf's text fields."""
+    with dbf.open("rb") as handle:
+        head = handle.read(32)
+        if len(head) < 32:
+            return "utf-8"
+        records = int.from_bytes(head[4:8], "little")
+        header_length = int.from_bytes(head[8:10], "little")
+        record_length = int.from_bytes(head[10:12], "little")
+        descriptors = handle.read(max(header_length - 32, 0))
+    text_columns: list[np.ndarray] = []
+    offset = 1  # each record starts with its deletion flag
+    for start in range(0, len(descriptors) - 31, 32):
+        descriptor = descriptors[start : start + 32]
+        if descriptor[0] == 0x0D:
+            break
+        width = descriptor[16]
+        if descriptor[11:12] in (b"C", b"M"):
+            text_columns.append(np.arange(offset, offset + width))
+        offset += width
+    size = dbf.stat().st_size
+    records = min(records, max((size - header_length) // max(record_length, 1), 0))
+    if not text_columns or records == 0 or record_length == 0:
+        return "utf-8"
+    data = np.memmap(dbf, dtype=np.uint8, mode="r", offset=header_length)
+    data = data[: records * record_length].reshape(records, record_length)
+    text = data[:, np.concatenate(text_columns)]
+    non_ascii = np.flatnonzero((text >= 0x80).any(axis=1))[:_DBF_SAMPLE_ROWS]
+    if non_ascii.size == 0:
+        return "utf-8"  # plain ASCII reads the same either way
+    sample = np.ascontiguousarray(text[non_ascii]).tobytes()
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError:
+        return guess_single_byte(sample)
+    return "utf-8"
+
+
+def _choose_layer(path: Path, available: list[str], layer: str | None) -> str:
+    if layer is not None:
+        if layer in available:
+            return layer
+        by_lower = {name.lower(): name for name in available}
+        if layer.lower() in by_lower:
+            return by_lower[layer.lower()]
+        raise SourceError(
+            f"{path}: no layer {layer!r}; pass --layer one of: {', '.join(available)}"
+        )
+    if len(available) == 1:
+        return available[0]
+    if not available:
+        raise SourceError(f"{path}: holds no layers")
+    raise SourceError(
+        f"{path}: holds {len(available)} layers; pass --layer one of: {', '.join(available)}"
+    )
+
+
+def _layer_names(shapefiles: list[Path], root: Path) -> dict[str, Path]:
+    stems = [shp.stem for shp in shapefiles]
+    # The stem names a layer unless two folders hold the same one; then the relative path does.
+    return {
+        (
+            shp.stem
+            if stems.count(shp.stem) == 1
+            else shp.relative_to(root).with_suffix("").as_posix()
+        ): shp
+        for shp in shapefiles
+    }
+
+
+def _finish_crs(
+    path: Path, frame: gpd.GeoDataFrame, crs: str | None, problems: list[SourceProblem]
+) -> tuple[gpd.GeoDataFrame, str | None]:
+    """Set a missing CRS from ``crs`` (or refuse), and reproject to EPSG:4326."""
+    if frame.crs is None:
+        if crs is None:
+            raise SourceError(
+                f"{path}: has no coordinate reference system (no .prj); pass --crs, "
+                "e.g. --crs EPSG:7855 for GDA2020 / MGA zone 55"
+            )
+        frame = frame.set_crs(parse_crs(crs, str(path)), allow_override=True)
+    elif crs is not None and CRS.from_user_input(crs) != frame.crs:
+        problems.append(
+            SourceProblem(
+                f"the source's own CRS {crs_label(frame.crs)} was used; --crs {crs} ignored"
+            )
+        )
+    label = crs_label(frame.crs)
+    if frame.crs.to_epsg() != 4326:
+        frame = frame.to_crs(DEFAULT_CRS)
+    return frame, label
+
+
+def _read_layer(source: Path, layer: str | None, encoding: str | None) -> gpd.GeoDataFrame:
+    try:
+        return pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
+    except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
+        raise SourceError(f"{source}: cannot read: {exc}") from exc
+
+
+def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None) -> SpatialRead:
+    """One .shp with its sidecars; ``shown`` is the path to name in messages."""
+    problems: list[SourceProblem] = []
+    cpg = _sidecar(shp, ".cpg")
+    dbf = _sidecar(shp, ".dbf")
+    source: EncodingSource | None
+    if encoding is not None:
+        decided: str | None = check_encoding(encoding, str(shown))
+        source = "given"
+    elif cpg is not None:
+        declared = cpg.read_text(encoding="ascii", errors="replace").strip()
+        decided, source = _cpg_codec(declared), "cpg"
+    elif dbf is not None:
+        decided, source = dbf_text_encoding(dbf), "detected"
+    else:
+        decided, source = None, None
+    if dbf is None:
+        raise SourceError(f"{shown}: the shapefile {shp.name} has no .dbf beside it")
+    # GDAL honours a .cpg itself; otherwise it is told what was decided.
+    frame = _read_layer(shp, None, None if source == "cpg" else decided)
+    frame, label = _finish_crs(shown, frame, crs, problems)
+    return SpatialRead(frame, shp.stem, decided, source, label, problems)
+
+
+def _cpg_codec(declared: str) -> str:
+    """The Python codec a .cpg names ("UTF-8", "1252", "ANSI 1252", "88591"...)."""
+    value = declared.upper().replace("ANSI", "").strip()
+    aliases = {"65001": "utf-8", "UTF8": "utf-8", "88591": "latin-1", "8859_1": "latin-1"}
+    if value in aliases:
+        return aliases[value]
+    if value.isdigit():
+        value = f"cp{value}"
+    try:
+        return codecs.lookup(value).name
+    except LookupError:
+        return declared
+
+
+def read_zipped_shapefile(
+    path: Path, layer: str | None, encoding: str | None, crs: str | None, limits: ReadLimits
+) -> SpatialRead:
+    """A zip (``.zip``, ``.shp.zip``, ``.shz``) holding one or more shapefiles, in any folder."""
+    with extracted_zip(path, SHAPEFILE_PARTS, limits) as root:
+        shapefiles = sorted(p for p in root.rglob("*") if p.suffix.lower() == ".shp")
+        if not shapefiles:
+            raise SourceError(f"{path}: the zip holds no shapefile (.shp)")
+        layers = _layer_names(shapefiles, root)
+        chosen = _choose_layer(path, list(layers), layer)
+        result = read_shapefile(layers[chosen], path, encoding, crs)
+        result.layer = chosen
+        return result
+
+
+def read_ogr(path: Path, layer: str | None, encoding: str | None, crs: str | None) -> SpatialRead:
+    """GeoJSON or GeoPackage: the named layer, or the only one."""
+    try:
+        available = [str(name) for name in pyogrio.list_layers(path)[:, 0]]
+    except pyogrio.errors.DataSourceError as exc:
+        raise SourceError(f"{path}: cannot open: {exc}") from exc
+    chosen = _choose_layer(path, available, layer)
+    decided = check_encoding(encoding, str(path)) if encoding else None
+    frame = _read_layer(path, chosen, decided)
+    problems: list[SourceProblem] = []
+    frame, label = _finish_crs(path, frame, crs, problems)
+    # Both formats are UTF-8 by definition (RFC 7946; SQLite text).
+    return SpatialRead(
+        frame, chosen, decided or "utf-8", "given" if decided else "default", label, problems
+    )

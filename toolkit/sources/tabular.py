@@ -1,0 +1,126 @@
+"""From a table of text columns (CSV, XLSX) to a GeoDataFrame: finding and building geometry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from numpy.typing import NDArray
+from pyproj import CRS
+
+from toolkit.errors import SourceError
+from toolkit.sources.geometry import BadValues, geometry_from_coordinates, geometry_from_wkt
+
+WKT_NAMES = ("wkt", "geometry", "geom", "the_geom", "shape")
+LAT_NAMES = ("latitude", "lat", "y")
+LON_NAMES = ("longitude", "lon", "lng", "long", "x")
+DEFAULT_CRS = "EPSG:4326"
+
+
+@dataclass
+class TabularGeometry:
+    """The geometry built for a text table, where it came from, and the rows that failed."""
+
+    geometry: gpd.GeoSeries
+    source: str | None
+    crs: str | None
+    bad: list[BadValues] = field(default_factory=list)
+
+
+def _find(columns: list[str], given: str | None, usual: tuple[str, ...], path: str) -> str | None:
+    if given is not None:
+        if given in columns:
+            return given
+        by_lower = {name.lower(): name for name in columns}
+        if given.lower() in by_lower:
+            return by_lower[given.lower()]
+        raise SourceError(
+            f"{path}: no column {given!r}; the columns are: {', '.join(columns) or '(none)'}"
+        )
+    by_lower = {name.lower(): name for name in columns}
+    return next((by_lower[name] for name in usual if name in by_lower), None)
+
+
+def crs_label(crs: CRS) -> str:
+    """``EPSG:NNNN`` when the CRS has an EPSG code, else its name."""
+    code = crs.to_epsg()
+    return f"EPSG:{code}" if code else crs.name
+
+
+def parse_crs(crs: str, path: str) -> CRS:
+    """A user-given CRS, or a SourceError naming it."""
+    try:
+        return CRS.from_user_input(crs)
+    except Exception as exc:  # pyproj raises CRSError and others for unknown input
+        raise SourceError(
+            f"{path}: unknown CRS {crs!r}; pass --crs as EPSG:NNNN, e.g. EPSG:4326 or EPSG:7855"
+        ) from exc
+
+
+def build_geometry(
+    table: pa.Table,
+    *,
+    path: str,
+    wkt_column: str | None,
+    lat_column: str | None,
+    lon_column: str | None,
+    crs: str | None,
+) -> TabularGeometry:
+    """Geometry from the WKT or latitude/longitude columns of ``table``, in EPSG:4326.
+
+    Explicit columns win; otherwise the usual names are looked up case-insensitively,
+    WKT before coordinates. A table without any gives an all-missing geometry.
+    """
+    columns = table.column_names
+    if (lat_column is None) != (lon_column is None):
+        raise SourceError(f"{path}: pass both --lat-column and --lon-column, not one of them")
+    wkt = _find(columns, wkt_column, WKT_NAMES, path) if lat_column is None else None
+    lat = lon = None
+    if wkt is None:
+        lat = _find(columns, lat_column, LAT_NAMES, path)
+        lon = _find(columns, lon_column, LON_NAMES, path)
+    source_crs = parse_crs(crs or DEFAULT_CRS, path)
+
+    geoms: NDArray
+    if wkt is not None:
+        geoms, bad = geometry_from_wkt(table.column(wkt), wkt)
+        source = f"wkt:{wkt}"
+    elif lat is not None and lon is not None:
+        geoms, bad = geometry_from_coordinates(
+            table.column(lat), table.column(lon), lat, lon, source_crs.is_geographic
+        )
+        source = f"latlon:{lat},{lon}"
+    else:
+        empty = np.full(table.num_rows, None, dtype=object)
+        return TabularGeometry(gpd.GeoSeries(empty, crs=DEFAULT_CRS), None, None)
+
+    series = gpd.GeoSeries(geoms, crs=source_crs)
+    if source_crs.to_epsg() != 4326:
+        series = series.to_crs(DEFAULT_CRS)
+    return TabularGeometry(series, source, crs_label(source_crs), bad)
+
+
+def to_geodataframe(
+    table: pa.Table, geometry: gpd.GeoSeries, row_numbers: NDArray[np.int64]
+) -> gpd.GeoDataFrame:
+    """Text columns as pandas strings (arrow-backed, no copy), geometry, index ``row``."""
+    frame = table.to_pandas(types_mapper=_string_dtype, self_destruct=True)
+    index = pd.Index(row_numbers, name="row")
+    frame.index = index
+    geometry = geometry.set_axis(index)
+    if "geometry" in frame.columns:
+        # A WKT column called "geometry" is the geometry now; two columns cannot share a name.
+        frame = frame.drop(columns="geometry")
+    return gpd.GeoDataFrame(frame, geometry=geometry, crs=DEFAULT_CRS)
+
+
+_STRING = pd.StringDtype("pyarrow", na_value=np.nan)
+
+
+def _string_dtype(arrow_type: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return _STRING
+    return None
