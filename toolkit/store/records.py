@@ -221,6 +221,19 @@ class RecordTable:
         )
         return len(ids)
 
+    def add_tag(self, conn: sqlite3.Connection, ids: Sequence[int], tag: str) -> None:
+        """Add ``tag`` to the tags of the records that do not have it yet."""
+        if not ids:
+            return
+        self._fill_temp_ids(conn, ids)
+        table = self.kind.table
+        conn.execute(
+            f"UPDATE {table} SET tags = json_insert(tags, '$[#]', ?) "
+            "WHERE id IN (SELECT id FROM temp.record_ids) "
+            f"AND NOT EXISTS (SELECT 1 FROM json_each({table}.tags) WHERE value = ?)",
+            (tag, tag),
+        )
+
     @staticmethod
     def _fill_temp_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS record_ids (id INTEGER PRIMARY KEY)")

@@ -106,6 +106,8 @@ MIGRATIONS: tuple[str, ...] = (
         phone TEXT,
         organisation TEXT,
         positions TEXT NOT NULL DEFAULT '[]',
+        extra TEXT NOT NULL DEFAULT '{}',
+        tags TEXT NOT NULL DEFAULT '[]',
         status INTEGER NOT NULL DEFAULT 1,
         password_hash TEXT,
         totp_secret TEXT,

@@ -8,6 +8,7 @@ from toolkit.store.database import Database
 from toolkit.store.events import EventStore, RegisterStore
 from toolkit.store.items import ItemStore
 from toolkit.store.jobs import JobStore
+from toolkit.store.users import UserStore
 
 
 class SiteStore:
@@ -27,3 +28,4 @@ class SiteStore:
         self.events = EventStore(connection, site_id)
         self.registers = RegisterStore(connection, site_id)
         self.jobs = JobStore(db, site_id)
+        self.users = UserStore(connection, site_id)

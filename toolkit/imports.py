@@ -1,0 +1,758 @@
+"""Import jobs: the spec's schedule fields, the pipeline, and the job object (spec 2.7, 4.4).
+
+The flow (DESIGN.md): read the source, apply the rule (per-row problems
+collected), link assets in bulk, plan the overwrite rule (pure), then apply the
+plan in ONE transaction that also records the job's outcome. A crash before
+that commit leaves the site as it was and the job ``RUNNING``, which the next
+opening of the site turns into ``FAILED``. A dry run does everything but the
+writing; rollback-on-error writes nothing when any row is rejected.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import NotFoundError, OptionError, ToolkitError
+from toolkit.fieldjson import as_python, fields_json
+from toolkit.filters import format_time, parse_int
+from toolkit.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.progress import Progress, no_progress
+from toolkit.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
+from toolkit.safe_output import safe_frame
+from toolkit.sources import read_source
+from toolkit.store import Actor, SiteStore
+from toolkit.store.assets import NewAssets, geometry_columns
+from toolkit.store.items import ItemChanges, NewItems
+
+log = logging.getLogger(__name__)
+
+MAX_ERRORS_IN_RESULT = 20
+DATA_TYPES = ("csv", "zip", "xlsx", "geojson", "gpkg")
+DATA_ENCODINGS = ("plain", "base64")
+ITEM_RECORD_FIELDS = ("status", "isTemplate", "assetId")
+ASSET_RECORD_FIELDS = ("id", "name", "code", "type", "friendly", "regionId", "status")
+USER_RECORD_FIELDS = (
+    "username",
+    "firstName",
+    "lastName",
+    "email",
+    "phone",
+    "organisation",
+    "positions",
+    "status",
+)
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """One import, by the spec's field names (snake case here), plus how to read the file."""
+
+    import_type: str
+    import_rule: str
+    source: Path
+    source_name: str | None = None
+    matching_id: str | None = None
+    overwrite_rule: str | None = None
+    event_id: int | None = None
+    region_id: int | None = None
+    dry_run: bool = False
+    rollback_on_error: bool = False
+    import_tag: str | None = None
+    message: str | None = None
+    layer: str | None = None
+    encoding: str | None = None
+    crs: str | None = None
+    rejects_path: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.source_name or self.source.name
+
+    def spec_params(self) -> dict[str, Any]:
+        """The request as the spec's schedule fields, for the job record."""
+        return {
+            "importType": self.import_type,
+            "importRule": self.import_rule,
+            "source": self.name,
+            "matchingId": self.matching_id,
+            "overwriteRule": self.overwrite_rule,
+            "eventId": self.event_id,
+            "regionId": self.region_id,
+            "dryRun": int(self.dry_run),
+            "rollbackOnError": int(self.rollback_on_error),
+            "importTag": self.import_tag,
+            "message": self.message,
+        }
+
+
+def materialise_data(body: Mapping[str, Any], folder: Path) -> tuple[Path, str]:
+    """Write the spec's inline ``data`` (plain CSV or base64 file) to a file in ``folder``."""
+    data = body.get("data")
+    if not isinstance(data, str) or data == "":
+        raise OptionError("data is required: the import data as plain text or base64")
+    encoding = body.get("encoding") or "plain"
+    if encoding not in DATA_ENCODINGS:
+        raise OptionError(f"encoding {encoding!r} is not one of: {', '.join(DATA_ENCODINGS)}")
+    data_type = body.get("dataType")
+    if data_type is not None and data_type not in DATA_TYPES:
+        raise OptionError(f"dataType {data_type!r} is not one of: {', '.join(DATA_TYPES)}")
+    if encoding == "base64":
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise OptionError("data is not valid base64 (encoding is base64)") from None
+        data_type = data_type or ("zip" if raw[:2] == b"PK" else "csv")
+    else:
+        raw = data.encode("utf-8")
+        data_type = data_type or "csv"
+    path = folder / f"import-data.{data_type}"
+    path.write_bytes(raw)
+    return path, f"import data ({data_type})"
+
+
+def request_from_spec(body: Mapping[str, Any], source: Path, source_name: str) -> ImportRequest:
+    """An :class:`ImportRequest` from a ``mode=schedule`` body (spec 4.4), checked."""
+    for required in ("importType", "importRule"):
+        if not body.get(required):
+            raise OptionError(f"{required} is required")
+
+    def optional_int(name: str) -> int | None:
+        value = body.get(name)
+        return None if value in (None, "") else parse_int(name, value)
+
+    def flag(name: str) -> bool:
+        value = body.get(name, 0)
+        if value in (0, 1, "0", "1", True, False):
+            return bool(int(value))
+        raise OptionError(f"{name} {value!r} is not one of: 0, 1")
+
+    return ImportRequest(
+        import_type=str(body["importType"]),
+        import_rule=str(body["importRule"]),
+        source=source,
+        source_name=source_name,
+        matching_id=body.get("matchingId") or None,
+        overwrite_rule=body.get("overwriteRule") or None,
+        event_id=optional_int("eventId"),
+        region_id=optional_int("regionId"),
+        dry_run=flag("dryRun"),
+        rollback_on_error=flag("rollbackOnError"),
+        import_tag=body.get("importTag") or None,
+        message=body.get("message") or None,
+    )
+
+
+# An asset linker turns item rows into asset ids: (source frame, prepared values, rule)
+# -> (asset id per row as Int64 or missing, a reason per row where no asset was linked).
+AssetLinker = Callable[[pd.DataFrame, Prepared, ImportRule], tuple[pd.Series, pd.Series]]
+
+
+@dataclass
+class _Outcome:
+    counts: dict[str, int] = field(default_factory=dict)
+    rejections: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["row", "column", "value", "reason"])
+    )
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class ImportRunner:
+    """Runs import jobs against one site."""
+
+    def __init__(
+        self,
+        store: SiteStore,
+        *,
+        rule_paths: Iterable[str | Path] = (),
+        asset_linker: AssetLinker | None = None,
+        user_id: str | None = None,
+        progress: Progress = no_progress,
+    ) -> None:
+        self.store = store
+        self.rule_paths = tuple(rule_paths)
+        self.asset_linker = asset_linker
+        self.user_id = user_id
+        self.progress = progress
+
+    # --- checking the request -------------------------------------------------------------
+
+    def check(self, request: ImportRequest) -> ImportRule:
+        """Refuse a request that cannot run, before any job is recorded."""
+        if request.import_type not in IMPORT_TYPES:
+            raise OptionError(
+                f"importType {request.import_type!r} is not one of: {', '.join(IMPORT_TYPES)}"
+            )
+        rule = load_rule(request.import_rule, self.rule_paths)
+        if rule.import_type != request.import_type:
+            raise OptionError(
+                f"importRule {rule.name!r} imports {rule.import_type}s, not "
+                f"{request.import_type}s; pass importType {rule.import_type}"
+            )
+        if request.overwrite_rule is not None:
+            check_overwrite_rule(request.overwrite_rule)
+        if rule.import_type == "item":
+            if request.event_id is None or request.region_id is None:
+                missing = [
+                    n
+                    for n, v in (("eventId", request.event_id), ("regionId", request.region_id))
+                    if v is None
+                ]
+                raise OptionError(
+                    f"{' and '.join(missing)} required: items are stored within events "
+                    "(pass --event-id and --region-id)"
+                )
+            if self.store.events.get(request.event_id) is None:
+                raise NotFoundError(f"eventId {request.event_id} is not an event of this site")
+        matching_id = request.matching_id or rule.matching_id
+        if not self._is_matching_field(rule, matching_id):
+            allowed = sorted({f.name for f in rule.fields} | {"id"})
+            raise OptionError(
+                f"matchingId {matching_id!r} is not a field of rule {rule.name!r}; "
+                f"one of: {', '.join(allowed)}"
+            )
+        return rule
+
+    @staticmethod
+    def _is_matching_field(rule: ImportRule, name: str) -> bool:
+        return name == "id" or rule.field_named(name) is not None
+
+    # --- running --------------------------------------------------------------------------
+
+    def run(self, request: ImportRequest) -> dict[str, Any]:
+        """Check, record and run the import; returns the job object (spec 2.7)."""
+        rule = self.check(request)
+        jobs = self.store.jobs
+        job_id = jobs.create(
+            import_type=request.import_type,
+            import_rule=rule.name,
+            user_id=self.user_id,
+            params=request.spec_params(),
+        )
+        return self.run_job(job_id, request, rule)
+
+    def run_job(self, job_id: int, request: ImportRequest, rule: ImportRule) -> dict[str, Any]:
+        """Run a job already recorded as ``NOT_STARTED`` (the server schedules first)."""
+        jobs = self.store.jobs
+        jobs.start(job_id)
+        outcome = _Outcome()
+        try:
+            self._pipeline(job_id, request, rule, outcome)
+        except ToolkitError as exc:
+            self._fail(job_id, request, rule, outcome, str(exc), code=400)
+        except Exception as exc:  # the job must not stay RUNNING; the traceback goes to the log
+            log.exception("import job %s failed", job_id)
+            self._fail(
+                job_id,
+                request,
+                rule,
+                outcome,
+                f"internal error ({type(exc).__name__}); nothing was written",
+                code=500,
+            )
+        return self.job_object(job_id)
+
+    def _fail(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        outcome: _Outcome,
+        reason: str,
+        *,
+        code: int,
+    ) -> None:
+        summary = self._summary(request, rule, outcome, status="FAILED", reason=reason)
+        self.store.jobs.finish(
+            job_id, status="FAILED", code=code, summary=summary, result=result_html(summary)
+        )
+
+    def _timed(self, outcome: _Outcome, stage: str, started: float) -> None:
+        outcome.timings[stage] = round(time.perf_counter() - started, 3)
+
+    def _pipeline(
+        self, job_id: int, request: ImportRequest, rule: ImportRule, outcome: _Outcome
+    ) -> None:
+        started = time.perf_counter()
+        self.progress("read", 0, None)
+        frame, report = read_source(
+            request.source, layer=request.layer, encoding=request.encoding, crs=request.crs
+        )
+        self._timed(outcome, "read", started)
+        outcome.counts["read"] = len(frame)
+        source_problems = pd.DataFrame(
+            [
+                {"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
+                for p in report.problems
+                if p.row is not None and p.row not in frame.index
+            ],
+            columns=["row", "column", "value", "reason"],
+        )
+
+        started = time.perf_counter()
+        self.progress("validate", 0, None)
+        prepared = apply_rule(rule, frame, path=request.name)
+        if prepared.ignored_columns:
+            outcome.notes.append(
+                "columns not used by the rule: " + ", ".join(prepared.ignored_columns)
+            )
+        rejections = [source_problems, prepared.rejections]
+        self._timed(outcome, "validate", started)
+
+        asset_ids: pd.Series | None = None
+        if rule.import_type == "item":
+            started = time.perf_counter()
+            asset_ids, link_problems = self._link_assets(frame, prepared, rule)
+            rejections.append(link_problems)
+            self._timed(outcome, "link", started)
+
+        rejected = pd.concat(
+            [r for r in rejections if not r.empty] or [rejections[0]], ignore_index=True
+        )
+        rejected_rows = set(rejected["row"].tolist())
+        keep = ~frame.index.isin(list(rejected_rows))
+        values = prepared.values[keep]
+        cleared = prepared.cleared[keep]
+
+        started = time.perf_counter()
+        matching_id = request.matching_id or rule.matching_id
+        overwrite = request.overwrite_rule or rule.overwrite_rule
+        existing = self._existing_keys(rule, request, matching_id)
+        keys = (
+            values[matching_id]
+            if matching_id in values
+            else pd.Series(pd.NA, index=values.index, dtype="string")
+        )
+        plan = plan_overwrite(keys.astype("string"), existing, overwrite, key_name=matching_id)
+        if len(plan.rejected.positions):
+            rejected = pd.concat(
+                [
+                    rejected,
+                    pd.DataFrame(
+                        {
+                            "row": values.index[plan.rejected.positions],
+                            "column": prepared.column_of.get(matching_id, matching_id),
+                            "value": keys.iloc[plan.rejected.positions].astype("string").to_numpy(),
+                            "reason": plan.rejected.reasons,
+                        }
+                    ),
+                ],
+                ignore_index=True,
+            )
+        self._timed(outcome, "plan", started)
+        outcome.counts.update(plan.counts())
+        outcome.counts["rejected"] = int(rejected["row"].nunique())
+        outcome.rejections = rejected.sort_values(["row", "column"], kind="stable")
+        if request.rejects_path is not None:
+            write_rejects(
+                request.rejects_path,
+                frame,
+                outcome.rejections,
+                with_geometry=report.geometry_source == "native",
+            )
+
+        if request.rollback_on_error and not rejected.empty:
+            outcome.notes.append("rollbackOnError: a row was rejected, so nothing was written")
+            self._fail(
+                job_id,
+                request,
+                rule,
+                outcome,
+                f"{outcome.counts['rejected']} row(s) rejected and rollbackOnError is set; "
+                "nothing was written",
+                code=400,
+            )
+            return
+        if request.dry_run:
+            outcome.notes.append("dry run: nothing was written")
+            summary = self._summary(request, rule, outcome, status="COMPLETE")
+            self.store.jobs.finish(
+                job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
+            )
+            return
+
+        started = time.perf_counter()
+        self.progress("store", 0, None)
+        actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
+        with self.store.db.transaction() as conn:
+            now = self.store.db.clock()
+            writer = {
+                "item": self._write_items,
+                "asset": self._write_assets,
+                "user": self._write_users,
+            }[rule.import_type]
+            writer(conn, rule, request, plan, values, cleared, frame[keep], asset_ids, actor, now)
+            self._timed(outcome, "store", started)
+            summary = self._summary(request, rule, outcome, status="COMPLETE")
+            self.store.jobs.finish(
+                job_id,
+                status="COMPLETE",
+                code=200,
+                summary=summary,
+                result=result_html(summary),
+                conn=conn,
+            )
+        self.progress("store", 1, 1)
+
+    # --- stages -----------------------------------------------------------------------------
+
+    def _link_assets(
+        self, frame: pd.DataFrame, prepared: Prepared, rule: ImportRule
+    ) -> tuple[pd.Series, pd.DataFrame]:
+        empty = pd.DataFrame(columns=["row", "column", "value", "reason"])
+        if rule.asset_link is None:
+            return pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty
+        if self.asset_linker is None:
+            raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
+        asset_ids, reasons = self.asset_linker(frame, prepared, rule)
+        if not rule.asset_link.required:
+            return asset_ids, empty
+        missing = asset_ids.isna().to_numpy()
+        return asset_ids, pd.DataFrame(
+            {
+                "row": frame.index[missing],
+                "column": "asset",
+                "value": pd.NA,
+                "reason": reasons[missing].fillna("no asset was found").to_numpy(),
+            }
+        )
+
+    def _existing_keys(
+        self, rule: ImportRule, request: ImportRequest, matching_id: str
+    ) -> pd.DataFrame:
+        if rule.import_type == "item":
+            assert rule.register is not None
+            return self.store.items.active_keys(rule.register, request.event_id, matching_id)
+        if rule.import_type == "asset":
+            return self.store.assets.active_keys(matching_id)
+        return self.store.users.active_keys(matching_id)
+
+    def _write_items(
+        self,
+        conn: Any,
+        rule: ImportRule,
+        request: ImportRequest,
+        plan: OverwritePlan,
+        values: pd.DataFrame,
+        cleared: pd.DataFrame,
+        frame: pd.DataFrame,
+        asset_ids: pd.Series | None,
+        actor: Actor,
+        now: int,
+    ) -> None:
+        assert rule.register is not None
+        self.store.registers.upsert(
+            conn, rule.register, rule.register_name or rule.register, register_fields(rule)
+        )
+        register_columns = [c for c in values.columns if c not in ITEM_RECORD_FIELDS]
+        links = (
+            asset_ids
+            if asset_ids is not None
+            else pd.Series(pd.NA, index=frame.index, dtype="Int64")
+        ).reindex(values.index)
+        tags = json.dumps([request.import_tag] if request.import_tag else [])
+        self.store.items.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+
+        inserts = values.iloc[plan.inserts]
+        if len(inserts):
+            defaults = rule.defaults()
+            filled = inserts.fillna({k: v for k, v in defaults.items() if k in inserts})
+            status = _int_column(filled, "status", 1)
+            template = _int_column(filled, "isTemplate", 0)
+            self.store.items.insert_many(
+                conn,
+                NewItems(
+                    register_id=rule.register,
+                    event_id=request.event_id,
+                    region_id=request.region_id,
+                    asset_id=as_python(links.iloc[plan.inserts]),
+                    status=status,
+                    is_template=template,
+                    tags=tags,
+                    fields=fields_json(filled[register_columns]).tolist(),
+                ),
+                actor,
+                now,
+            )
+        if len(plan.updates):
+            updates = values.iloc[plan.updates]
+            self.store.items.update_many(
+                conn,
+                ItemChanges(
+                    ids=as_python(pd.Series(plan.update_ids)),
+                    fields_patch=fields_json(
+                        updates[register_columns], cleared.iloc[plan.updates][register_columns]
+                    ).tolist(),
+                    asset_id=as_python(links.iloc[plan.updates]),
+                    status=as_python(updates["status"])
+                    if "status" in updates
+                    else [None] * len(updates),
+                ),
+                actor,
+                now,
+            )
+            if request.import_tag:
+                self.store.items.table.add_tag(
+                    conn, as_python(pd.Series(plan.update_ids)), request.import_tag
+                )
+
+    def _write_assets(
+        self,
+        conn: Any,
+        rule: ImportRule,
+        request: ImportRequest,
+        plan: OverwritePlan,
+        values: pd.DataFrame,
+        cleared: pd.DataFrame,
+        frame: pd.DataFrame,
+        asset_ids: pd.Series | None,
+        actor: Actor,
+        now: int,
+    ) -> None:
+        assets = self.store.assets
+        extra_columns = [c for c in values.columns if c not in ASSET_RECORD_FIELDS]
+        geometry = np.asarray(frame.geometry.values) if "geometry" in frame else None
+        tags = json.dumps([request.import_tag] if request.import_tag else [])
+        assets.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        inserts = values.iloc[plan.inserts]
+        if len(inserts):
+            filled = inserts.fillna({k: v for k, v in rule.defaults().items() if k in inserts})
+            geoms = (
+                geometry[plan.inserts]
+                if geometry is not None
+                else np.full(len(inserts), None, dtype=object)
+            )
+            wkb, bounds = geometry_columns(geoms)
+            given_ids = None
+            if "id" in filled and filled["id"].notna().all():
+                given_ids = [int(v) for v in as_python(filled["id"])]
+                taken = assets.ids_taken(given_ids)
+                if taken:
+                    raise OptionError(
+                        f"asset id(s) already used: {', '.join(map(str, sorted(taken)[:10]))}; "
+                        "import with matchingId id to update them"
+                    )
+            assets.insert_many(
+                conn,
+                NewAssets(
+                    type=_text_column(filled, "type", rule.asset_type or "Asset"),
+                    name=as_python(filled["name"]),
+                    code=_text_column(filled, "code", None),
+                    friendly=_text_column(filled, "friendly", None),
+                    region_id=(
+                        as_python(filled["regionId"]) if "regionId" in filled else request.region_id
+                    ),
+                    status=_int_column(filled, "status", 1),
+                    extra_info=fields_json(filled[extra_columns]).tolist(),
+                    geometry=wkb,
+                    bounds=bounds,
+                    source=request.name,
+                    tags=tags,
+                ),
+                actor,
+                now,
+                ids=given_ids,
+            )
+        if len(plan.updates):
+            updates = values.iloc[plan.updates]
+            columns: dict[str, list[object]] = {
+                name: as_python(updates[name])
+                for name in ("name", "code", "type", "friendly", "status")
+                if name in updates
+            }
+            if geometry is not None:
+                wkb, bounds = geometry_columns(geometry[plan.updates])
+                columns["geometry"] = wkb  # type: ignore[assignment]
+                for i, name in enumerate(("min_x", "min_y", "max_x", "max_y")):
+                    columns[name] = as_python(pd.Series(bounds[:, i]))
+            assets.update_many(
+                conn,
+                as_python(pd.Series(plan.update_ids)),
+                fields_json(
+                    updates[extra_columns], cleared.iloc[plan.updates][extra_columns]
+                ).tolist(),
+                columns,
+                actor,
+                now,
+            )
+
+    def _write_users(
+        self,
+        conn: Any,
+        rule: ImportRule,
+        request: ImportRequest,
+        plan: OverwritePlan,
+        values: pd.DataFrame,
+        cleared: pd.DataFrame,
+        frame: pd.DataFrame,
+        asset_ids: pd.Series | None,
+        actor: Actor,
+        now: int,
+    ) -> None:
+        self.store.users.write_import(
+            conn, plan, values, cleared, actor, now, tag=request.import_tag
+        )
+
+    # --- reporting --------------------------------------------------------------------------
+
+    def _summary(
+        self,
+        request: ImportRequest,
+        rule: ImportRule,
+        outcome: _Outcome,
+        *,
+        status: str,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        rejections = outcome.rejections
+        return {
+            "status": status,
+            "reason": reason,
+            "source": request.name,
+            "importRule": rule.name,
+            "importType": rule.import_type,
+            "overwriteRule": request.overwrite_rule or rule.overwrite_rule,
+            "matchingId": request.matching_id or rule.matching_id,
+            "dryRun": request.dry_run,
+            "counts": outcome.counts,
+            "errors": [
+                {
+                    "row": int(r.row),
+                    "column": _text(r.column),
+                    "value": _text(r.value),
+                    "reason": str(r.reason),
+                }
+                for r in rejections.head(MAX_ERRORS_IN_RESULT).itertuples(index=False)
+            ],
+            "errorCount": len(rejections),
+            "notes": outcome.notes,
+            "timings": outcome.timings,
+        }
+
+    def job_object(self, job_id: int) -> dict[str, Any]:
+        """The spec's job object (2.7), plus ``summary`` with the same facts as data."""
+        row = self.store.jobs.get(job_id)
+        if row is None:
+            raise NotFoundError(f"import job {job_id} does not exist in this site")
+        return job_object(row)
+
+
+def job_object(row: Any) -> dict[str, Any]:
+    return {
+        "code": row["code"],
+        "id": row["id"],
+        "status": row["status"],
+        "dateCreated": format_time(row["date_created"]),
+        "dateCompleted": format_time(row["date_completed"]),
+        "userId": row["user_id"],
+        "result": row["result"],
+        "importType": row["import_type"],
+        "importRule": row["import_rule"],
+        "summary": json.loads(row["summary"]) if row["summary"] else None,
+    }
+
+
+def register_fields(rule: ImportRule) -> list[dict[str, object]]:
+    """The register's field definitions, as the rule declares them."""
+    return [
+        {"name": f.name, "type": f.type, "label": f.column, "choices": list(f.choices)}
+        for f in rule.fields
+        if f.name not in ITEM_RECORD_FIELDS
+    ]
+
+
+def result_html(summary: Mapping[str, Any]) -> str:
+    """The job's ``result``: an HTML summary in which every value is escaped."""
+    e = html.escape
+    counts = summary.get("counts", {})
+    lines = [
+        f"<p><b>{e(str(summary['status']))}</b>: {e(str(summary['importRule']))} import of "
+        f"{e(str(summary['source']))}{' (dry run)' if summary.get('dryRun') else ''}</p>"
+    ]
+    if summary.get("reason"):
+        lines.append(f"<p>{e(str(summary['reason']))}</p>")
+    if counts:
+        lines.append(
+            "<ul>"
+            + "".join(
+                f"<li>{e(name)}: {counts[name]}</li>"
+                for name in ("read", "inserted", "updated", "skipped", "retired", "rejected")
+                if name in counts
+            )
+            + "</ul>"
+        )
+    for note in summary.get("notes", []):
+        lines.append(f"<p>{e(str(note))}</p>")
+    errors = summary.get("errors", [])
+    if errors:
+        shown = len(errors)
+        total = summary.get("errorCount", shown)
+        lines.append(f"<p>First {shown} of {total} problem(s):</p>")
+        lines.append(
+            "<table><tr><th>row</th><th>column</th><th>value</th><th>reason</th></tr>"
+            + "".join(
+                f"<tr><td>{error['row']}</td><td>{e(str(error['column'] or ''))}</td>"
+                f"<td>{e(str(error['value'] or ''))}</td><td>{e(str(error['reason']))}</td></tr>"
+                for error in errors
+            )
+            + "</table>"
+        )
+    return "".join(lines)
+
+
+def write_rejects(
+    path: Path, frame: pd.DataFrame, rejections: pd.DataFrame, *, with_geometry: bool
+) -> None:
+    """The rejected rows as they were read, with ``row`` first and ``reason`` last.
+
+    Rows the reader could not split into columns (ragged) appear with their
+    number and reason only. ``with_geometry`` adds the geometry as WKT, for
+    sources whose geometry is not in a column already (a Shapefile).
+    """
+    described = rejections["reason"].astype(str)
+    has_column = rejections["column"].notna().to_numpy()
+    described = described.where(~has_column, rejections["column"].astype(str) + ": " + described)
+    reasons = described.groupby(rejections["row"].to_numpy()).agg("; ".join)
+    columns = [c for c in frame.columns if c != "geometry"]
+    out = frame[columns].reindex(reasons.index)
+    if with_geometry and "geometry" in frame.columns and frame.geometry.notna().any():
+        out["geometry_wkt"] = frame.geometry.to_wkt().reindex(reasons.index)
+    out.insert(0, "row", reasons.index)
+    out["reason"] = reasons.to_numpy()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    safe_frame(out).to_csv(path, index=False, encoding="utf-8")
+
+
+def _int_column(frame: pd.DataFrame, name: str, default: int) -> list[int]:
+    if name not in frame:
+        return [default] * len(frame)
+    column = frame[name]
+    if column.dtype == "boolean":
+        column = column.astype("Int64")
+    return [int(v) for v in column.fillna(default).to_numpy()]
+
+
+def _text_column(frame: pd.DataFrame, name: str, default: str | None) -> list[str | None]:
+    if name not in frame:
+        return [default] * len(frame)
+    return as_python(frame[name].fillna(default) if default is not None else frame[name])
+
+
+def _text(value: object) -> str | None:
+    return (
+        None
+        if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
+        else str(value)
+    )
