@@ -140,3 +140,50 @@ def test_a_broken_user_rule_file_names_itself(tmp_path: Path) -> None:
     broken.write_text("RULE = 1/0\n")
     with pytest.raises(OptionError, match=r"broken\.py: cannot load the rule: division by zero"):
         load_rule(str(broken))
+
+
+def test_patterns_reject_values_in_the_wrong_form() -> None:
+    rule = ImportRule(
+        name="u",
+        import_type="user",
+        description="",
+        fields=(
+            FieldRule(
+                "email",
+                "Email",
+                pattern=r"[^@\s]+@[^@\s]+\.[^@\s]+",
+                pattern_reason="is not an email address",
+            ),
+        ),
+    )
+    prepared = apply_rule(rule, _frame({"Email": ["a@b.org", "nobody", None]}))
+    assert prepared.rejections.to_dict("records") == [
+        {"row": 2, "column": "Email", "value": "nobody", "reason": "is not an email address"}
+    ]
+    assert prepared.values["email"].isna().tolist() == [False, True, True]
+
+
+def test_other_columns_can_be_kept_as_text_fields() -> None:
+    rule = ImportRule(
+        name="a",
+        import_type="asset",
+        description="",
+        keep_other_columns=True,
+        fields=(FieldRule("name", "name", required=True),),
+    )
+    prepared = apply_rule(rule, _frame({"name": ["Hall"], "asset_no": ["007"], "x": ["[NULL]"]}))
+    assert prepared.values.iloc[0, :2].tolist() == ["Hall", "007"]
+    assert prepared.values["x"].isna().all()
+    assert prepared.cleared["x"].tolist() == [True]
+    assert prepared.ignored_columns == []
+
+
+def test_the_built_in_rules_cover_every_import_type() -> None:
+    rules = available_rules()
+    assert {name: rule.import_type for name, rule in rules.items()} == {
+        "assets-csv": "asset",
+        "damage-assessments": "item",
+        "property-assets": "asset",
+        "users": "user",
+    }
+    assert all(rule.source == "built-in" for rule in rules.values())

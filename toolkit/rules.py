@@ -51,6 +51,8 @@ class FieldRule:
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     max_length: int = 10_000
+    pattern: str | None = None
+    pattern_reason: str = "is not in the expected form"
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -96,6 +98,7 @@ class ImportRule:
     asset_link: AssetLink | None = None
     matching_id: str = "id"
     overwrite_rule: OverwriteRule = "updateAndInsert"
+    keep_other_columns: bool = False
     source: str = "built-in"
 
     def __post_init__(self) -> None:
@@ -129,6 +132,7 @@ class ImportRule:
             "assetType": self.asset_type,
             "matchingId": self.matching_id,
             "overwriteRule": self.overwrite_rule,
+            "keepOtherColumns": self.keep_other_columns,
             "source": self.source,
             "fields": [
                 {
@@ -277,6 +281,14 @@ def apply_rule(rule: ImportRule, frame: pd.DataFrame, *, path: str = "<data>") -
         converted, bad, reason = _convert(spec, text)
         if bad.any():
             problems.append(_reject(frame.index, bad, heading or spec.column, raw, reason))
+        if spec.pattern is not None:
+            unlike = (text.notna() & ~text.str.strip().str.fullmatch(spec.pattern)).fillna(False)
+            unlike = unlike.to_numpy(dtype=bool) & ~bad
+            if unlike.any():
+                problems.append(
+                    _reject(frame.index, unlike, heading or spec.column, raw, spec.pattern_reason)
+                )
+                bad = bad | unlike
         # A default stands in for an empty required cell, but only on insert (imports.py).
         if spec.required and spec.default is None:
             missing = (text.isna().to_numpy()) & ~bad
@@ -293,6 +305,16 @@ def apply_rule(rule: ImportRule, frame: pd.DataFrame, *, path: str = "<data>") -
         values[spec.name] = converted.mask(bad) if bad.any() else converted
         # A required field cannot be cleared: its [NULL] was rejected above as empty.
         cleared[spec.name] = is_null_marker & (not spec.required)
+    if rule.keep_other_columns:
+        # Unmapped columns travel as text fields under their heading (extraInfo for assets).
+        for heading in ignored:
+            if heading in values:  # a heading that equals a field name is that field's
+                continue
+            raw = frame[heading].astype("string")
+            is_null_marker = (raw.str.strip() == NULL_MARKER).fillna(False).to_numpy()
+            values[heading] = raw.mask(is_null_marker | (raw.str.strip() == "").fillna(False))
+            cleared[heading] = is_null_marker
+        ignored = []
     rejections = (
         pd.concat(problems, ignore_index=True)
         if problems

@@ -1,0 +1,47 @@
+"""Damage assessments from the field, linked to property assets.
+
+Assets are linked by the property number when there is one, else by the
+row's point (latitude/longitude or WKT) inside a parcel, else by the address
+and suburb sounding like a parcel's address, with a fuzzy fallback.
+"""
+
+from toolkit.rules import AssetLink, FieldRule, ImportRule
+
+RULE = ImportRule(
+    name="damage-assessments",
+    import_type="item",
+    description="Damage assessment register items, linked to property parcels",
+    register="damage-assessment",
+    register_name="Damage assessments",
+    fields=(
+        FieldRule("reference", "Reference", required=True, description="unique reference"),
+        FieldRule("address", "Address"),
+        FieldRule("suburb", "Suburb"),
+        FieldRule("propertyNumber", "Property Number"),
+        FieldRule(
+            "damageLevel",
+            "Damage Level",
+            type="lookup",
+            choices=("None", "Minor", "Moderate", "Severe", "Destroyed"),
+        ),
+        FieldRule("inspectionDate", "Inspection Date", type="date"),
+        FieldRule("habitable", "Habitable", type="boolean"),
+        FieldRule("occupants", "Occupants", type="integer"),
+        FieldRule("inspector", "Inspector"),
+        FieldRule("notes", "Notes"),
+    ),
+    asset_link=AssetLink(
+        lookup_column="Property Number",
+        codefield="propnum",
+        friendly_columns=("Address", "Suburb"),
+        use_geometry=True,
+        options={
+            "mode": "soundex",
+            "maxRank": 3,
+            "fallbackMode": "fuzzy",
+            "assetClass": "Property",
+        },
+    ),
+    matching_id="reference",
+    overwrite_rule="updateAndInsert",
+)
