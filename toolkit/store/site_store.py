@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from toolkit.errors import NotFoundError
 from toolkit.store.assets import AssetStore
+from toolkit.store.audit import AuditStore
 from toolkit.store.database import Database
 from toolkit.store.events import EventStore, RegisterStore
 from toolkit.store.items import ItemStore
@@ -29,3 +30,4 @@ class SiteStore:
         self.registers = RegisterStore(connection, site_id)
         self.jobs = JobStore(db, site_id)
         self.users = UserStore(connection, site_id)
+        self.audit = AuditStore(connection, site_id)

@@ -1,0 +1,109 @@
+"""The one interface, in-process: events, items, assets, audit logs, in the spec's shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolkit.errors import NotFoundError, OptionError
+from toolkit.imports import ImportRequest
+from toolkit.site import LocalSite
+
+RULES = Path(__file__).resolve().parent / "fixtures_rules"
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> LocalSite:
+    site = LocalSite(tmp_path / "site.sqlite", "demo", user_id="officer", rule_paths=[RULES])
+    yield site
+    site.close()
+
+
+def _load(local: LocalSite, tmp_path: Path) -> dict:
+    event = local.create_event(
+        {
+            "name": "Flood",
+            "description": "River flood",
+            "startDate": "2026-02-01T08:00:00+11:00",
+            "tags": ["flood"],
+        }
+    )
+    source = tmp_path / "obs.csv"
+    source.write_text("Reference,Level,Count,Notes\nR1,High,3,roof leak\nR2,Low,1,\n")
+    job = local.run_import(
+        ImportRequest("item", "test-observations", source, event_id=event["id"], region_id=2)
+    )
+    assert job["status"] == "COMPLETE", job["result"]
+    return event
+
+
+def test_events_are_created_searched_and_updated(local, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    event = _load(local, tmp_path)
+    assert event["startDate"] == "2026-01-31T21:00:00.000+00:00"
+    assert event["tags"] == ["flood"]
+    assert event["active"] is True
+    found = local.list_events({"fulltext": "river"})
+    assert (found["count"], found["total"], list(found["models"])) == (1, "1", [str(event["id"])])
+    assert local.list_events({"tag": "fire"})["count"] == 0
+    closed = local.update_event(event["id"], {"status": 0, "description": "Closed"})
+    assert (closed["active"], closed["description"], closed["name"]) == (False, "Closed", "Flood")
+    with pytest.raises(OptionError, match="a full update \\(PUT\\) of an event needs status"):
+        local.update_event(event["id"], {"name": "Flood 2026"}, replace=True)
+    replaced = local.update_event(event["id"], {"name": "Flood 2026", "status": 1}, replace=True)
+    assert (replaced["name"], replaced["description"], replaced["tags"]) == ("Flood 2026", None, [])
+    with pytest.raises(OptionError, match=r"unknown event field.*colour"):
+        local.update_event(event["id"], {"colour": "red"})
+    with pytest.raises(OptionError, match="fulltext_operator 'like' is not one of"):
+        local.list_events({"fulltext": "x", "fulltext_operator": "like"})
+
+
+def test_items_in_the_spec_envelope_with_register_fields(local, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _load(local, tmp_path)
+    page = local.list_items(
+        {"registerId": "observation", "limit": "1", "order": "id", "direction": "desc"}
+    )
+    assert (page["count"], page["total"]) == (1, "2")
+    item = next(iter(page["models"].values()))
+    assert item["reference"] == "R2"
+    assert item["notes"] is None  # defined by the register, empty in this item
+    assert item["registerId"] == item["type"] == "observation"
+    assert (item["status"], item["isTemplate"], item["regionId"]) == (1, False, 2)
+    assert local.get_item(item["id"]) == item
+    assert local.list_items({"type": "observation", "cql": "notes:*leak*"})["count"] == 1
+    with pytest.raises(OptionError, match="registerId \\(alias type\\) is required"):
+        local.list_items({})
+    with pytest.raises(OptionError, match="limit 5000 is over the maximum of 1000"):
+        local.list_items({"registerId": "observation", "limit": "5000"})
+    registers = local.list_registers()
+    assert [(r["id"], r["itemCount"]) for r in registers] == [("observation", 2)]
+
+
+def test_audit_log_follows_every_record(local, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    event = _load(local, tmp_path)
+    logs = local.list_audit_logs({"eventId": str(event["id"]), "limit": "10"})
+    actions = sorted((m["recordType"], m["action"]) for m in logs["models"].values())
+    assert actions == [("event", "create"), ("item", "create"), ("item", "create")]
+    item_log = local.list_audit_logs({"itemId": "1"})
+    entry = next(iter(item_log["models"].values()))
+    assert entry["userId"] == "officer"
+    assert entry["changes"]["fields"]["reference"] == "R1"
+    assert local.get_audit_log(entry["id"]) == entry
+
+
+def test_another_sites_records_are_not_found(local, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    event = _load(local, tmp_path)
+    other = LocalSite(tmp_path / "site.sqlite", "other")
+    try:
+        with pytest.raises(NotFoundError, match="item 1 does not exist"):
+            other.get_item(1)
+        with pytest.raises(NotFoundError, match=f"event {event['id']} does not exist"):
+            other.get_event(event["id"])
+        assert other.list_items({"registerId": "observation"})["total"] == "0"
+    finally:
+        other.close()
+
+
+def test_a_missing_site_is_not_made_up_when_create_is_off(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(NotFoundError, match="site 'ghost' does not exist"):
+        LocalSite(tmp_path / "x.sqlite", "ghost", create=False)

@@ -1,0 +1,181 @@
+"""The spec's JSON shapes of stored records: one place, so every face prints the same thing.
+
+Ids: items, events, audit logs and media are integers; assets are strings
+(spec 2.2). Times are ISO 8601 in UTC with their offset. Register fields are
+returned beside the item's own fields; a field the register defines but the
+item lacks is ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import shapely
+
+from toolkit.filters import format_time
+
+
+def envelope(models: Iterable[Mapping[str, Any]], total: int) -> dict[str, Any]:
+    """The collection envelope (spec 2.1): models keyed by id, count, total as a string."""
+    keyed = {str(model["id"]): dict(model) for model in models}
+    return {"models": keyed, "count": len(keyed), "total": str(total)}
+
+
+def _pair(x: float, y: float) -> dict[str, str]:
+    return {"longitude": repr(float(x)), "latitude": repr(float(y))}
+
+
+def geo_object(geometry: Any) -> dict[str, list[Any]]:
+    """``{points, polygons, linestrings}`` of one geometry (empty lists when missing).
+
+    ``points`` is ``[{longitude, latitude}]``; ``polygons`` a list of polygons, each
+    a list of rings (exterior first), each ring a list of ``{longitude, latitude}``;
+    ``linestrings`` a list of paths of the same pairs. Numbers are strings.
+    """
+    geo: dict[str, list[Any]] = {"points": [], "polygons": [], "linestrings": []}
+    if geometry is None or shapely.is_missing(geometry) or geometry.is_empty:
+        return geo
+    for part in shapely.get_parts(geometry):
+        kind = part.geom_type
+        if kind == "Point":
+            geo["points"].append(_pair(part.x, part.y))
+        elif kind == "LineString":
+            geo["linestrings"].append([_pair(x, y) for x, y in part.coords])
+        elif kind == "Polygon":
+            rings = [part.exterior, *part.interiors]
+            geo["polygons"].append([[_pair(x, y) for x, y in ring.coords] for ring in rings])
+        else:  # a nested collection
+            nested = geo_object(part)
+            for key in geo:
+                geo[key].extend(nested[key])
+    return geo
+
+
+def asset_json(
+    fields: Mapping[str, Any],
+    geometry: Any,
+    extra_info: Mapping[str, Any],
+    accuracy: str | None = None,
+) -> dict[str, Any]:
+    """One asset in the shape of spec 2.2.
+
+    ``fields`` holds the asset's own fields by spec name (``id``, ``type``,
+    ``code``, ``name``, ``friendly``, ``regionId``, ``source``, ...).
+    ``extraInfo`` is ``[{"key": code name, "value": text}]`` for each code
+    that has a value.
+    """
+
+    def text(name: str, default: str | None = None) -> str | None:
+        value = fields.get(name)
+        return default if value is None or value == "" else str(value)
+
+    name = text("name", "") or ""
+    type_name = text("type", "") or ""
+    return {
+        "id": text("id"),
+        "type": type_name,
+        "code": text("code", ""),
+        "regionId": text("regionId"),
+        "geo": geo_object(geometry),
+        "source": text("source", "internal"),
+        "accuracy": accuracy,
+        "friendly": text("friendly", name),
+        "name": name,
+        "friendlyType": text("friendlyType", type_name),
+        "extraInfo": [
+            {"key": str(key), "value": str(value)}
+            for key, value in extra_info.items()
+            if value is not None and value != ""
+        ],
+        "infoLabel": text("infoLabel"),
+        "infoUrl": text("infoUrl"),
+        "regionName": text("regionName"),
+    }
+
+
+def asset_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An asset as stored (a ``SELECT * FROM asset`` row) in the shape of spec 2.2.
+
+    Beyond the spec's fields: ``active`` and, where the row says, ``isImpacted``.
+    """
+    geometry = shapely.from_wkb(row["geometry"]) if row["geometry"] is not None else None
+    record = asset_json(
+        {
+            "id": row["id"],
+            "type": row["type"],
+            "code": row["code"],
+            "name": row["name"],
+            "friendly": row["friendly"],
+            "regionId": row["region_id"],
+            "source": row["source"],
+        },
+        geometry,
+        json.loads(row["extra_info"]),
+    )
+    record["active"] = row["status"] > 0
+    keys = row.keys() if hasattr(row, "keys") else row
+    if "impacted" in keys:
+        record["isImpacted"] = bool(row["impacted"])
+    record["dateCreated"] = format_time(row["date_created"])
+    record["dateModified"] = format_time(row["date_modified"])
+    return record
+
+
+def item_from_row(row: Mapping[str, Any], register_fields: Sequence[str] = ()) -> dict[str, Any]:
+    """A register item as stored, in the shape GET returns and POST/PUT accept."""
+    record: dict[str, Any] = {
+        "id": row["id"],
+        "registerId": row["register_id"],
+        "type": row["register_id"],
+        "eventId": row["event_id"],
+        "regionId": row["region_id"],
+        "assetId": None if row["asset_id"] is None else str(row["asset_id"]),
+        "status": row["status"],
+        "isTemplate": bool(row["is_template"]),
+        "tags": json.loads(row["tags"]),
+        "dateCreated": format_time(row["date_created"]),
+        "dateModified": format_time(row["date_modified"]),
+    }
+    own = set(record)  # a register field never hides the item's own fields
+    for name in register_fields:
+        if name not in own:
+            record[name] = None
+    for name, value in json.loads(row["fields"]).items():
+        if name not in own:
+            record[name] = value
+    return record
+
+
+def event_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "description": row["description"],
+        "status": row["status"],
+        "active": row["status"] > 0,
+        "startDate": format_time(row["start_date"]),
+        "tags": json.loads(row["tags"]),
+        "isTemplate": bool(row["is_template"]),
+        "isGlobal": bool(row["is_global"]),
+        "regionId": row["region_id"],
+        "dateCreated": format_time(row["date_created"]),
+        "dateModified": format_time(row["date_modified"]),
+    }
+
+
+def audit_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "dateCreated": format_time(row["date_created"]),
+        "userId": row["user_id"],
+        "action": row["action"],
+        "recordType": row["record_type"],
+        "recordId": row["record_id"],
+        "itemId": row["item_id"],
+        "eventId": row["event_id"],
+        "changes": json.loads(row["changes"]) if row["changes"] else None,
+        "message": row["message"],
+        "importJobId": row["import_job_id"],
+    }

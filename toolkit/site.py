@@ -1,0 +1,346 @@
+"""The one interface of the toolkit: the spec's operations, in the spec's JSON shapes.
+
+:class:`LocalSite` implements it in-process over a site file; ``RemoteSite``
+(``toolkit.remote``) implements it over HTTP; the CLI and ``toolkit serve``
+call it. Collection methods take the GET parameters as text, exactly as a URL
+carries them, so every face checks them the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from toolkit.cql import parse_cql
+from toolkit.errors import NotFoundError, OptionError
+from toolkit.filters import format_time, parse_int, parse_query, parse_time
+from toolkit.imports import ImportRequest, ImportRunner, job_object
+from toolkit.progress import Progress, no_progress
+from toolkit.rules import available_rules, load_rule
+from toolkit.shapes import (
+    asset_from_row,
+    audit_from_row,
+    envelope,
+    event_from_row,
+    item_from_row,
+)
+from toolkit.store import Actor, Database, SiteStore
+
+ITEM_FILTERS = {
+    "registerId": "text",
+    "eventId": "int",
+    "isTemplate": "bool",
+    "cql": "text",
+    "assetId": "int",
+}
+ITEM_ALIASES = {"type": "registerId", "query": "cql"}
+ASSET_FILTERS = {
+    "id": "int",
+    "fulltext": "text",
+    "soundex": "text",
+    "active": "bool",
+    "type": "text",
+    "code": "text",
+    "isImpacted": "bool",
+    "latitude": "float",
+    "longitude": "float",
+    "range": "float",
+}
+ASSET_ALIASES = {"name": "soundex"}
+DEFAULT_RANGE_M = 100.0
+EVENT_FILTERS = {
+    "id": "int",
+    "fulltext": "text",
+    "fulltext_operator": "text",
+    "status": "int",
+    "active": "bool",
+    "startDateAfter": "time",
+    "startDateBefore": "time",
+    "tag": "text",
+    "isTemplate": "bool",
+    "isGlobal": "bool",
+}
+FULLTEXT_OPERATORS = ("contains", "startsWith", "equals")
+AUDIT_FILTERS = {"id": "int", "eventId": "int", "itemId": "int", "importJobId": "int"}
+EVENT_UPDATABLE = {
+    "name": "name",
+    "description": "description",
+    "status": "status",
+    "startDate": "start_date",
+    "tags": "tags",
+    "isTemplate": "is_template",
+    "isGlobal": "is_global",
+    "regionId": "region_id",
+}
+
+
+class LocalSite:
+    """The spec's operations on one site of an embedded site file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        site: str,
+        *,
+        user_id: str | None = None,
+        rule_paths: Iterable[str | Path] = (),
+        create: bool = True,
+        db: Database | None = None,
+    ) -> None:
+        self.db = db or Database(path)
+        self._owns_db = db is None
+        self.store = SiteStore(self.db, site, create=create)
+        self.user_id = user_id
+        self.rule_paths = tuple(rule_paths)
+        # One connection serves every thread of `toolkit serve`; SQLite calls on it are
+        # serialised here, while long jobs run on their own connections.
+        self.lock = threading.RLock()
+
+    def close(self) -> None:
+        if self._owns_db:
+            self.db.close()
+
+    def __enter__(self) -> LocalSite:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def name(self) -> str:
+        return self.store.name
+
+    # --- ping ---------------------------------------------------------------------------
+
+    def ping(self) -> dict[str, Any]:
+        return {"status": 200, "timestamp": format_time(self.db.clock()), "auth": None}
+
+    # --- rules and imports --------------------------------------------------------------
+
+    def rules(self) -> list[dict[str, Any]]:
+        return [rule.describe() for rule in available_rules(self.rule_paths).values()]
+
+    def rule(self, name: str) -> dict[str, Any]:
+        return load_rule(name, self.rule_paths).describe()
+
+    def run_import(
+        self, request: ImportRequest, *, progress: Progress = no_progress, asset_linker: Any = None
+    ) -> dict[str, Any]:
+        """Run an import now, in this process; returns the finished job object."""
+        runner = ImportRunner(
+            self.store,
+            rule_paths=self.rule_paths,
+            user_id=self.user_id,
+            progress=progress,
+            asset_linker=asset_linker,
+        )
+        return runner.run(request)
+
+    def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]:
+        """One job (spec 2.7), or with no id a summary of every job of the site."""
+        if job_id is None:
+            return [job_object(row) for row in self.store.jobs.all()]
+        row = self.store.jobs.get(job_id)
+        if row is None:
+            raise NotFoundError(f"import job {job_id} does not exist")
+        return job_object(row)
+
+    # --- events and registers -----------------------------------------------------------
+
+    def create_event(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
+        columns = self._event_columns(values)
+        if not columns.get("name"):
+            raise OptionError("an event needs a name")
+        columns.setdefault("status", 1)
+        with self.lock, self.db.transaction() as conn:
+            event_id = self.store.events.insert(
+                conn, columns, Actor(self.user_id, message), self.db.clock()
+            )
+        return self.get_event(event_id)
+
+    def get_event(self, event_id: int) -> dict[str, Any]:
+        row = self.store.events.get(event_id)
+        if row is None:
+            raise NotFoundError(f"event {event_id} does not exist")
+        return event_from_row(row)
+
+    def list_events(self, params: Mapping[str, str]) -> dict[str, Any]:
+        query = parse_query(params, EVENT_FILTERS)
+        f = query.filters
+        operator = str(f.get("fulltext_operator", "contains"))
+        if operator not in FULLTEXT_OPERATORS:
+            raise OptionError(
+                f"fulltext_operator {operator!r} is not one of: {', '.join(FULLTEXT_OPERATORS)}"
+            )
+        rows, total = self.store.events.query(
+            page=query.page,
+            event_id=f.get("id"),  # type: ignore[arg-type]
+            fulltext=f.get("fulltext"),  # type: ignore[arg-type]
+            fulltext_operator=operator,
+            status=f.get("status"),  # type: ignore[arg-type]
+            active=f.get("active"),  # type: ignore[arg-type]
+            start_after=f.get("startDateAfter"),  # type: ignore[arg-type]
+            start_before=f.get("startDateBefore"),  # type: ignore[arg-type]
+            tag=f.get("tag"),  # type: ignore[arg-type]
+            is_template=f.get("isTemplate"),  # type: ignore[arg-type]
+            is_global=f.get("isGlobal"),  # type: ignore[arg-type]
+        )
+        return envelope((event_from_row(r) for r in rows), total)
+
+    def update_event(
+        self,
+        event_id: int,
+        changes: Mapping[str, Any],
+        *,
+        replace: bool = False,
+        message: str | None = None,
+    ) -> dict[str, Any]:
+        """PATCH (a change-set) or, with ``replace``, PUT (missing fields become null)."""
+        self.get_event(event_id)
+        if replace:
+            missing = [n for n in ("name", "status") if changes.get(n) in (None, "")]
+            if missing:
+                raise OptionError(
+                    f"a full update (PUT) of an event needs {' and '.join(missing)}; "
+                    "to change some fields only, use PATCH"
+                )
+            changes = {name: changes.get(name) for name in EVENT_UPDATABLE}
+        columns = self._event_columns(changes)
+        if columns:
+            with self.lock, self.db.transaction() as conn:
+                self.store.events.update(
+                    conn, event_id, columns, Actor(self.user_id, message), self.db.clock()
+                )
+        return self.get_event(event_id)
+
+    @staticmethod
+    def _event_columns(values: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(
+            set(values) - set(EVENT_UPDATABLE) - {"id", "active", "dateCreated", "dateModified"}
+        )
+        if unknown:
+            raise OptionError(
+                f"unknown event field(s) {', '.join(unknown)}; known: " + ", ".join(EVENT_UPDATABLE)
+            )
+        columns: dict[str, Any] = {}
+        for name, column in EVENT_UPDATABLE.items():
+            if name not in values:
+                continue
+            value = values[name]
+            if name == "startDate" and value is not None:
+                value = parse_time("startDate", str(value))
+            elif name == "tags":
+                value = json.dumps(list(value or []), ensure_ascii=False)
+            elif name in ("isTemplate", "isGlobal"):
+                value = int(bool(value))
+            elif name in ("status", "regionId") and value is not None:
+                value = parse_int(name, value)
+            columns[column] = value
+        return columns
+
+    def list_registers(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": r["id"],
+                "name": r["name"],
+                "fields": json.loads(r["fields"]),
+                "itemCount": r["item_count"],
+            }
+            for r in self.store.registers.all()
+        ]
+
+    def _register_fields(self, register_id: str) -> list[str]:
+        row = self.store.registers.get(register_id)
+        return [] if row is None else [f["name"] for f in json.loads(row["fields"])]
+
+    # --- items --------------------------------------------------------------------------
+
+    def list_items(self, params: Mapping[str, str]) -> dict[str, Any]:
+        query = parse_query(params, ITEM_FILTERS, aliases=ITEM_ALIASES)
+        f = query.filters
+        if "registerId" not in f:
+            raise OptionError("registerId (alias type) is required for item collections")
+        register_id = str(f["registerId"])
+        cql = parse_cql(str(f["cql"])) if f.get("cql") else None
+        rows, total = self.store.items.query(
+            page=query.page,
+            register_id=register_id,
+            event_id=f.get("eventId"),  # type: ignore[arg-type]
+            is_template=f.get("isTemplate"),  # type: ignore[arg-type]
+            asset_id=f.get("assetId"),  # type: ignore[arg-type]
+            since=query.since,
+            until=query.until,
+            cql=cql,
+        )
+        fields = self._register_fields(register_id)
+        return envelope((item_from_row(r, fields) for r in rows), total)
+
+    def get_item(self, item_id: int) -> dict[str, Any]:
+        row = self.store.items.get(item_id)
+        if row is None:
+            raise NotFoundError(f"item {item_id} does not exist")
+        return item_from_row(row, self._register_fields(row["register_id"]))
+
+    # --- assets -------------------------------------------------------------------------
+
+    def list_assets(self, params: Mapping[str, str]) -> dict[str, Any]:
+        query = parse_query(params, ASSET_FILTERS, aliases=ASSET_ALIASES)
+        f = query.filters
+        near = None
+        if "latitude" in f or "longitude" in f:
+            if "latitude" not in f or "longitude" not in f:
+                raise OptionError("latitude and longitude go together")
+            latitude, longitude = float(f["latitude"]), float(f["longitude"])  # type: ignore[arg-type]
+            if not (-90 <= latitude <= 90 and -180 <= longitude <= 180):
+                raise OptionError(f"latitude {latitude}, longitude {longitude} is not a place")
+            range_m = float(f.get("range", DEFAULT_RANGE_M))  # type: ignore[arg-type]
+            if range_m <= 0:
+                raise OptionError(f"range {range_m} must be more than 0 (metres)")
+            near = (latitude, longitude, range_m)
+        elif "range" in f:
+            raise OptionError("range needs latitude and longitude")
+        rows, total = self.store.assets.query(
+            page=query.page,
+            asset_id=f.get("id"),  # type: ignore[arg-type]
+            fulltext=f.get("fulltext"),  # type: ignore[arg-type]
+            soundex=f.get("soundex"),  # type: ignore[arg-type]
+            active=f.get("active"),  # type: ignore[arg-type]
+            asset_type=f.get("type"),  # type: ignore[arg-type]
+            code=f.get("code"),  # type: ignore[arg-type]
+            is_impacted=f.get("isImpacted"),  # type: ignore[arg-type]
+            near=near,
+        )
+        return envelope((asset_from_row(r) for r in rows), total)
+
+    def get_asset(self, asset_id: int | str) -> dict[str, Any]:
+        number = parse_int("asset id", str(asset_id))
+        row = self.store.assets.get(number)
+        if row is None:
+            raise NotFoundError(f"asset {asset_id} does not exist")
+        return asset_from_row(row)
+
+    def asset_types(self) -> list[dict[str, Any]]:
+        return [{"name": r["name"], "friendly": r["friendly"]} for r in self.store.assets.types()]
+
+    # --- audit log ----------------------------------------------------------------------
+
+    def list_audit_logs(self, params: Mapping[str, str]) -> dict[str, Any]:
+        query = parse_query(params, AUDIT_FILTERS)
+        f = query.filters
+        rows, total = self.store.audit.query(
+            page=query.page,
+            audit_id=f.get("id"),  # type: ignore[arg-type]
+            event_id=f.get("eventId"),  # type: ignore[arg-type]
+            item_id=f.get("itemId"),  # type: ignore[arg-type]
+            import_job_id=f.get("importJobId"),  # type: ignore[arg-type]
+        )
+        return envelope((audit_from_row(r) for r in rows), total)
+
+    def get_audit_log(self, audit_id: int) -> dict[str, Any]:
+        row = self.store.audit.get(audit_id)
+        if row is None:
+            raise NotFoundError(f"audit log {audit_id} does not exist")
+        return audit_from_row(row)

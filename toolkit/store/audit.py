@@ -1,0 +1,49 @@
+"""Reading the audit log of one site (entries are written by the record stores)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from toolkit.filters import Page
+from toolkit.store.sql import Where, page_sql
+
+
+class AuditStore:
+    """The audit log of one site, newest entries last."""
+
+    def __init__(self, connection: sqlite3.Connection, site_id: int) -> None:
+        self.connection = connection
+        self.site_id = site_id
+
+    def get(self, audit_id: int) -> sqlite3.Row | None:
+        return self.connection.execute(
+            "SELECT * FROM audit_log WHERE id = ? AND site_id = ?", (audit_id, self.site_id)
+        ).fetchone()
+
+    def query(
+        self,
+        *,
+        page: Page,
+        audit_id: int | None = None,
+        event_id: int | None = None,
+        item_id: int | None = None,
+        import_job_id: int | None = None,
+    ) -> tuple[list[sqlite3.Row], int]:
+        where = Where()
+        where.add("site_id = ?", self.site_id)
+        if audit_id is not None:
+            where.add("id = ?", audit_id)
+        if event_id is not None:
+            where.add("event_id = ?", event_id)
+        if item_id is not None:
+            where.add("item_id = ?", item_id)
+        if import_job_id is not None:
+            where.add("import_job_id = ?", import_job_id)
+        total = self.connection.execute(
+            f"SELECT count(*) FROM audit_log WHERE {where.sql()}", where.params
+        ).fetchone()[0]
+        tail, tail_params = page_sql(page)
+        rows = self.connection.execute(
+            f"SELECT * FROM audit_log WHERE {where.sql()}{tail}", [*where.params, *tail_params]
+        ).fetchall()
+        return rows, total
