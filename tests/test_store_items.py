@@ -153,3 +153,11 @@ def test_query_filters_pages_and_counts_the_whole_set(store) -> None:  # type: i
     assert refs(cql=parse_cql("flooded OR reference:c")) == (["B", "C"], 2)
     assert refs(cql=parse_cql("is:active eventId:1")) == (["A", "B"], 2)
     assert refs(cql=parse_cql('inspector:"ann lee"')) == (["C"], 1)
+    _insert(
+        db,
+        items,
+        [{"reference": "D", "habitable": False}, {"reference": "E", "habitable": True}],
+        now=4000,
+    )
+    assert refs(cql=parse_cql("habitable:false")) == (["D"], 1)
+    assert refs(cql=parse_cql("habitable:TRUE OR reference:a")) == (["A", "E"], 2)

@@ -22,12 +22,36 @@ from toolkit.cli.context import DEFAULT_SITE, DEFAULT_STORE_NAME, Settings, outp
 from toolkit.errors import ToolkitError
 
 # One module per command group keeps each command's owner obvious.
-COMMAND_MODULES: tuple[str, ...] = ("toolkit.cli.inspect_cmd",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "toolkit.cli.inspect_cmd",
+    "toolkit.cli.import_cmd",
+    "toolkit.cli.records_cmd",
+)
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class UserFacingError(click.ClickException):
+    """A library error as the user sees it: ``Error: <message>``, exit status 1."""
+
+    def __init__(self, error: ToolkitError) -> None:
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+class ToolkitGroup(click.Group):
+    """Turns library errors into clean messages, whichever way the CLI is invoked."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ToolkitError as exc:
+            if ctx.ensure_object(Settings).verbose:
+                traceback.print_exc()
+            raise UserFacingError(exc) from exc
+
+
+@click.group(cls=ToolkitGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="toolkit")
 @click.option(
     "--store",
@@ -50,9 +74,20 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
     default=None,
     help="Base URL of a server of the API; without it the embedded site is used (env TOOLKIT_URL).",
 )
+@click.option(
+    "--rules",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    envvar="TOOLKIT_RULES",
+    help="A rule file or a folder of rule files to add to the built-in ones (repeatable; "
+    "env TOOLKIT_RULES, separated by ':').",
+)
 @output_options
 @click.pass_context
-def cli(ctx: click.Context, store: Path, site: str, url: str | None) -> None:
+def cli(
+    ctx: click.Context, store: Path, site: str, url: str | None, rule_paths: tuple[Path, ...]
+) -> None:
     """Import, match and report on incident-management data, offline or against a server.
 
     \b
@@ -65,6 +100,7 @@ def cli(ctx: click.Context, store: Path, site: str, url: str | None) -> None:
     settings.store = store
     settings.site = site
     settings.url = url.rstrip("/") if url else None
+    settings.rule_paths = rule_paths
 
 
 for _module in COMMAND_MODULES:
@@ -87,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         # Without standalone mode Click returns the code of ctx.exit() instead of exiting.
         status = cli.main(args=argv, prog_name="toolkit", standalone_mode=False)
         sys.stdout.flush()
-    except ToolkitError as exc:
+    except ToolkitError as exc:  # raised outside a command, e.g. while parsing options
         if verbose:
             traceback.print_exc()
         click.echo(f"Error: {exc}", err=True)

@@ -33,6 +33,7 @@ class Settings:
     json: bool = False
     quiet: bool = False
     verbose: bool = False
+    rule_paths: tuple[Path, ...] = ()
 
 
 def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, bool], bool]:
@@ -139,3 +140,43 @@ def _stderr_console() -> Any:
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def open_site(*, create: bool = True) -> Any:
+    """The site the command works on: the embedded site, or a server with ``--url``."""
+    current = settings()
+    if current.url:
+        from toolkit.errors import OptionError
+
+        raise OptionError(
+            f"--url {current.url}: remote sites are not supported by this command yet; "
+            "drop --url (and TOOLKIT_URL) to use the embedded site"
+        )
+    import getpass
+
+    from toolkit.site import LocalSite
+
+    return LocalSite(
+        current.store,
+        current.site,
+        user_id=getpass.getuser(),
+        create=create,
+        rule_paths=current.rule_paths,
+    )
+
+
+def print_table(
+    rows: list[dict[str, Any]], columns: list[str], *, title: str | None = None
+) -> None:
+    """Rows as an aligned table on stdout (plain text when stdout is not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False, header_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    # Off a terminal rich would wrap at 80 columns; a pager or file wants whole rows.
+    console = Console() if sys.stdout.isatty() else Console(width=250)
+    console.print(table)

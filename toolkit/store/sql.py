@@ -101,7 +101,14 @@ def compile_cql(
         assert item.field is not None
         column = expression(item.field)
         if item.op == "eq":
-            params.append(item.value.lower())
+            value = item.value.lower()
+            if value in ("true", "false"):
+                # JSON booleans come out of json_extract as 1 and 0.
+                params.append(value)
+                again = expression(item.field)
+                params.append(int(value == "true"))
+                return f"(lower({column}) = ? OR {again} IS ?)"
+            params.append(value)
             return f"lower({column}) = ?"
         if item.op == "like":
             pattern = (

@@ -1,0 +1,257 @@
+"""`toolkit import`, `toolkit import-status` and `toolkit rules`: the data officer's main job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolkit.cli import cli
+from toolkit.cli.context import (
+    note,
+    open_site,
+    output_options,
+    print_json,
+    print_table,
+    progress_bar,
+    settings,
+)
+
+IMPORT_TYPES = ("item", "asset", "user")
+OVERWRITE_RULES = ("updateOnly", "insertOnly", "updateAndInsert", "deleteAndInsert")
+
+
+def _summary_lines(job: dict[str, Any]) -> list[str]:
+    summary = job.get("summary") or {}
+    counts = summary.get("counts", {})
+    lines = [
+        f"Import job {job['id']}: {job['status']}"
+        + (" (dry run, nothing written)" if summary.get("dryRun") else ""),
+        f"  rule {summary.get('importRule')} ({summary.get('importType')}), "
+        f"overwrite rule {summary.get('overwriteRule')}, matching on {summary.get('matchingId')}",
+    ]
+    if summary.get("reason"):
+        lines.append(f"  reason: {summary['reason']}")
+    if counts:
+        lines.append(
+            "  "
+            + ", ".join(
+                f"{name} {counts[name]}"
+                for name in ("read", "inserted", "updated", "skipped", "retired", "rejected")
+                if name in counts
+            )
+        )
+    if summary.get("linking"):
+        linking = summary["linking"]
+        lines.append("  assets: " + ", ".join(f"{k} {v}" for k, v in linking.items()))
+    for note_text in summary.get("notes", []):
+        lines.append(f"  note: {note_text}")
+    errors = summary.get("errors", [])
+    if errors:
+        lines.append(f"  first {len(errors)} of {summary.get('errorCount', len(errors))} problems:")
+        for error in errors:
+            column = f" {error['column']}" if error.get("column") else ""
+            value = f" {error['value']!r}" if error.get("value") is not None else ""
+            lines.append(f"    row {error['row']}{column}{value}: {error['reason']}")
+    return lines
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--type",
+    "import_type",
+    type=click.Choice(IMPORT_TYPES),
+    required=True,
+    help="What the file holds (the spec's importType).",
+)
+@click.option(
+    "--rule",
+    "import_rule",
+    required=True,
+    help="Import rule by name (see `toolkit rules list`) or a rule file (.py).",
+)
+@click.option("--matching-id", help="Field that matches existing records (default: the rule's).")
+@click.option(
+    "--overwrite-rule",
+    type=click.Choice(OVERWRITE_RULES),
+    help="What to do with matches and non-matches (default: the rule's).",
+)
+@click.option("--event-id", type=int, help="Event the items belong to (item imports).")
+@click.option("--region-id", type=int, help="Region the items belong to (item imports).")
+@click.option("--dry-run", is_flag=True, help="Do everything but write; report what would happen.")
+@click.option(
+    "--rollback-on-error", is_flag=True, help="Write nothing at all if any row is rejected."
+)
+@click.option("--tag", "import_tag", help="Tag every imported record with this tag.")
+@click.option("--message", help="Text recorded in the audit log with every change.")
+@click.option(
+    "--rejects",
+    "rejects_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the rejected rows, with their reasons, to this CSV to fix and re-import.",
+)
+@click.option("--layer", help="Layer (Shapefile in a zip, GeoPackage) or sheet (XLSX) to read.")
+@click.option("--encoding", help="Text encoding of the file, when detection gets it wrong.")
+@click.option("--crs", help="CRS of a source that does not say, e.g. EPSG:7855.")
+@output_options
+def import_command(file: Path, **options: Any) -> None:
+    """Import FILE into the site as one job, and report what happened.
+
+    The job reads the file, checks every row against the rule, links items to
+    assets, plans the overwrite rule, then writes everything in one transaction:
+    a failure leaves the site as it was. Exit status 0 when the job is COMPLETE,
+    1 when it FAILED.
+
+    \b
+    Examples:
+      toolkit import sample_data/parcels.zip --type asset --rule property-assets
+      toolkit import sample_data/damage_assessments.csv --type item --rule damage-assessments \\
+          --event-id 1 --region-id 1 --dry-run --rejects rejects.csv
+      toolkit --json import fixed.csv --type item --rule damage-assessments \\
+          --event-id 1 --region-id 1 --overwrite-rule updateOnly
+    """
+    from toolkit.imports import ImportRequest
+
+    request = ImportRequest(source=file, **options)
+    with open_site() as site, progress_bar() as progress:
+        job = site.run_import(request, progress=progress)
+    if settings().json:
+        print_json(job)
+    else:
+        click.echo("\n".join(_summary_lines(job)))
+    if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(
+        "rejected"
+    ):
+        note(f"Rejected rows written to {request.rejects_path}")
+    if job["status"] != "COMPLETE":
+        raise click.exceptions.Exit(1)
+
+
+@cli.command("import-status")
+@click.argument("job_id", type=int, required=False)
+@output_options
+def import_status(job_id: int | None) -> None:
+    """Show one import job, or a summary of every job of the site.
+
+    \b
+    Examples:
+      toolkit import-status
+      toolkit --json import-status 3
+    """
+    with open_site() as site:
+        result = site.import_status(job_id)
+    if settings().json:
+        print_json(result)
+    elif isinstance(result, list):
+        rows = [
+            {
+                "id": job["id"],
+                "status": job["status"],
+                "rule": job["importRule"],
+                "created": job["dateCreated"],
+                **((job.get("summary") or {}).get("counts") or {}),
+            }
+            for job in result
+        ]
+        print_table(
+            rows,
+            [
+                "id",
+                "status",
+                "rule",
+                "created",
+                "inserted",
+                "updated",
+                "skipped",
+                "retired",
+                "rejected",
+            ],
+            title="Import jobs",
+        )
+    else:
+        click.echo("\n".join(_summary_lines(result)))
+
+
+@cli.group("rules")
+def rules_group() -> None:
+    """What import rules there are and what each expects.
+
+    \b
+    Examples:
+      toolkit rules list
+      toolkit rules show damage-assessments
+    """
+
+
+@rules_group.command("list")
+@output_options
+def rules_list() -> None:
+    """List the import rules: the built-in ones and those added with --rules.
+
+    \b
+    Examples:
+      toolkit rules list
+      toolkit --rules ./my_rules rules list --json
+    """
+    with open_site() as site:
+        rules = site.rules()
+    if settings().json:
+        print_json(rules)
+        return
+    print_table(
+        [{**r, "fields": len(r["fields"])} for r in rules],
+        ["name", "importType", "register", "matchingId", "overwriteRule", "fields", "description"],
+        title="Import rules",
+    )
+
+
+@rules_group.command("show")
+@click.argument("name")
+@output_options
+def rules_show(name: str) -> None:
+    """Show what the rule NAME expects: columns, types, required fields, asset links.
+
+    \b
+    Examples:
+      toolkit rules show damage-assessments
+      toolkit rules show ./my_rules/trees.py --json
+    """
+    with open_site() as site:
+        rule = site.rule(name)
+    if settings().json:
+        print_json(rule)
+        return
+    click.echo(f"{rule['name']} ({rule['importType']}): {rule['description']}")
+    click.echo(
+        f"  register {rule['register'] or '-'}, matching on {rule['matchingId']}, "
+        f"overwrite rule {rule['overwriteRule']}, from {rule['source']}"
+    )
+    rows = [
+        {
+            "field": f["name"],
+            "column": " | ".join([f["column"], *f["aliases"]]),
+            "type": f["type"] + (f" ({', '.join(f['choices'])})" if f["choices"] else ""),
+            "required": "yes" if f["required"] else "",
+            "default": f["default"],
+        }
+        for f in rule["fields"]
+    ]
+    print_table(rows, ["field", "column", "type", "required", "default"])
+    link = rule.get("assetLink")
+    if link:
+        ways = []
+        if link["idColumn"]:
+            ways.append(f"asset id in {link['idColumn']!r}")
+        if link["lookupColumn"]:
+            ways.append(f"code in {link['lookupColumn']!r} on {link['codefield'] or 'any code'}")
+        if link["useGeometry"]:
+            ways.append("the row's point inside an asset")
+        if link["friendlyColumns"]:
+            ways.append(
+                f"address from {' + '.join(link['friendlyColumns'])} with options {link['options']}"
+            )
+        click.echo("  assets linked by, in order: " + "; then ".join(ways))
+    if rule.get("keepOtherColumns"):
+        click.echo("  other columns are kept as text fields under their heading")
