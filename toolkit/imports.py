@@ -326,44 +326,50 @@ class ImportRunner:
         values = prepared.values[keep]
         cleared = prepared.cleared[keep]
 
-        started = time.perf_counter()
-        matching_id = request.matching_id or rule.matching_id
-        overwrite = request.overwrite_rule or rule.overwrite_rule
-        existing = self._existing_keys(rule, request, matching_id)
-        keys = (
-            values[matching_id]
-            if matching_id in values
-            else pd.Series(pd.NA, index=values.index, dtype="string")
-        )
-        plan = plan_overwrite(keys.astype("string"), existing, overwrite, key_name=matching_id)
-        if len(plan.rejected.positions):
-            rejected = pd.concat(
-                [
-                    rejected,
-                    pd.DataFrame(
-                        {
-                            "row": values.index[plan.rejected.positions],
-                            "column": prepared.column_of.get(matching_id, matching_id),
-                            "value": keys.iloc[plan.rejected.positions].astype("string").to_numpy(),
-                            "reason": plan.rejected.reasons,
-                        }
-                    ),
-                ],
-                ignore_index=True,
+        if request.dry_run:
+            plan = self._plan(request, rule, prepared, values, rejected, outcome)
+            self._report_rejects(request, frame, report.geometry_source, outcome)
+            outcome.notes.append("dry run: nothing was written")
+            if request.rollback_on_error and outcome.counts["rejected"]:
+                outcome.notes.append("rollbackOnError: a real run would write nothing")
+            summary = self._summary(request, rule, outcome, status="COMPLETE")
+            self.store.jobs.finish(
+                job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
             )
-        self._timed(outcome, "plan", started)
-        outcome.counts.update(plan.counts())
-        outcome.counts["rejected"] = int(rejected["row"].nunique())
-        outcome.rejections = rejected.sort_values(["row", "column"], kind="stable")
-        if request.rejects_path is not None:
-            write_rejects(
-                request.rejects_path,
-                frame,
-                outcome.rejections,
-                with_geometry=report.geometry_source == "native",
-            )
+            return
 
-        if request.rollback_on_error and not rejected.empty:
+        actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
+        rolled_back = False
+        # The plan is made under the write lock, so an import that started at the same
+        # time and committed first is seen, and no key is inserted twice.
+        with self.store.db.transaction() as conn:
+            plan = self._plan(request, rule, prepared, values, rejected, outcome)
+            if request.rollback_on_error and outcome.counts["rejected"]:
+                rolled_back = True
+            else:
+                started = time.perf_counter()
+                self.progress("store", 0, None)
+                writer = {
+                    "item": self._write_items,
+                    "asset": self._write_assets,
+                    "user": self._write_users,
+                }[rule.import_type]
+                now = self.store.db.clock()
+                writer(
+                    conn, rule, request, plan, values, cleared, frame[keep], asset_ids, actor, now
+                )
+                self._timed(outcome, "store", started)
+                summary = self._summary(request, rule, outcome, status="COMPLETE")
+                self.store.jobs.finish(
+                    job_id,
+                    status="COMPLETE",
+                    code=200,
+                    summary=summary,
+                    result=result_html(summary),
+                    conn=conn,
+                )
+        self._report_rejects(request, frame, report.geometry_source, outcome)
+        if rolled_back:
             outcome.notes.append("rollbackOnError: a row was rejected, so nothing was written")
             self._fail(
                 job_id,
@@ -375,36 +381,58 @@ class ImportRunner:
                 code=400,
             )
             return
-        if request.dry_run:
-            outcome.notes.append("dry run: nothing was written")
-            summary = self._summary(request, rule, outcome, status="COMPLETE")
-            self.store.jobs.finish(
-                job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
-            )
-            return
-
-        started = time.perf_counter()
-        self.progress("store", 0, None)
-        actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
-        with self.store.db.transaction() as conn:
-            now = self.store.db.clock()
-            writer = {
-                "item": self._write_items,
-                "asset": self._write_assets,
-                "user": self._write_users,
-            }[rule.import_type]
-            writer(conn, rule, request, plan, values, cleared, frame[keep], asset_ids, actor, now)
-            self._timed(outcome, "store", started)
-            summary = self._summary(request, rule, outcome, status="COMPLETE")
-            self.store.jobs.finish(
-                job_id,
-                status="COMPLETE",
-                code=200,
-                summary=summary,
-                result=result_html(summary),
-                conn=conn,
-            )
         self.progress("store", 1, 1)
+
+    def _plan(
+        self,
+        request: ImportRequest,
+        rule: ImportRule,
+        prepared: Prepared,
+        values: pd.DataFrame,
+        rejected: pd.DataFrame,
+        outcome: _Outcome,
+    ) -> OverwritePlan:
+        """Plan the overwrite rule against the site as it is now; records the rejections."""
+        started = time.perf_counter()
+        matching_id = request.matching_id or rule.matching_id
+        overwrite = request.overwrite_rule or rule.overwrite_rule
+        existing = self._existing_keys(rule, request, matching_id)
+        keys = (
+            values[matching_id]
+            if matching_id in values
+            else pd.Series(pd.NA, index=values.index, dtype="string")
+        )
+        plan = plan_overwrite(keys.astype("string"), existing, overwrite, key_name=matching_id)
+        if len(plan.rejected.positions):
+            refused = pd.DataFrame(
+                {
+                    "row": values.index[plan.rejected.positions],
+                    "column": prepared.column_of.get(matching_id, matching_id),
+                    "value": keys.iloc[plan.rejected.positions].astype("string").to_numpy(),
+                    "reason": plan.rejected.reasons,
+                }
+            )
+            rejected = pd.concat([rejected, refused], ignore_index=True)
+        self._timed(outcome, "plan", started)
+        outcome.counts.update(plan.counts())
+        outcome.counts["rejected"] = int(rejected["row"].nunique())
+        outcome.rejections = rejected.sort_values(["row", "column"], kind="stable")
+        return plan
+
+    @staticmethod
+    def _report_rejects(
+        request: ImportRequest,
+        frame: pd.DataFrame,
+        geometry_source: str | None,
+        outcome: _Outcome,
+    ) -> None:
+        if request.rejects_path is not None:
+            write_rejects(
+                request.rejects_path,
+                frame,
+                outcome.rejections,
+                with_geometry=geometry_source == "native",
+            )
 
     # --- stages -----------------------------------------------------------------------------
 
