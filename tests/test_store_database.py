@@ -82,3 +82,32 @@ def test_a_job_left_running_by_a_dead_process_reads_failed_on_next_open(tmp_path
     assert [(r["id"], r["status"]) for r in rows] == [(1, "FAILED"), (2, "RUNNING")]
     assert "stopped before it finished" in rows[0]["result"]
     assert rows[0]["date_completed"] == 1234
+
+
+def test_import_links_are_kept_per_job_and_site(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from toolkit.store import SiteStore
+
+    with Database(tmp_path / "site.sqlite") as db:
+        store = SiteStore(db, "demo")
+        job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+        links = pd.DataFrame(
+            {
+                "row": [1, 2],
+                "reference": ["A", "B"],
+                "query": ["12 SMITH ST", "x"],
+                "asset_id": pd.array([100001, None], dtype="Int64"),
+                "mode": ["soundex", None],
+                "accuracy": [90.0, None],
+                "candidates": [1, 0],
+                "err": [None, "no asset matched"],
+            }
+        )
+        store.jobs.record_links(job, links)
+        kept = store.jobs.links(job)
+        other = SiteStore(db, "other").jobs.links(job)
+    assert kept["asset_id"].tolist()[0] == 100001
+    assert kept["err"].isna().tolist() == [True, False]
+    assert kept["err"].iloc[1] == "no asset matched"
+    assert other.empty

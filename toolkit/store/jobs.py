@@ -7,6 +7,9 @@ import os
 import socket
 import sqlite3
 
+import pandas as pd
+
+from toolkit.fieldjson import as_python
 from toolkit.store.database import Database
 
 
@@ -87,3 +90,35 @@ class JobStore:
         return self.db.connection.execute(
             "SELECT * FROM import_job WHERE site_id = ? ORDER BY id", (self.site_id,)
         ).fetchall()
+
+    LINK_COLUMNS = (
+        "row",
+        "reference",
+        "query",
+        "asset_id",
+        "mode",
+        "accuracy",
+        "candidates",
+        "err",
+    )
+
+    def record_links(self, job_id: int, links: pd.DataFrame) -> None:
+        """Keep how each row was linked to an asset (columns :attr:`LINK_COLUMNS`)."""
+        columns = [as_python(links[c]) for c in self.LINK_COLUMNS]
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM import_link WHERE job_id = ?", (job_id,))
+            conn.executemany(
+                "INSERT INTO import_link (job_id, row, reference, query, asset_id, mode, "
+                "accuracy, candidates, err) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                zip([job_id] * len(links), *columns, strict=True),
+            )
+
+    def links(self, job_id: int) -> pd.DataFrame:
+        """How the rows of a job were linked, in row order."""
+        return pd.read_sql_query(
+            "SELECT l.row, l.reference, l.query, l.asset_id, l.mode, l.accuracy, l.candidates, "
+            "l.err FROM import_link l JOIN import_job j ON j.id = l.job_id "
+            "WHERE l.job_id = ? AND j.site_id = ? ORDER BY l.row",
+            self.db.connection,
+            params=(job_id, self.site_id),
+        )

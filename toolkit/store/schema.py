@@ -185,6 +185,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX import_job_site ON import_job(site_id, id);
 
+    -- How each row of an item import was linked to an asset: part of the job's record,
+    -- so it is kept for dry runs too (the officer reviews matching before the real run).
+    CREATE TABLE import_link (
+        job_id INTEGER NOT NULL REFERENCES import_job(id),
+        row INTEGER NOT NULL,
+        reference TEXT,
+        query TEXT,
+        asset_id INTEGER,
+        mode TEXT,
+        accuracy REAL,
+        candidates INTEGER,
+        err TEXT,
+        PRIMARY KEY (job_id, row)
+    ) WITHOUT ROWID;
+
     CREATE TABLE report_instance (
         id INTEGER PRIMARY KEY,
         site_id INTEGER NOT NULL REFERENCES site(id),
