@@ -376,7 +376,9 @@ def _layout(n: int, rng: np.random.Generator) -> _Parcels:
     piece = np.arange(n) - first
     pieces = units_per_lot[lot]
     unit = np.where(pieces > 1, piece + 1, 0)
-    corners = np.round(_slice(lot_corners[lot], piece / pieces, (piece + 1) / pieces), 2)
+    # Lot corners are whole centimetres; unit and multipart pieces are cut from them unrounded,
+    # so a cut's end lies on the neighbour's boundary instead of a rounding step off it.
+    corners = _slice(np.round(lot_corners, 2)[lot], piece / pieces, (piece + 1) / pieces)
 
     chosen = rng.permutation(n)
     n_multi = round(n * _MULTIPART_SHARE)
@@ -438,19 +440,36 @@ def _name_streets(
     # Street ids are numbered locality by locality, so each locality owns one run of ids.
     loc_start = first_street_of_line[:: by + 1]
     loc_end = np.r_[loc_start[1:], n_streets]
-    # Zipf-like popularity of names, so SMITH appears in many localities with several types.
-    name_w = 1.0 / np.arange(1, len(STREET_NAMES) + 1) ** 0.6
+    # Zipf-like popularity of names, so common names recur across localities and types.
+    name_w = 1.0 / np.arange(1, len(STREET_NAMES) + 1) ** 1.0
     name_w = name_w[rng.permutation(len(STREET_NAMES))]
-    name_w[STREET_NAMES.index("SMITH")] = name_w.max() * 1.5
     pair_w = np.outer(name_w, np.asarray(STREET_TYPE_WEIGHTS, float)).ravel()
-    pair_w /= pair_w.sum()
+    n_types = len(STREET_TYPES)
+    smith = STREET_NAMES.index("SMITH") * n_types
+    smith_pairs = (
+        smith + list(STREET_TYPES).index("STREET"),
+        smith + list(STREET_TYPES).index("ROAD"),
+    )
+    expandable = np.flatnonzero([_expanded(name) != name for name in STREET_NAMES])
     names = np.empty(n_streets, np.int64)
     types = np.empty(n_streets, np.int64)
     for i in range(n_loc):  # a loop over localities: each draws distinct (name, type) pairs
         count = int(loc_end[i] - loc_start[i])
-        pairs = rng.choice(pair_w.size, count, replace=False, p=pair_w)
-        names[loc_start[i] : loc_end[i]] = pairs // len(STREET_TYPES)
-        types[loc_start[i] : loc_end[i]] = pairs % len(STREET_TYPES)
+        # Every locality has a SMITH STREET or a SMITH ROAD (so the same name comes in several
+        # types and places) and a street whose name officers write out (MT/MOUNT, ST/SAINT).
+        forced = [
+            smith_pairs[i % 2],
+            int(rng.choice(expandable)) * n_types
+            + int(rng.choice(n_types, p=_weights(STREET_TYPE_WEIGHTS))),
+        ][:count]
+        weights = pair_w.copy()
+        weights[[*smith_pairs, *forced]] = 0.0
+        drawn = rng.choice(
+            pair_w.size, count - len(forced), replace=False, p=weights / weights.sum()
+        )
+        pairs = np.r_[forced, drawn].astype(np.int64)
+        names[loc_start[i] : loc_end[i]] = pairs // n_types
+        types[loc_start[i] : loc_end[i]] = pairs % n_types
     return names, types
 
 
@@ -525,7 +544,7 @@ def _geometries(parcels: _Parcels) -> np.ndarray:
         count = quads.shape[0]
         front = _slice(quads, np.zeros(count), np.full(count, _MULTIPART_FRONT))
         back = _slice(quads, np.full(count, _MULTIPART_BACK), np.ones(count))
-        pieces = shapely.polygons(np.round(np.stack([front, back], axis=1).reshape(-1, 4, 2), 2))
+        pieces = shapely.polygons(np.stack([front, back], axis=1).reshape(-1, 4, 2))
         geoms[parcels.multipart] = shapely.multipolygons(
             pieces, indices=np.repeat(np.arange(count), 2)
         )
@@ -809,7 +828,7 @@ def _spoil(kind: Kind, parcels: _Parcels, target: np.ndarray, rng: np.random.Gen
             }
         lon_text, lat_text = _text(lon), _text(lat)
         if kind == "wkt_only":
-            return {"WKT": (every, _join(_join("POINT (", lon_text, sep=""), lat_text, ")"))}
+            return {"WKT": (every, _join("POINT (", _join(lon_text, lat_text), ")", sep=""))}
         broken = _choose(
             every % 3,
             [

@@ -22,7 +22,7 @@ from toolkit.cli.context import DEFAULT_SITE, DEFAULT_STORE_NAME, Settings, outp
 from toolkit.errors import ToolkitError
 
 # One module per command group keeps each command's owner obvious.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("toolkit.cli.sample_cmd",)
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
