@@ -785,9 +785,7 @@ def _spoil(kind: Kind, parcels: _Parcels, target: np.ndarray, rng: np.random.Gen
         return {
             "Address": (
                 np.r_[kept, swapped],
-                pa.concat_arrays(
-                    [_join(street, number).take(kept), suburb.take(swapped)]  # type: ignore[list-item]
-                ),
+                pa.concat_arrays([_join(street, number).take(kept), suburb.take(swapped)]),
             ),
             "Suburb": (
                 np.r_[kept, swapped],
