@@ -24,6 +24,7 @@ from toolkit.errors import ToolkitError
 # One module per command group keeps each command's owner obvious.
 COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.inspect_cmd",
+    "toolkit.cli.sample_cmd",
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
 )
