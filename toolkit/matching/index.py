@@ -95,6 +95,7 @@ class AssetIndex:
     name_keys: pd.DataFrame  # address keys of each asset name (see address.address_keys)
     codes: pd.DataFrame  # long table: field, exact, stripped (uint64), asset (int64)
     _tables: dict[tuple[str, str | None], HashTable] = field(default_factory=dict, repr=False)
+    _masks: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict, repr=False)
     _tree: shapely.STRtree | None = field(default=None, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
 
@@ -172,12 +173,16 @@ class AssetIndex:
         return self._tree, self._tree_assets
 
     def allowed(self, asset_class: str | None) -> np.ndarray:
-        """Mask of assets that may be returned: active, and of ``asset_class`` if given."""
-        mask = self.assets["active"].to_numpy(dtype=bool)
-        if asset_class is not None:
-            types = self.assets["type"].fillna("").str.upper().to_numpy(dtype=object)
-            mask = mask & (types == asset_class.strip().upper())
-        return mask
+        """Mask of assets that may be returned: active, and of ``asset_class`` if given
+        (compared trimmed and case-insensitively). Cached per class."""
+        cache_key = ("allowed", asset_class)
+        if cache_key not in self._masks:
+            mask = self.assets["active"].to_numpy(dtype=bool)
+            if asset_class is not None:
+                types = self.assets["type"].fillna("").str.strip().str.upper()
+                mask = mask & (types == asset_class.strip().upper()).to_numpy(dtype=bool)
+            self._masks[cache_key] = mask
+        return self._masks[cache_key]
 
     def classes(self) -> list[str]:
         """The distinct asset classes (``type`` values) of the index, sorted."""

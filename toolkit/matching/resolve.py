@@ -80,7 +80,7 @@ def resolve_with_candidates(
     modes = np.full(n, None, dtype=object)
     blank = text.fillna("").str.strip().eq("").to_numpy(dtype=bool)
     if geometry is not None:
-        blank &= shapely.is_missing(geometry)
+        blank = blank & shapely.is_missing(geometry)
     result.err[blank] = EMPTY_QUERY
     candidate_frames: list[pd.DataFrame] = []
 
