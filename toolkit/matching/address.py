@@ -244,8 +244,12 @@ def structure(words: Words) -> Structure:
 
 
 def _distinct(texts: pd.Series) -> tuple[np.ndarray, pa.Array]:
-    codes, uniques = pd.factorize(texts.astype("str").fillna(""), use_na_sentinel=False)
-    return codes, pa.array(uniques, type=pa.large_string())
+    """(code of each row, distinct strings): the work is done once per distinct string."""
+    array = pa.array(texts.astype("str").array, from_pandas=True)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    encoded = pc.dictionary_encode(pc.fill_null(array.cast(pa.large_string()), ""))
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
 
 
 def normalise(texts: pd.Series) -> pd.Series:
@@ -324,15 +328,15 @@ def _row_sums(values: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
 def sequence_keys(words: Words, element: np.ndarray, mask: np.ndarray, ordered: bool) -> np.ndarray:
     """One uint64 key per row for the masked words; 0 when the row has none of them.
 
-    ``element`` is a hash per vocabulary word. Ordered keys mix each word with its rank
-    among the masked words; unordered keys are a multiset hash (the same for any order).
+    ``element`` is a hash per vocabulary word. Ordered keys mix each word with its position
+    in the address (the street and the street-plus-locality words are both a prefix of the
+    address, so position is their rank); unordered keys are a multiset hash.
     """
     row = words.row[mask]
     counts = np.bincount(row, minlength=words.n_rows).astype(np.uint64)
     elem = element[words.word_code[mask]]
     if ordered:
-        rank = _per_row_cumsum(np.ones(len(row), dtype=bool), row, words.n_rows)
-        elem = mix64(elem ^ (rank.astype(np.uint64) * _GOLDEN))
+        elem = mix64(elem ^ (words.position[mask].astype(np.uint64) * _GOLDEN))
     else:
         elem = mix64(elem)
     keys = mix64(_row_sums(elem, row, words.n_rows) + counts * _GOLDEN)
@@ -352,43 +356,92 @@ KEY_NAMES = (
     "postcode",
     "block",
 )
+TEXT_NAMES = ("normalised", "street")
+
+
+class Analysis:
+    """A column of addresses analysed once: words and structure of its distinct values.
+
+    ``keys()`` and ``texts()`` are computed on first use and shared by every ``take``.
+    """
+
+    def __init__(
+        self,
+        codes: np.ndarray,
+        words: Words,
+        parts: Structure,
+        cache: dict[str, dict[str, np.ndarray]] | None = None,
+    ) -> None:
+        self.codes = codes
+        self.words = words
+        self.parts = parts
+        self._cache = {} if cache is None else cache
+
+    @classmethod
+    def of(cls, texts: pd.Series) -> Analysis:
+        codes, uniques = _distinct(texts)
+        words = split_words(clean_text(uniques))
+        return cls(codes, words, structure(words))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def take(self, positions: np.ndarray) -> Analysis:
+        return Analysis(self.codes[positions], self.words, self.parts, self._cache)
+
+    def keys(self) -> dict[str, np.ndarray]:
+        """uint64 columns ``KEY_NAMES`` and the bool ``has_locality``, one row per address.
+
+        ``*_full`` cover street and locality; ``*_street`` the street part only, used when
+        the query names no locality. ``exact`` compares canonical words, ``sound`` the
+        sounds-like key of each word in order, ``anyorder`` the same keys in any order.
+        ``block`` groups addresses with the same unit and house numbers and the same first
+        letter of the street name, for fuzzy matching.
+        """
+        if "keys" not in self._cache:
+            self._cache["keys"] = self._distinct_keys()
+        return self._expand(self._cache["keys"])
+
+    def texts(self) -> dict[str, np.ndarray]:
+        """``normalised`` (street and locality) and ``street`` canonical text per address
+        (object arrays of str)."""
+        if "texts" not in self._cache:
+            words, parts = self.words, self.parts
+            self._cache["texts"] = {
+                "normalised": _join_words(words, parts.is_street | parts.is_locality),
+                "street": _join_words(words, parts.is_street),
+            }
+        return self._expand(self._cache["texts"])
+
+    def _expand(self, distinct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {name: column[self.codes] for name, column in distinct.items()}
+
+    def _distinct_keys(self) -> dict[str, np.ndarray]:
+        words, parts = self.words, self.parts
+        exact = string_hashes(words.vocabulary)
+        sound = string_hashes(soundex_keys(words.vocabulary))
+        full = parts.is_street | parts.is_locality
+        street = parts.is_street
+        first_letter = string_hashes(np.array([w[:1] for w in words.vocabulary], dtype=object))
+        first_name = parts.is_name & (_per_row_cumsum(parts.is_name, words.row, words.n_rows) == 1)
+        numbers = sequence_keys(words, exact, parts.is_number | parts.is_unit, ordered=True)
+        letter = sequence_keys(words, first_letter, first_name, ordered=False)
+        return {
+            "exact_full": sequence_keys(words, exact, full, ordered=True),
+            "exact_street": sequence_keys(words, exact, street, ordered=True),
+            "sound_full": sequence_keys(words, sound, full, ordered=True),
+            "sound_street": sequence_keys(words, sound, street, ordered=True),
+            "anyorder_full": sequence_keys(words, sound, full, ordered=False),
+            "anyorder_street": sequence_keys(words, sound, street, ordered=False),
+            "postcode": sequence_keys(words, exact, parts.is_postcode, ordered=False),
+            "block": mix64(numbers ^ mix64(letter)),
+            "has_locality": np.bincount(
+                words.row[parts.is_locality], minlength=words.n_rows
+            ).astype(bool),
+        }
 
 
 def address_keys(texts: pd.Series) -> pd.DataFrame:
-    """Matching keys of each address (uint64 columns ``KEY_NAMES`` plus text columns).
-
-    ``*_full`` cover street and locality; ``*_street`` the street part only, used when the
-    query names no locality. ``exact`` compares canonical words, ``sound`` the sounds-like key
-    of each word in order, ``anyorder`` the same keys in any order. ``block`` groups
-    addresses with the same numbers and the same first letter of the street name, for
-    fuzzy matching. Text columns: ``normalised``, ``street``, ``has_locality``.
-    """
-    codes, uniques = _distinct(texts)
-    words = split_words(clean_text(uniques))
-    parts = structure(words)
-    exact = string_hashes(words.vocabulary)
-    sound = string_hashes(soundex_keys(words.vocabulary))
-    full = parts.is_street | parts.is_locality
-    street = parts.is_street
-    first_letter = string_hashes(np.array([w[:1] for w in words.vocabulary], dtype=object))
-    first_name = parts.is_name & (_per_row_cumsum(parts.is_name, words.row, words.n_rows) == 1)
-    numbers = sequence_keys(words, exact, parts.is_number | parts.is_unit, ordered=True)
-    letter = sequence_keys(words, first_letter, first_name, ordered=True)
-    columns: dict[str, np.ndarray] = {
-        "exact_full": sequence_keys(words, exact, full, ordered=True),
-        "exact_street": sequence_keys(words, exact, street, ordered=True),
-        "sound_full": sequence_keys(words, sound, full, ordered=True),
-        "sound_street": sequence_keys(words, sound, street, ordered=True),
-        "anyorder_full": sequence_keys(words, sound, full, ordered=False),
-        "anyorder_street": sequence_keys(words, sound, street, ordered=False),
-        "postcode": sequence_keys(words, exact, parts.is_postcode, ordered=True),
-        "block": mix64(numbers ^ mix64(letter)),
-        "has_locality": np.bincount(words.row[parts.is_locality], minlength=words.n_rows).astype(
-            bool
-        ),
-    }
-    frame = pd.DataFrame({name: values[codes] for name, values in columns.items()})
-    frame["normalised"] = pd.array(_join_words(words, full)[codes], dtype="str")
-    frame["street"] = pd.array(_join_words(words, street)[codes], dtype="str")
-    frame.index = texts.index
-    return frame
+    """Keys (``Analysis.keys``) and canonical texts (``Analysis.texts``) of each address."""
+    analysis = Analysis.of(texts)
+    return pd.DataFrame({**analysis.keys(), **analysis.texts()}, index=texts.index)

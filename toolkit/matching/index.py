@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import shapely
 
 from toolkit.errors import MatchingError
-from toolkit.matching.address import address_keys, string_hashes
+from toolkit.matching.address import address_keys
 
 FORMAT_NAME = "toolkit-asset-index"
 FORMAT_VERSION = 1
@@ -44,44 +45,71 @@ REQUIRED_FIELDS = ("id", "name")
 _FALSE_TEXT = frozenset({"0", "FALSE", "F", "NO", "N", "INACTIVE"})
 
 
-def normalise_codes(values: pd.Series) -> pd.Series:
-    """Codes compare as trimmed, upper-case text; missing and blank become ``""``."""
-    return values.astype("str").fillna("").str.strip().str.upper()
+def normalise_codes(values: pd.Series) -> pa.Array:
+    """Codes compare as trimmed, upper-case text; missing and blank become null."""
+    text = pc.utf8_upper(pc.utf8_trim_whitespace(_arrow_text(values)))
+    return pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.large_string()), text)
 
 
-def code_keys(codes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(exact key, digits-without-leading-zeros key) per normalised code; 0 = no key."""
-    text = codes.to_numpy(dtype=object)
-    exact = string_hashes(text)
-    exact[codes.to_numpy(dtype=object) == ""] = 0
-    digits = codes.str.fullmatch(r"[0-9]+").fillna(False).to_numpy(dtype=bool)
-    stripped_text = ("#" + codes.str.lstrip("0").replace("", "0")).to_numpy(dtype=object)
-    stripped = np.where(digits, string_hashes(stripped_text), np.uint64(0))
-    return exact, stripped.astype(np.uint64)
+def strip_leading_zeros(codes: pa.Array) -> pa.Array:
+    """Digit-only codes without their leading zeros (``005123`` -> ``5123``); others null."""
+    digits = pc.fill_null(pc.match_substring_regex(codes, r"^[0-9]+$"), False)
+    stripped = pc.replace_substring_regex(codes, r"^0+([0-9])", r"\1")
+    return pc.if_else(digits, stripped, pa.scalar(None, pa.large_string()))
+
+
+def _arrow_text(values: pd.Series) -> pa.Array:
+    array = pa.array(values.astype("str").array, from_pandas=True)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return array.cast(pa.large_string())
 
 
 @dataclass(frozen=True)
-class HashTable:
-    """Sorted (key, asset position) pairs: bulk lookup of many keys with one searchsorted."""
+class KeyTable:
+    """Assets grouped by key (uint64 name keys or code strings), for bulk exact lookups."""
 
-    keys: np.ndarray  # uint64, sorted
-    assets: np.ndarray  # int64, asset position of each key
+    distinct: pd.Index | pa.Array  # distinct keys: a pandas Index (uint64) or arrow strings
+    start: np.ndarray  # first slot in ``assets`` of each distinct key
+    count: np.ndarray  # number of distinct assets with that key
+    assets: np.ndarray  # int64 asset positions, grouped by key
 
     @classmethod
-    def build(cls, keys: np.ndarray, assets: np.ndarray, allowed: np.ndarray | None) -> HashTable:
-        keep = keys != 0
-        if allowed is not None:
-            keep &= allowed[assets]
-        pairs = pd.DataFrame({"k": keys[keep], "a": assets[keep]}).drop_duplicates()
-        order = np.lexsort((pairs["a"].to_numpy(), pairs["k"].to_numpy()))
-        return cls(pairs["k"].to_numpy()[order], pairs["a"].to_numpy()[order].astype(np.int64))
+    def build(
+        cls, keys: np.ndarray | pa.Array, assets: np.ndarray, allowed: np.ndarray
+    ) -> KeyTable:
+        """Index ``keys[i] -> assets[i]``; 0 and null keys and disallowed assets left out."""
+        if isinstance(keys, np.ndarray):
+            keep = (keys != 0) & allowed[assets]
+            codes, uniques = pd.factorize(keys[keep])
+            distinct: pd.Index | pa.Array = pd.Index(uniques)
+        else:
+            keep = keys.is_valid().to_numpy(zero_copy_only=False) & allowed[assets]
+            encoded = pc.dictionary_encode(keys.filter(pa.array(keep)))
+            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            distinct = encoded.dictionary
+        n_assets = int(assets.max(initial=0)) + 1
+        # One sorted unique over code * n + asset both drops repeated (key, asset) pairs
+        # and groups the assets by key.
+        pairs = np.sort(codes.astype(np.int64) * n_assets + assets[keep])
+        # (np.unique is hash-based in numpy 2 and several times slower than sort + diff.)
+        pairs = pairs[np.concatenate([[True], np.diff(pairs) != 0])[: len(pairs)]]
+        grouped_codes = pairs // n_assets
+        count = np.bincount(grouped_codes, minlength=len(distinct))
+        return cls(distinct, np.cumsum(count) - count, count, pairs % n_assets)
 
-    def lookup(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(first slot, number of distinct assets) per query key; key 0 finds nothing."""
-        first = np.searchsorted(self.keys, queries, side="left")
-        last = np.searchsorted(self.keys, queries, side="right")
-        count = np.where(queries == 0, 0, last - first)
-        return first, count
+    def lookup(self, queries: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(first slot, number of distinct assets) per query key; 0/null finds nothing."""
+        if isinstance(self.distinct, pd.Index):
+            position = self.distinct.get_indexer(queries)
+        else:
+            found = pc.index_in(queries, value_set=self.distinct)
+            position = pc.fill_null(found, -1).to_numpy(zero_copy_only=False)
+        hit = position >= 0
+        safe = np.where(hit, position, 0)
+        if not len(self.start):
+            return np.zeros(len(position), dtype=np.int64), np.zeros(len(position), np.int64)
+        return self.start[safe], np.where(hit, self.count[safe], 0)
 
 
 @dataclass
@@ -93,8 +121,8 @@ class AssetIndex:
     extra: pd.DataFrame  # the extraInfo values as text ("" when missing)
     geometry: np.ndarray  # shapely geometries in EPSG:4326, None when missing
     name_keys: pd.DataFrame  # address keys of each asset name (see address.address_keys)
-    codes: pd.DataFrame  # long table: field, exact, stripped (uint64), asset (int64)
-    _tables: dict[tuple[str, str | None], HashTable] = field(default_factory=dict, repr=False)
+    codes: pd.DataFrame  # long table: field, code, stripped (normalised text), asset
+    _tables: dict[tuple[str, str | None], KeyTable] = field(default_factory=dict, repr=False)
     _masks: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict, repr=False)
     _tree: shapely.STRtree | None = field(default=None, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
@@ -126,8 +154,8 @@ class AssetIndex:
         table = pd.DataFrame(frame.drop(columns=[geometry_name] if geometry_name else []))
         table = table.reset_index(drop=True)
         ids = normalise_codes(table["id"])
-        if (ids == "").any():
-            rows = np.flatnonzero((ids == "").to_numpy())[:5].tolist()
+        if ids.null_count:
+            rows = np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[:5].tolist()
             raise MatchingError(f"assets without an id at rows {rows} (0-based)")
         assets = pd.DataFrame(index=table.index)
         for name in ASSET_FIELDS:
@@ -138,9 +166,7 @@ class AssetIndex:
             else:
                 assets[name] = pd.Series(pd.NA, index=table.index, dtype="str")
         extra_fields = tuple(str(c) for c in table.columns if c not in ASSET_FIELDS)
-        extra = pd.DataFrame(
-            {name: normalise_codes(table[name]) for name in extra_fields}, index=table.index
-        )
+        extra = {name: normalise_codes(table[name]) for name in extra_fields}
         raw_extra = pd.DataFrame(
             {name: table[name].astype("str").fillna("").str.strip() for name in extra_fields},
             index=table.index,
@@ -158,6 +184,8 @@ class AssetIndex:
 
     def _build_tree(self) -> None:
         present = np.flatnonzero(self.geometry != None)  # noqa: E711 (elementwise)
+        # Prepared geometries make the bulk ``covers`` of mode geo several times faster.
+        shapely.prepare(self.geometry[present])
         self._tree = shapely.STRtree(self.geometry[present])
         self._tree_assets = present.astype(np.int64)
 
@@ -188,7 +216,7 @@ class AssetIndex:
         """The distinct asset classes (``type`` values) of the index, sorted."""
         return sorted(self.assets["type"].dropna().unique().tolist())
 
-    def table(self, key: str, asset_class: str | None) -> HashTable:
+    def table(self, key: str, asset_class: str | None) -> KeyTable:
         """The hash table of one key column, cached per class.
 
         Keys: a name-key column (``exact_street``...; suffix ``/bare`` keeps only assets whose
@@ -213,10 +241,10 @@ class AssetIndex:
                     rows = rows[rows["field"] != "id"]
                 else:
                     rows = rows[rows["field"] == code_field]
-                column = "exact" if kind == "code" else "stripped"
-                keys = rows[column].to_numpy(dtype=np.uint64)
+                column = "code" if kind == "code" else "stripped"
+                keys = _arrow_text(rows[column])
                 assets = rows["asset"].to_numpy(dtype=np.int64)
-            self._tables[cache_key] = HashTable.build(keys, assets, allowed)
+            self._tables[cache_key] = KeyTable.build(keys, assets, allowed)
         return self._tables[cache_key]
 
     def code_fields(self) -> list[str]:
@@ -306,20 +334,20 @@ def _active_flags(values: pd.Series) -> pd.Series:
     return ~text.isin(_FALSE_TEXT)
 
 
-def _code_table(ids: pd.Series, code: pd.Series, extra: pd.DataFrame) -> pd.DataFrame:
-    """Long table of every code of every asset (id, code, extraInfo), keyed by hashes."""
+def _code_table(ids: pa.Array, code: pa.Array, extra: dict[str, pa.Array]) -> pd.DataFrame:
+    """Long table of every code of every asset (id, code, extraInfo), normalised."""
     parts = []
     positions = np.arange(len(ids), dtype=np.int64)
     for name, values in [("id", ids), ("code", code), *extra.items()]:
-        exact, stripped = code_keys(values)
-        present = exact != 0
+        present = values.is_valid()
+        kept = values.filter(present)
         parts.append(
             pd.DataFrame(
                 {
                     "field": name,
-                    "exact": exact[present],
-                    "stripped": stripped[present],
-                    "asset": positions[present],
+                    "code": pd.Series(kept, dtype="str"),
+                    "stripped": pd.Series(strip_leading_zeros(kept), dtype="str"),
+                    "asset": positions[present.to_numpy(zero_copy_only=False)],
                 }
             )
         )

@@ -21,8 +21,13 @@ from rapidfuzz import fuzz, process
 
 from toolkit.errors import OptionError
 from toolkit.matching import accuracy
-from toolkit.matching.address import address_keys
-from toolkit.matching.index import AssetIndex, HashTable, code_keys, normalise_codes
+from toolkit.matching.address import Analysis
+from toolkit.matching.index import (
+    AssetIndex,
+    KeyTable,
+    normalise_codes,
+    strip_leading_zeros,
+)
 from toolkit.matching.options import LookupOptions
 
 _LAT_LON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*[, ]\s*(-?\d+(?:\.\d+)?)\s*$")
@@ -30,26 +35,38 @@ _LAT_LON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*[, ]\s*(-?\d+(?:\.\d+)?)\s*$")
 
 @dataclass
 class QueryBatch:
-    """Queries as whole columns; address keys are computed once, on first use."""
+    """Queries as whole columns; their address analysis is done once, on first use."""
 
     text: pd.Series  # str, positional index 0..n-1
     geometry: np.ndarray | None = None  # shapely objects, None when missing
-    _keys: pd.DataFrame | None = field(default=None, repr=False)
+    _analysis: Analysis | None = field(default=None, repr=False)
+    _keys: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.text)
 
-    def keys(self) -> pd.DataFrame:
+    def analysis(self) -> Analysis:
+        if self._analysis is None:
+            self._analysis = Analysis.of(self.text)
+        return self._analysis
+
+    def keys(self) -> dict[str, np.ndarray]:
+        """Matching keys of each query (``Analysis.keys``)."""
         if self._keys is None:
-            self._keys = address_keys(self.text).reset_index(drop=True)
+            self._keys = self.analysis().keys()
         return self._keys
 
+    def texts(self) -> dict[str, np.ndarray]:
+        """Canonical text of each query (``Analysis.texts``)."""
+        return self.analysis().texts()
+
     def take(self, positions: np.ndarray) -> QueryBatch:
-        """The sub-batch of ``positions`` (keys already computed are reused, not redone)."""
+        """The sub-batch of ``positions``; an analysis already done is shared, not redone."""
         return QueryBatch(
             self.text.iloc[positions].reset_index(drop=True),
             None if self.geometry is None else self.geometry[positions],
-            None if self._keys is None else self._keys.iloc[positions].reset_index(drop=True),
+            None if self._analysis is None else self._analysis.take(positions),
+            None if self._keys is None else {k: v[positions] for k, v in self._keys.items()},
         )
 
 
@@ -85,8 +102,8 @@ ModeFunction = Callable[[AssetIndex, QueryBatch, LookupOptions, int], ModeResult
 def _decide(
     result: ModeResult,
     rows: np.ndarray,
-    table: HashTable,
-    keys: np.ndarray,
+    table: KeyTable,
+    keys: np.ndarray | pa.Array,
     score: float,
     what: str,
     k: int,
@@ -144,7 +161,7 @@ def _check_code_field(index: AssetIndex, code_field: str | None) -> str:
 def match_id(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
     """The asset whose id equals the query (trimmed, case-insensitive)."""
     result = ModeResult.empty(len(batch))
-    exact, _ = code_keys(normalise_codes(batch.text))
+    exact = normalise_codes(batch.text)
     rows = np.arange(len(batch))
     _decide(result, rows, index.table("code:id", options.asset_class), exact, 100.0, "id", k)
     _no_match(result, "no asset has this id")
@@ -159,18 +176,19 @@ def match_code(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: 
     """
     code_field = _check_code_field(index, options.code_field)
     result = ModeResult.empty(len(batch))
-    exact, stripped = code_keys(normalise_codes(batch.text))
+    exact = normalise_codes(batch.text)
     rows = np.arange(len(batch))
     what = "code" if code_field == "*" else f"code field {code_field}"
     table = index.table(f"code:{code_field}", options.asset_class)
     found = _decide(result, rows, table, exact, accuracy.EXACT, what, k)
-    rest = ~found & (stripped != 0)
+    stripped = strip_leading_zeros(exact)
+    rest = ~found & stripped.is_valid().to_numpy(zero_copy_only=False)
     table = index.table(f"stripped:{code_field}", options.asset_class)
     _decide(
         result,
         rows[rest],
         table,
-        stripped[rest],
+        stripped.filter(pa.array(rest)),
         accuracy.CODE_WITHOUT_LEADING_ZEROS,
         f"{what} (ignoring leading zeros)",
         k,
@@ -207,12 +225,12 @@ def _name_level(
     """
     keys = batch.keys()
     full_col, street_col = _LEVEL_KEYS[level]
-    has_locality = keys["has_locality"].to_numpy(dtype=bool)[rows]
+    has_locality = keys["has_locality"][rows]
     found = np.zeros(len(rows), dtype=bool)
     cls = options.asset_class
     with_loc = np.flatnonzero(has_locality)
-    full = keys[full_col].to_numpy(dtype=np.uint64)[rows]
-    street = keys[street_col].to_numpy(dtype=np.uint64)[rows]
+    full = keys[full_col][rows]
+    street = keys[street_col][rows]
     found[with_loc] = _decide(
         result, rows[with_loc], index.table(full_col, cls), full[with_loc], score, what, k
     )
@@ -233,7 +251,7 @@ def _postcode_veto(
 ) -> None:
     """A match whose postcode differs from the query's is not a match (both must have one)."""
     won = rows[result.asset[rows] >= 0]
-    query_postcode = batch.keys()["postcode"].to_numpy(dtype=np.uint64)[won]
+    query_postcode = batch.keys()["postcode"][won]
     asset_postcode = index.name_keys["postcode"].to_numpy(dtype=np.uint64)[result.asset[won]]
     veto = won[(query_postcode != 0) & (asset_postcode != 0) & (query_postcode != asset_postcode)]
     result.asset[veto] = -1
@@ -308,8 +326,8 @@ def match_contains(
     allowed = np.flatnonzero(index.allowed(options.asset_class))
     names = pa.array(index.name_keys["normalised"].to_numpy(dtype=object)[allowed])
     name_lengths = pc.utf8_length(names).to_numpy()
-    query_text = batch.keys()["normalised"]
-    codes, distinct = pd.factorize(query_text)
+    query_text = batch.texts()["normalised"]
+    codes, distinct = pd.factorize(pd.Series(query_text, dtype=object))
     frames = []
     for code, text in enumerate(distinct):
         if not text:
@@ -358,18 +376,24 @@ def query_geometry(batch: QueryBatch) -> np.ndarray:
 def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
     """The asset whose geometry covers the query's point or geometry.
 
-    ``covered_by`` counts the boundary as inside, so a point on the boundary two parcels
+    ``covers`` counts the boundary as inside, so a point on the boundary two parcels
     share is covered by both: that is a tie (no asset), not a coin toss.
     """
     result = ModeResult.empty(len(batch))
     geometry = query_geometry(batch)
-    present = np.flatnonzero(~shapely.is_missing(geometry) & ~shapely.is_empty(geometry))
+    located = ~shapely.is_missing(geometry) & ~shapely.is_empty(geometry)
+    present = np.flatnonzero(located)
     tree, tree_assets = index.tree
-    pairs = tree.query(geometry[present], predicate="covered_by")
+    # Bounding-box candidates from the tree, then one vectorised ``covers`` over the pairs
+    # with the asset geometries prepared once at build time: faster than letting the tree
+    # test each pair with an unprepared predicate.
+    pairs = tree.query(geometry[present])
     query = present[pairs[0]]
     asset = tree_assets[pairs[1]]
     keep = index.allowed(options.asset_class)[asset]
     query, asset = query[keep], asset[keep]
+    inside = shapely.covers(index.geometry[asset], geometry[query])
+    query, asset = query[inside], asset[inside]
     count = np.bincount(query, minlength=len(batch))
     result.count[:] = count
     one = count[query] == 1
@@ -380,13 +404,13 @@ def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: i
     if k:
         order = np.argsort(query, kind="stable")
         query, asset = query[order], asset[order]
-        rank = _ranks(np.bincount(query, minlength=len(batch))[np.unique(query)])
+        per_query = np.bincount(query, minlength=len(batch))
+        rank = _ranks(per_query[per_query > 0])
         take = rank < k
         result.candidates = pd.DataFrame(
             {"query": query[take], "asset": asset[take], "score": accuracy.GEO}
         )
-    missing = np.setdiff1d(np.arange(len(batch)), present)
-    result.err[missing] = "the query has no location (a geometry, WKT or 'latitude, longitude')"
+    result.err[~located] = "the query has no location (a geometry, WKT or 'latitude, longitude')"
     _no_match(result, "no asset covers this location")
     return result
 
@@ -404,23 +428,27 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     result = ModeResult.empty(len(batch))
     qkeys = batch.keys()
     akeys = index.name_keys
-    q_block = qkeys["block"].to_numpy(dtype=np.uint64)
+    q_block = qkeys["block"]
     a_block = akeys["block"].to_numpy(dtype=np.uint64)
     a_pos = np.flatnonzero(index.allowed(options.asset_class) & (a_block != 0))
     a_pos = a_pos[np.argsort(a_block[a_pos], kind="stable")]
     a_sorted = a_block[a_pos]
     q_pos = np.flatnonzero(q_block != 0)
     q_pos = q_pos[np.argsort(q_block[q_pos], kind="stable")]
-    blocks, q_start, q_count = np.unique(q_block[q_pos], return_index=True, return_counts=True)
+    q_sorted = q_block[q_pos]
+    q_start = np.flatnonzero(np.concatenate([[True], q_sorted[1:] != q_sorted[:-1]]))
+    q_count = np.diff(np.append(q_start, len(q_sorted)))
+    blocks = q_sorted[q_start]
     a_start = np.searchsorted(a_sorted, blocks, side="left")
     a_end = np.searchsorted(a_sorted, blocks, side="right")
-    q_has_locality = qkeys["has_locality"].to_numpy(dtype=bool)
+    q_has_locality = qkeys["has_locality"]
+    qtexts = batch.texts()
     texts = {
         True: (
-            qkeys["normalised"].to_numpy(dtype=object),
+            qtexts["normalised"],
             akeys["normalised"].to_numpy(dtype=object),
         ),
-        False: (qkeys["street"].to_numpy(dtype=object), akeys["street"].to_numpy(dtype=object)),
+        False: (qtexts["street"], akeys["street"].to_numpy(dtype=object)),
     }
     frames = []
     for b in np.flatnonzero(a_end > a_start):

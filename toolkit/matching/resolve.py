@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import shapely
 
 from toolkit.errors import MatchingError, OptionError
@@ -100,26 +101,28 @@ def resolve_with_candidates(
     external = _external(index, batch, rows[result.asset[rows] < 0], options, geocoder, result)
     modes[external["matched"]] = "external"
 
-    asset_ids = index.assets["id"].to_numpy(dtype=object)
     frame = pd.DataFrame(
         {
             "reference": _references(queries),
             "query": text,
             "asset_position": result.asset,
-            "asset_id": pd.array(
-                np.where(result.asset >= 0, asset_ids[np.maximum(result.asset, 0)], None),
-                dtype="str",
-            ),
-            "mode": pd.array(modes, dtype="str"),
+            "asset_id": index.assets["id"].array.take(result.asset, allow_fill=True),
+            "mode": _text(modes),
             "accuracy": result.accuracy,
             "candidates": result.count,
-            "err": pd.array(result.err, dtype="str"),
+            "err": _text(result.err),
             "external_longitude": external["longitude"],
             "external_latitude": external["latitude"],
-            "external_label": pd.array(external["label"], dtype="str"),
+            "external_label": _text(external["label"]),
         }
     )
     return frame, _candidates(index, candidate_frames, k)
+
+
+def _text(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """An object array of str/None as a ``str`` column; through arrow, as pd.array is slow."""
+    arrow = pa.array(values, type=pa.large_string(), from_pandas=True)
+    return arrow.to_pandas(types_mapper=lambda _: pd.StringDtype("pyarrow", na_value=np.nan)).array
 
 
 def _options(options: LookupOptions | Mapping[str, Any] | None) -> LookupOptions:
