@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from toolkit.matching.address import PARSED_COLUMNS, address_keys, normalise, parse
+
+
+def parsed(text: str) -> dict[str, str]:
+    return parse(pd.Series([text], dtype="str")).iloc[0].to_dict()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("12 Smith St.", "12 SMITH STREET"),
+        ("12 smith street", "12 SMITH STREET"),
+        ("12  SMITH   RD,", "12 SMITH ROAD"),
+        ("3 Ocean Ave", "3 OCEAN AVENUE"),
+        ("4 Moon Cres", "4 MOON CRESCENT"),
+        ("5 Sun Ct", "5 SUN COURT"),
+        ("6 Star Pl", "6 STAR PLACE"),
+        ("7 Park Dr", "7 PARK DRIVE"),
+        ("8 Hume Hwy", "8 HUME HIGHWAY"),
+        ("9 Bay Tce", "9 BAY TERRACE"),
+        ("10 Lake Pde", "10 LAKE PARADE"),
+        ("11 Lime Gr", "11 LIME GROVE"),
+        ("1/12 Smith St", "UNIT 1 12 SMITH STREET"),
+        ("Unit 1 12 Smith St", "UNIT 1 12 SMITH STREET"),
+        ("U1 12 Smith St", "UNIT 1 12 SMITH STREET"),
+        ("Flat 1, 12 Smith St", "UNIT 1 12 SMITH STREET"),
+        ("12 - 14 High St", "12-14 HIGH STREET"),
+        ("5 Café Lane", "5 CAFE LANE"),
+        ("Crèche-Road", "CRECHE ROAD"),
+        ("12 Smith St Richmond Victoria 3121", "12 SMITH STREET RICHMOND VIC 3121"),
+        ("", ""),
+        ("   ", ""),
+        ("005123", "005123"),
+    ],
+)
+def test_normalise_gives_one_canonical_form(text: str, expected: str) -> None:
+    assert normalise(pd.Series([text], dtype="str")).tolist() == [expected]
+
+
+def test_missing_text_normalises_to_empty_and_keeps_the_index() -> None:
+    result = normalise(pd.Series(["12 Smith St", None], index=[7, 9], dtype="str"))
+    assert result.to_dict() == {7: "12 SMITH STREET", 9: ""}
+
+
+def test_parse_splits_unit_number_street_locality_state_postcode() -> None:
+    assert parsed("1/12 Smith St., Richmond VIC 3121") == {
+        "normalised": "UNIT 1 12 SMITH STREET RICHMOND VIC 3121",
+        "unit": "1",
+        "number": "12",
+        "street_name": "SMITH",
+        "street_type": "STREET",
+        "street": "UNIT 1 12 SMITH STREET",
+        "locality": "RICHMOND",
+        "state": "VIC",
+        "postcode": "3121",
+    }
+    assert list(parse(pd.Series(["x"], dtype="str")).columns) == list(PARSED_COLUMNS)
+
+
+def test_parse_keeps_saint_as_part_of_the_street_name() -> None:
+    result = parsed("12 St Kilda Rd St Kilda")
+    assert (result["street_name"], result["street_type"], result["locality"]) == (
+        "STREET KILDA",
+        "ROAD",
+        "STREET KILDA",
+    )
+
+
+def test_parse_without_street_type_has_no_locality_and_splits_the_postcode() -> None:
+    result = parsed("12 Broadway 3121")
+    assert (result["number"], result["street"], result["locality"], result["postcode"]) == (
+        "12",
+        "12 BROADWAY",
+        "",
+        "3121",
+    )
+
+
+def test_parse_number_range() -> None:
+    result = parsed("12-14 High Street Kew")
+    assert (result["number"], result["street_name"], result["locality"]) == ("12-14", "HIGH", "KEW")
+
+
+def test_keys_equal_for_the_same_address_written_differently() -> None:
+    keys = address_keys(
+        pd.Series(
+            [
+                "1/12 Smith St Richmond",
+                "UNIT 1 12 SMITH STREET RICHMOND",
+                "U1 12 smyth st richmond",
+            ],
+            dtype="str",
+        )
+    )
+    assert keys["exact_full"].iloc[0] == keys["exact_full"].iloc[1]
+    assert keys["exact_full"].iloc[0] != keys["exact_full"].iloc[2]
+    assert keys["sound_full"].nunique() == 1
+    assert keys["has_locality"].tolist() == [True, True, True]
+
+
+def test_sounds_like_keys_compare_numbers_exactly_and_order_only_at_rank_two() -> None:
+    keys = address_keys(
+        pd.Series(["12 SMITH STREET", "13 SMITH STREET", "12 STREET SMITH"], dtype="str")
+    )
+    assert keys["sound_street"].iloc[0] != keys["sound_street"].iloc[1]
+    assert keys["sound_street"].iloc[0] != keys["sound_street"].iloc[2]
+    assert keys["anyorder_street"].iloc[0] == keys["anyorder_street"].iloc[2]
+
+
+def test_empty_addresses_have_no_keys() -> None:
+    keys = address_keys(pd.Series(["", "  ", None], dtype="str"))
+    assert (keys[["exact_full", "sound_street", "block"]].to_numpy() == 0).all()

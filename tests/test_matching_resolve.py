@@ -1,0 +1,456 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from matching_assets import SHARED_EDGE_LON, asset_frame, queries
+
+from toolkit.errors import MatchingError, OptionError
+from toolkit.matching import (
+    RESULT_COLUMNS,
+    AssetIndex,
+    lookup_one,
+    queries_from_spec,
+    resolve,
+    resolve_with_candidates,
+    to_spec_result,
+)
+from toolkit.matching.geocoder import OFFLINE, NoGeocoder
+
+OFF = {"useExternalLookups": False}
+
+
+@pytest.fixture(scope="module")
+def index() -> AssetIndex:
+    return AssetIndex.from_frame(asset_frame())
+
+
+def answers(index: AssetIndex, texts: list[str], **options: Any) -> list[tuple[Any, ...]]:
+    result = resolve(index, queries(*texts), {**OFF, **options})
+    return [
+        (None if pd.isna(asset) else asset, None if pd.isna(score) else score, int(count))
+        for asset, score, count in zip(
+            result["asset_id"], result["accuracy"], result["candidates"], strict=True
+        )
+    ]
+
+
+def plain(values: pd.Series) -> list[Any]:
+    return [None if pd.isna(value) else value for value in values]
+
+
+def errors(index: AssetIndex, texts: list[str], **options: Any) -> list[str | None]:
+    result = resolve(index, queries(*texts), {**OFF, **options})
+    return result["err"].astype(object).where(result["err"].notna(), None).tolist()
+
+
+# --- id and code ------------------------------------------------------------------------
+
+
+def test_mode_id_is_trimmed_and_case_insensitive(index: AssetIndex) -> None:
+    assert answers(index, [" a3 ", "A99"], mode="id") == [("A3", 100.0, 1), (None, None, 0)]
+    assert errors(index, ["A99"], mode="id") == ["no asset has this id"]
+
+
+def test_mode_code_with_code_field(index: AssetIndex) -> None:
+    assert answers(index, ["005123", "77", "c1"], mode="code", codeField="propnum") == [
+        ("A1", 100.0, 1),
+        ("A3", 100.0, 1),
+        (None, None, 0),
+    ]
+    assert answers(index, ["v-1"], mode="code", codeField="valnum") == [("A1", 100.0, 1)]
+
+
+def test_mode_code_without_code_field_searches_every_code_but_not_the_id(
+    index: AssetIndex,
+) -> None:
+    assert answers(index, ["C1", "77", "V-1", "A1"], mode="code") == [
+        ("A1", 100.0, 1),
+        ("A3", 100.0, 1),
+        ("A1", 100.0, 1),
+        (None, None, 0),
+    ]
+
+
+def test_leading_zeros_match_only_when_unambiguous(index: AssetIndex) -> None:
+    # "42" = "0042" (one asset); "5123" exists as is; "05123" equals both 005123 and 5123.
+    assert answers(index, ["42", "5123", "05123"], mode="code", codeField="propnum") == [
+        ("A7", 95.0, 1),
+        ("A5", 100.0, 1),
+        (None, None, 2),
+    ]
+    assert errors(index, ["05123"], mode="code", codeField="propnum") == [
+        "2 assets tied on code field propnum (ignoring leading zeros); none chosen"
+    ]
+
+
+def test_unknown_code_field_names_the_known_ones(index: AssetIndex) -> None:
+    with pytest.raises(OptionError) as caught:
+        resolve(index, queries("1"), {"mode": "code", "codeField": "nope"})
+    assert str(caught.value) == (
+        "option codeField is 'nope'; this asset index has the code fields: "
+        "id, code, propnum, valnum"
+    )
+
+
+# --- names ------------------------------------------------------------------------------
+
+
+def test_mode_name_matches_name_or_code(index: AssetIndex) -> None:
+    assert answers(
+        index, ["12 smith st richmond", "c3", "12 Smith Rd", "12 smyth st richmond"], mode="name"
+    ) == [("A1", 100.0, 1), ("A3", 100.0, 1), ("A2", 100.0, 1), (None, None, 0)]
+
+
+def test_mode_contains(index: AssetIndex) -> None:
+    result = answers(index, ["cafe", "high street", "twin"], mode="contains")
+    assert result[0] == ("A7", pytest.approx(100 * 4 / len("5 CAFE LANE FITZROY")), 1)
+    assert result[1] == (None, None, 2)
+    assert result[2] == (None, None, 2)
+    assert errors(index, ["twin"], mode="contains") == [
+        "2 asset names contain this text; none chosen"
+    ]
+
+
+def test_soundex_ranks(index: AssetIndex) -> None:
+    texts = ["12 Smith St Richmond", "12 Smyth St Richmond", "Smith 12 St Richmond"]
+    assert answers(index, texts, mode="soundex", maxRank=1) == [
+        ("A1", 100.0, 1),
+        (None, None, 0),
+        (None, None, 0),
+    ]
+    assert answers(index, texts, mode="soundex", maxRank=2) == [
+        ("A1", 100.0, 1),
+        ("A1", 90.0, 1),
+        (None, None, 0),
+    ]
+    assert answers(index, texts, mode="soundex", maxRank=3) == [
+        ("A1", 100.0, 1),
+        ("A1", 90.0, 1),
+        ("A1", 80.0, 1),
+    ]
+
+
+def test_soundex_compares_house_numbers_exactly(index: AssetIndex) -> None:
+    assert answers(index, ["13 Smith St Richmond"], mode="soundex", maxRank=3) == [(None, None, 0)]
+
+
+def test_missing_locality_is_a_tie_when_two_localities_have_the_street(
+    index: AssetIndex,
+) -> None:
+    assert answers(index, ["12 Smith St", "12 Smith Rd"], mode="soundex") == [
+        (None, None, 2),
+        ("A2", 100.0, 1),
+    ]
+    assert errors(index, ["12 Smith St"], mode="soundex") == [
+        "2 assets tied on soundex rank 1; none chosen"
+    ]
+
+
+def test_same_name_twice_is_a_tie_not_a_guess(index: AssetIndex) -> None:
+    for mode in ("soundex", "name", "fuzzy"):
+        assert answers(index, ["7 Twin Ct Carlton"], mode=mode) == [(None, None, 2)]
+
+
+def test_unit_forms_match_the_unit_not_the_building(index: AssetIndex) -> None:
+    texts = ["1/14 High St Richmond", "Unit 1 14 High Street", "U1 14 HIGH ST", "14 High St"]
+    assert answers(index, texts, mode="soundex") == [
+        ("A3", 100.0, 1),
+        ("A3", 100.0, 1),
+        ("A3", 100.0, 1),
+        ("A4", 100.0, 1),
+    ]
+
+
+def test_non_ascii_names_match_with_or_without_accents(index: AssetIndex) -> None:
+    assert answers(index, ["5 café lane fitzroy", "5 CAFE LN"], mode="soundex") == [
+        ("A7", 100.0, 1),
+        ("A7", 100.0, 1),
+    ]
+
+
+def test_postcode_that_differs_vetoes_the_match(index: AssetIndex) -> None:
+    assert answers(index, ["12 Smith St Richmond 3121", "12 Smith St Richmond 3000"]) == [
+        ("A1", 100.0, 1),
+        (None, None, 1),
+    ]
+    assert errors(index, ["12 Smith St Richmond 3000"]) == [
+        "the only candidate has a different postcode"
+    ]
+
+
+def test_inactive_assets_are_never_returned(index: AssetIndex) -> None:
+    assert answers(index, ["3 Old Rd Kew"], mode="soundex") == [(None, None, 0)]
+    assert answers(index, ["A9"], mode="id") == [(None, None, 0)]
+
+
+def test_fuzzy_resolves_typos_soundex_cannot(index: AssetIndex) -> None:
+    assert answers(index, ["12 Smiyh St Richmond"], mode="soundex", maxRank=3) == [(None, None, 0)]
+    assert answers(index, ["12 Smiyh St Richmond"], mode="fuzzy") == [("A1", 95.8, 1)]
+
+
+# --- auto, fallback, class, empty input -------------------------------------------------
+
+
+def test_auto_uses_code_for_one_word_and_soundex_otherwise(index: AssetIndex) -> None:
+    result = resolve(index, queries("  005123 ", "12 Smith St Richmond", "C3"), {"mode": "auto"})
+    assert result["asset_id"].tolist() == ["A1", "A1", "A3"]
+    assert result["mode"].tolist() == ["code", "soundex", "code"]
+
+
+def test_digits_only_input(index: AssetIndex) -> None:
+    assert answers(index, ["0042"], mode="auto") == [("A7", 100.0, 1)]
+    assert answers(index, ["0042"], mode="soundex") == [(None, None, 0)]
+
+
+def test_fallback_runs_only_on_rows_the_first_mode_did_not_match(index: AssetIndex) -> None:
+    result = resolve(
+        index,
+        queries("12 Smith St Richmond", "12 Smiyh St Richmond", "99 Nowhere St"),
+        {"mode": "soundex", "fallbackMode": "fuzzy", **OFF},
+    )
+    assert plain(result["asset_id"]) == [
+        "A1",
+        "A1",
+        None,
+    ]
+    assert plain(result["mode"]) == [
+        "soundex",
+        "fuzzy",
+        None,
+    ]
+    assert result["err"].iloc[2] == (
+        "no asset name sounds like this (soundex, maxRank 2); "
+        "fallback fuzzy: no asset name scores 90 or more (fuzzy)"
+    )
+
+
+def test_asset_class_limits_candidates(index: AssetIndex) -> None:
+    point = "-37.0005, 144.0005"  # the hydrant's point, inside parcel A1
+    assert answers(index, [point], mode="geo") == [(None, None, 2)]
+    assert answers(index, [point], mode="geo", assetClass="hydrant") == [("A8", 100.0, 1)]
+    assert answers(index, [point], mode="geo", assetClass="Property") == [("A1", 100.0, 1)]
+    assert answers(index, ["C1"], mode="code", assetClass="Hydrant") == [(None, None, 0)]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\t"])
+def test_empty_and_whitespace_queries(index: AssetIndex, text: str) -> None:
+    result = resolve(index, queries(text), {"mode": "auto"})
+    assert result.loc[0, "err"] == "the query is empty"
+    assert result.loc[0, "asset_position"] == -1
+
+
+# --- geo ------------------------------------------------------------------------------
+
+
+def test_geo_point_inside_on_shared_boundary_and_outside(index: AssetIndex) -> None:
+    points = [
+        shapely.Point(144.0002, -37.0005),
+        shapely.Point(SHARED_EDGE_LON, -37.0005),
+        shapely.Point(150.0, -30.0),
+        shapely.Point(144.045, -37.0445),  # inside A7's hole
+    ]
+    frame = pd.DataFrame({"query": "", "geometry": points})
+    result = resolve(index, frame, {"mode": "geo", **OFF})
+    assert plain(result["asset_id"]) == [
+        "A1",
+        None,
+        None,
+        None,
+    ]
+    assert result["candidates"].tolist() == [1, 2, 0, 0]
+    assert result["err"].tolist()[1:] == [
+        "2 assets cover this location; none chosen",
+        "no asset covers this location",
+        "no asset covers this location",
+    ]
+
+
+def test_geo_reads_wkt_and_polygon_queries(index: AssetIndex) -> None:
+    texts = [
+        "POINT (144.0105 -37.0105)",
+        "POLYGON ((144.0101 -37.0109, 144.0109 -37.0109, "
+        "144.0109 -37.0101, 144.0101 -37.0101, 144.0101 -37.0109))",
+        "not a place",
+    ]
+    assert answers(index, texts, mode="geo") == [
+        ("A3", 100.0, 1),
+        ("A3", 100.0, 1),
+        (None, None, 0),
+    ]
+    assert errors(index, ["not a place"], mode="geo") == [
+        "the query has no location (a geometry, WKT or 'latitude, longitude')"
+    ]
+
+
+def test_assets_without_geometry_match_by_name_but_never_by_place(index: AssetIndex) -> None:
+    assert answers(index, ["14 High St"], mode="soundex") == [("A4", 100.0, 1)]
+    assert int(index.tree[1].size) == 9 and 3 not in index.tree[1]
+
+
+# --- candidates for review --------------------------------------------------------------
+
+
+def test_candidates_list_the_tie_without_changing_the_answer(index: AssetIndex) -> None:
+    frame = queries("7 Twin Ct Carlton", "12 Smith St Richmond")
+    plain = resolve(index, frame, {"mode": "fuzzy", **OFF})
+    result, candidates = resolve_with_candidates(index, frame, {"mode": "fuzzy", **OFF}, 3)
+    pd.testing.assert_frame_equal(result, plain)
+    assert candidates[["row", "rank", "asset_id", "score"]].values.tolist() == [
+        [0, 1, "A5", 100.0],
+        [0, 2, "A6", 100.0],
+        [1, 1, "A1", 100.0],
+    ]
+
+
+# --- external geocoder seam -------------------------------------------------------------
+
+
+class FakeGeocoder:
+    """The one allowed stand-in: an external geocoder that knows one place."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], Mapping[str, Any]]] = []
+
+    def geocode(self, queries: pd.Series, options: Mapping[str, Any]) -> pd.DataFrame:
+        self.calls.append((queries.tolist(), dict(options)))
+        known = queries.str.contains("Town Hall").to_numpy(dtype=bool)
+        return pd.DataFrame(
+            {
+                "longitude": np.where(known, 144.0002, np.nan),
+                "latitude": np.where(known, -37.0005, np.nan),
+                "label": np.where(known, "Richmond Town Hall", None),
+                "accuracy": np.where(known, 70.0, np.nan),
+                "err": np.where(known, None, "not found"),
+            }
+        )
+
+
+def test_offline_external_lookup_says_so(index: AssetIndex) -> None:
+    result = resolve(index, queries("Richmond Town Hall"), {"mode": "soundex"})
+    assert result.loc[0, "err"] == (
+        f"no asset name sounds like this (soundex, maxRank 2); external lookup: {OFFLINE}"
+    )
+    assert NoGeocoder().geocode(pd.Series(["x"]), {})["err"].tolist() == [OFFLINE]
+
+
+def test_external_geocoder_result_and_upgrade(index: AssetIndex) -> None:
+    geocoder = FakeGeocoder()
+    options = {"mode": "soundex", "geocoderOptions": {"requiredFeatures": ["premise"]}}
+    result = resolve(index, queries("Richmond Town Hall", "Nowhere"), options, geocoder=geocoder)
+    assert geocoder.calls == [
+        (["Richmond Town Hall", "Nowhere"], {"requiredFeatures": ["premise"]})
+    ]
+    assert result["mode"].tolist()[0] == "external"
+    assert result.loc[0, "asset_position"] == -1
+    assert (result.loc[0, "external_longitude"], result.loc[0, "external_label"]) == (
+        144.0002,
+        "Richmond Town Hall",
+    )
+    entry = to_spec_result(index, result)["1"]
+    assert entry["asset"]["source"] == "external"
+    assert entry["asset"]["geo"]["points"] == [{"longitude": "144.0002", "latitude": "-37.0005"}]
+    upgraded = resolve(
+        index,
+        queries("Richmond Town Hall"),
+        {**options, "assetClass": "Property", "upgradeExternalLookupToInternalAsset": True},
+        geocoder=geocoder,
+    )
+    assert (upgraded.loc[0, "asset_id"], upgraded.loc[0, "accuracy"]) == ("A1", 70.0)
+
+
+def test_upgrade_without_asset_class_is_an_error(index: AssetIndex) -> None:
+    with pytest.raises(OptionError, match="upgradeExternalLookupToInternalAsset requires"):
+        resolve(index, queries("x"), {"upgradeExternalLookupToInternalAsset": True})
+
+
+# --- the spec's result object -----------------------------------------------------------
+
+
+def test_result_frame_columns(index: AssetIndex) -> None:
+    assert tuple(resolve(index, queries("x")).columns) == RESULT_COLUMNS
+
+
+def test_spec_result_keys_by_code_or_count_and_asset_shape(index: AssetIndex) -> None:
+    items = [{"code": "r-1", "str": "12 Smith St Richmond"}, {"code": 7, "str": "nothing here"}]
+    frame = queries_from_spec(items)
+    response = to_spec_result(index, resolve(index, frame, OFF), output="asset")
+    assert list(response) == ["r-1", "7"]
+    assert response["7"] == {
+        "reference": 7,
+        "query": "nothing here",
+        "asset": None,
+        "err": "no asset name sounds like this (soundex, maxRank 2)",
+    }
+    assert response["r-1"]["reference"] == "r-1"
+    assert response["r-1"]["asset"] == {
+        "id": "A1",
+        "type": "Property",
+        "code": "C1",
+        "regionId": "R1",
+        "geo": {
+            "points": [],
+            "polygons": [
+                [
+                    [
+                        {"longitude": "144.001", "latitude": "-37.001"},
+                        {"longitude": "144.001", "latitude": "-37.0"},
+                        {"longitude": "144.0", "latitude": "-37.0"},
+                        {"longitude": "144.0", "latitude": "-37.001"},
+                        {"longitude": "144.001", "latitude": "-37.001"},
+                    ]
+                ]
+            ],
+            "linestrings": [],
+        },
+        "source": "internal",
+        "accuracy": "100",
+        "friendly": "12 Smith Street, Richmond",
+        "name": "12 Smith Street, Richmond VIC 3121",
+        "friendlyType": "Property",
+        "extraInfo": [{"key": "propnum", "value": "005123"}, {"key": "valnum", "value": "V-1"}],
+        "infoLabel": None,
+        "infoUrl": None,
+        "regionName": None,
+    }
+
+
+def test_spec_result_without_codes_counts_from_one_and_output_id(index: AssetIndex) -> None:
+    response = to_spec_result(index, resolve(index, queries("A3", "A1"), {"mode": "id"}), "id")
+    assert response == {
+        "1": {"reference": 1, "query": "A3", "asset": "A3", "err": None},
+        "2": {"reference": 2, "query": "A1", "asset": "A1", "err": None},
+    }
+
+
+def test_geo_object_of_points_lines_and_holes(index: AssetIndex) -> None:
+    hydrant = lookup_one(index, "A8", {"mode": "id"})["1"]["asset"]
+    assert hydrant["geo"] == {
+        "points": [{"longitude": "144.0005", "latitude": "-37.0005"}],
+        "polygons": [],
+        "linestrings": [],
+    }
+    line = lookup_one(index, "A10", {"mode": "id"})["1"]["asset"]["geo"]
+    assert line["linestrings"] == [
+        [
+            {"longitude": "144.07", "latitude": "-37.07"},
+            {"longitude": "144.08", "latitude": "-37.08"},
+        ]
+    ]
+    holed = lookup_one(index, "A7", {"mode": "id"})["1"]["asset"]["geo"]["polygons"]
+    assert [len(ring) for ring in holed[0]] == [5, 4]
+    no_geometry = lookup_one(index, "A4", {"mode": "id"})["1"]["asset"]["geo"]
+    assert no_geometry == {"points": [], "polygons": [], "linestrings": []}
+
+
+def test_bad_output_and_bad_queries(index: AssetIndex) -> None:
+    with pytest.raises(OptionError, match="output is 'xml'; allowed: asset, id"):
+        lookup_one(index, "A1", output="xml")
+    with pytest.raises(MatchingError, match="no 'query' column"):
+        resolve(index, pd.DataFrame({"text": ["x"]}))
+    with pytest.raises(MatchingError, match=r"query items \[1\]"):
+        queries_from_spec([{"str": "a"}, {"code": 1}])

@@ -1,0 +1,447 @@
+"""Vectorised normalisation and parsing of Australian addresses.
+
+Every function works on a whole column and computes each distinct string once. Text goes
+through pyarrow's RE2 kernels (fast, no Python per row); words are then handled as a flat
+array with row offsets, so per-word work (street-type table, sounds-like keys) runs once per
+*distinct word* and is mapped back with integer codes.
+
+Canonical form: upper case, accents folded (``CAFÉ`` -> ``CAFE``), punctuation removed,
+spaces collapsed, every street type in its full form (``ST`` -> ``STREET``), unit forms
+``1/12``, ``UNIT 1 12``, ``U1 12``, ``FLAT 1 12`` -> ``UNIT 1 12``, ranges ``12 - 14`` ->
+``12-14``. The parse splits a canonical address into unit, number, street name, street type,
+locality, state and postcode; locality, state and postcode are optional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jellyfish
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Australia Post / AS 4590 common street types: canonical (full) form -> abbreviations.
+STREET_TYPES: dict[str, tuple[str, ...]] = {
+    "ALLEY": ("ALLY", "AL"),
+    "APPROACH": ("APP",),
+    "ARCADE": ("ARC",),
+    "AVENUE": ("AVE", "AV", "AVN"),
+    "BOULEVARD": ("BVD", "BLVD", "BOULEVARDE", "BVDE"),
+    "BYPASS": ("BYPA",),
+    "CHASE": ("CH",),
+    "CIRCLE": ("CIR",),
+    "CIRCUIT": ("CCT",),
+    "CLOSE": ("CL",),
+    "CONCOURSE": ("CON", "CNSE"),
+    "COURT": ("CT", "CRT"),
+    "CRESCENT": ("CRES", "CR", "CRS", "CRESC"),
+    "DRIVE": ("DR", "DRV"),
+    "ESPLANADE": ("ESP", "ESPL"),
+    "FREEWAY": ("FWY",),
+    "GARDENS": ("GDNS",),
+    "GLADE": ("GLD",),
+    "GREEN": ("GRN",),
+    "GROVE": ("GR", "GV", "GRV"),
+    "HIGHWAY": ("HWY",),
+    "LANE": ("LN",),
+    "LOOP": ("LP",),
+    "MALL": (),
+    "MEWS": (),
+    "PARADE": ("PDE",),
+    "PARKWAY": ("PKWY",),
+    "PLACE": ("PL",),
+    "PROMENADE": ("PROM",),
+    "QUAY": ("QY",),
+    "RIDGE": ("RDGE",),
+    "RISE": (),
+    "ROAD": ("RD",),
+    "ROW": (),
+    "SQUARE": ("SQ",),
+    "STREET": ("ST", "STR"),
+    "TERRACE": ("TCE", "TER", "TERR"),
+    "TRACK": ("TRK",),
+    "TRAIL": ("TRL",),
+    "VIEW": ("VW",),
+    "WALK": ("WLK",),
+    "WAY": ("WY",),
+}
+
+# Every spelling -> the one canonical token.
+STREET_TYPE_CANONICAL: dict[str, str] = {
+    spelling: full for full, short in STREET_TYPES.items() for spelling in (full, *short)
+}
+
+STATES: dict[str, str] = {
+    "VIC": "VIC",
+    "VICTORIA": "VIC",
+    "NSW": "NSW",
+    "QLD": "QLD",
+    "QUEENSLAND": "QLD",
+    "SA": "SA",
+    "WA": "WA",
+    "TAS": "TAS",
+    "TASMANIA": "TAS",
+    "NT": "NT",
+    "ACT": "ACT",
+}
+
+PARSED_COLUMNS = (
+    "normalised",
+    "unit",
+    "number",
+    "street_name",
+    "street_type",
+    "street",
+    "locality",
+    "state",
+    "postcode",
+)
+
+_UNIT_WORDS = r"(?:UNIT|UNT|U|FLAT|FLT|APARTMENT|APT|SUITE|STE|SHOP)"
+
+
+def clean_text(texts: pa.Array) -> pa.Array:
+    """Upper-case, fold accents, canonical unit and range forms, punctuation to spaces.
+
+    Spaces are not collapsed here: ``split_words`` drops the empty words instead, which is
+    cheaper than another regex pass over the column.
+    """
+    text = pc.fill_null(texts.cast(pa.large_string()), "")
+    ascii_only = pc.string_is_ascii(text)
+    if not pc.all(ascii_only).as_py():
+        # Accent folding is the slow part; only the non-ASCII strings need it.
+        non_ascii = pc.invert(ascii_only)
+        folded = pc.utf8_normalize(pc.filter(text, non_ascii), form="NFKD")
+        folded = pc.replace_substring_regex(folded, r"\p{M}+", "")
+        text = pc.replace_with_mask(text, non_ascii, folded)
+        text = pc.utf8_upper(text)
+    else:
+        text = pc.ascii_upper(text)
+    text = pc.replace_substring_regex(text, r"[^\p{L}\p{N}/\-]+", " ")
+    text = pc.replace_substring_regex(text, r"([0-9]+[A-Z]?) ?- ?([0-9]+[A-Z]?)", r"\1-\2")
+    text = pc.replace_substring_regex(
+        text, r"^ ?(?:" + _UNIT_WORDS + r" ?)?([0-9]+[A-Z]?|[A-Z]) ?/ ?([0-9])", r"UNIT \1 \2"
+    )
+    text = pc.replace_substring_regex(
+        text, r"^ ?" + _UNIT_WORDS + r" ?([0-9]+[A-Z]?|[A-Z]) ([0-9])", r"UNIT \1 \2"
+    )
+    # A slash or dash left over is punctuation, not a unit or a range.
+    text = pc.replace_substring(text, "/", " ")
+    text = pc.replace_substring_regex(text, r"(^|[^0-9])-", r"\1 ")
+    return pc.replace_substring_regex(text, r"-([^0-9]|$)", r" \1")
+
+
+@dataclass(frozen=True)
+class Words:
+    """Distinct address strings split into words: a flat word array with row offsets."""
+
+    row: np.ndarray  # int64, the distinct-address row of each flat word
+    position: np.ndarray  # int64, 0-based position of the word in its address
+    word_code: np.ndarray  # int64, index into ``vocabulary``
+    vocabulary: np.ndarray  # object array of distinct canonical words
+    n_rows: int
+
+
+def split_words(cleaned: pa.Array) -> Words:
+    """Split cleaned text into canonical words (street types in full, states abbreviated)."""
+    lists = pc.split_pattern(cleaned, " ")
+    flat = lists.flatten()
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    counts = np.diff(offsets)
+    row = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    encoded = pc.dictionary_encode(flat)
+    codes = encoded.indices.to_numpy()
+    raw_words = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+    keep = (raw_words != "")[codes]
+    row, codes = row[keep], codes[keep]
+    counts = np.bincount(row, minlength=len(counts))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    position = np.arange(len(row), dtype=np.int64) - starts[row]
+    canonical = np.array(
+        [STREET_TYPE_CANONICAL.get(w) or STATES.get(w, w) for w in raw_words], dtype=object
+    )
+    # Two spellings can map to one canonical word; merge their codes.
+    canon_codes, vocabulary = pd.factorize(canonical, sort=False)
+    word_code = canon_codes[codes].astype(np.int64)
+    return Words(row, position, word_code, np.asarray(vocabulary, dtype=object), len(counts))
+
+
+def _join_words(words: Words, mask: np.ndarray) -> np.ndarray:
+    """For each row, the masked words joined by one space (empty string when none)."""
+    rows = words.row[mask]
+    counts = np.bincount(rows, minlength=words.n_rows)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    values = pa.array(words.vocabulary[words.word_code[mask]].tolist(), type=pa.string())
+    lists = pa.ListArray.from_arrays(pa.array(offsets), values)
+    return np.asarray(pc.binary_join(lists, " ").to_numpy(zero_copy_only=False), dtype=object)
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Per flat word: which part of the address it belongs to."""
+
+    is_unit: np.ndarray
+    is_number: np.ndarray
+    is_name: np.ndarray
+    is_type: np.ndarray
+    is_street: np.ndarray
+    is_locality: np.ndarray
+    is_state: np.ndarray
+    is_postcode: np.ndarray
+
+
+def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
+    """Inclusive cumulative count of ``flag`` within each row (flat arrays sorted by row)."""
+    total = np.concatenate([[0], np.cumsum(flag, dtype=np.int64)])
+    counts = np.bincount(row, minlength=n_rows)
+    starts = np.cumsum(counts) - counts
+    return total[1:] - total[starts][row]
+
+
+def structure(words: Words) -> Structure:
+    """Classify each word: unit, house number, street name/type, locality, state, postcode.
+
+    The street type is the first street-type word that follows a name word, so ``ST`` in
+    ``12 ST KILDA RD`` is part of the name (SAINT) and ``RD`` ends the street. Words after it
+    are the locality, except a trailing run of state and 4-digit postcode words.
+    """
+    vocab = words.vocabulary
+    has_digit = np.array([any(c.isdigit() for c in w) for w in vocab], dtype=bool)
+    w_type = np.array([w in STREET_TYPES for w in vocab], dtype=bool)[words.word_code]
+    w_state = np.array([w in STATES for w in vocab], dtype=bool)[words.word_code]
+    w_postcode = np.array([len(w) == 4 and w.isdigit() for w in vocab], dtype=bool)[words.word_code]
+    w_digit = has_digit[words.word_code]
+    row, pos, n = words.row, words.position, words.n_rows
+    unit_word = np.flatnonzero(vocab == "UNIT")
+    is_unit_kw = (pos == 0) & np.isin(words.word_code, unit_word)
+    # "UNIT 1 12": the word after a leading UNIT is the unit number.
+    is_unit = is_unit_kw.copy()
+    is_unit[1:] |= is_unit_kw[:-1] & (pos[1:] == 1)
+    alpha = ~w_digit & ~is_unit
+    names_so_far = _per_row_cumsum(alpha & ~w_type, row, n)
+    names_before = names_so_far - (alpha & ~w_type)
+    boundary_candidate = w_type & (names_before > 0)
+    boundaries_seen = _per_row_cumsum(boundary_candidate, row, n)
+    is_type = boundary_candidate & (boundaries_seen == 1)
+    after_type = (boundaries_seen >= 1) & ~is_type
+    # Trailing run of state/postcode words after at least one name word.
+    tail_kind = (w_state | w_postcode) & (names_before > 0)
+    non_tail = ~tail_kind
+    non_tail_total = np.bincount(row, weights=non_tail, minlength=n).astype(np.int64)
+    non_tail_after = non_tail_total[row] - _per_row_cumsum(non_tail, row, n)
+    trailing = tail_kind & (non_tail_after == 0)
+    is_state = trailing & w_state
+    is_postcode = trailing & w_postcode & ~is_state
+    is_locality = after_type & ~trailing
+    is_street = ~after_type & ~trailing
+    is_number = is_street & w_digit & ~is_unit & (names_before == 0)
+    is_name = is_street & ~is_unit & ~is_number & ~is_type
+    return Structure(
+        is_unit, is_number, is_name, is_type, is_street, is_locality, is_state, is_postcode
+    )
+
+
+def _distinct(texts: pd.Series) -> tuple[np.ndarray, pa.Array]:
+    """(code of each row, distinct strings): the work is done once per distinct string."""
+    array = pa.array(texts.astype("str").array, from_pandas=True)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    encoded = pc.dictionary_encode(pc.fill_null(array.cast(pa.large_string()), ""))
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
+
+
+def normalise(texts: pd.Series) -> pd.Series:
+    """The canonical form of each address string, same index; missing becomes ``""``."""
+    return parse(texts)["normalised"]
+
+
+def parse(texts: pd.Series) -> pd.DataFrame:
+    """Parse addresses into the columns of ``PARSED_COLUMNS`` (strings, ``""`` when absent).
+
+    ``unit`` keeps the unit number only (``UNIT 1 12`` -> ``1``); states are abbreviated
+    everywhere (``VICTORIA`` -> ``VIC``) so both spellings compare equal.
+    """
+    codes, uniques = _distinct(texts)
+    words = split_words(clean_text(uniques))
+    parts = structure(words)
+    unit_numbers = parts.is_unit & (words.position == 1)
+    columns = {
+        "normalised": _join_words(words, np.ones(len(words.row), dtype=bool)),
+        "unit": _join_words(words, unit_numbers),
+        "number": _join_words(words, parts.is_number),
+        "street_name": _join_words(words, parts.is_name),
+        "street_type": _join_words(words, parts.is_type),
+        "street": _join_words(words, parts.is_street),
+        "locality": _join_words(words, parts.is_locality),
+        "state": _join_words(words, parts.is_state),
+        "postcode": _join_words(words, parts.is_postcode),
+    }
+    return pd.DataFrame(
+        {name: pd.array(values[codes], dtype="str") for name, values in columns.items()},
+        index=texts.index,
+    )
+
+
+def soundex_keys(vocabulary: np.ndarray) -> np.ndarray:
+    """Sounds-like key per distinct word: soundex for letters-only words, else the word.
+
+    Words holding digits (house numbers, ranges, unit numbers) must match exactly, so they
+    are their own key; a ``=`` prefix keeps them apart from soundex codes like ``S530``.
+    """
+    return np.array(
+        [jellyfish.soundex(w) if w.isalpha() and w.isascii() else "=" + w for w in vocabulary],
+        dtype=object,
+    )
+
+
+# --- keys for exact and sounds-like matching -------------------------------------------------
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def mix64(values: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: a cheap, well-spread 64-bit hash of each uint64 value."""
+    z = values.astype(np.uint64, copy=True)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def string_hashes(values: np.ndarray) -> np.ndarray:
+    """A stable 64-bit hash per string (the same in every process and file)."""
+    return pd.util.hash_array(np.asarray(values, dtype=object), categorize=False)
+
+
+def _row_sums(values: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
+    """Wrapping uint64 sum of ``values`` per row (flat arrays sorted by row)."""
+    counts = np.bincount(row, minlength=n_rows)
+    ends = np.cumsum(counts)
+    total = np.concatenate([[np.uint64(0)], np.cumsum(values, dtype=np.uint64)])
+    return total[ends] - total[ends - counts]
+
+
+def sequence_keys(words: Words, element: np.ndarray, mask: np.ndarray, ordered: bool) -> np.ndarray:
+    """One uint64 key per row for the masked words; 0 when the row has none of them.
+
+    ``element`` is a hash per vocabulary word. Ordered keys mix each word with its position
+    in the address (the street and the street-plus-locality words are both a prefix of the
+    address, so position is their rank); unordered keys are a multiset hash.
+    """
+    row = words.row[mask]
+    counts = np.bincount(row, minlength=words.n_rows).astype(np.uint64)
+    elem = element[words.word_code[mask]]
+    if ordered:
+        elem = mix64(elem ^ (words.position[mask].astype(np.uint64) * _GOLDEN))
+    else:
+        elem = mix64(elem)
+    keys = mix64(_row_sums(elem, row, words.n_rows) + counts * _GOLDEN)
+    keys[counts == 0] = 0
+    # 0 means "no key"; a real key of 0 is astronomically unlikely, but never let it match.
+    keys[(counts > 0) & (keys == 0)] = 1
+    return keys
+
+
+KEY_NAMES = (
+    "exact_full",
+    "exact_street",
+    "sound_full",
+    "sound_street",
+    "anyorder_full",
+    "anyorder_street",
+    "postcode",
+    "block",
+)
+TEXT_NAMES = ("normalised", "street")
+
+
+class Analysis:
+    """A column of addresses analysed once: words and structure of its distinct values.
+
+    ``keys()`` and ``texts()`` are computed on first use and shared by every ``take``.
+    """
+
+    def __init__(
+        self,
+        codes: np.ndarray,
+        words: Words,
+        parts: Structure,
+        cache: dict[str, dict[str, np.ndarray]] | None = None,
+    ) -> None:
+        self.codes = codes
+        self.words = words
+        self.parts = parts
+        self._cache = {} if cache is None else cache
+
+    @classmethod
+    def of(cls, texts: pd.Series) -> Analysis:
+        codes, uniques = _distinct(texts)
+        words = split_words(clean_text(uniques))
+        return cls(codes, words, structure(words))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def take(self, positions: np.ndarray) -> Analysis:
+        return Analysis(self.codes[positions], self.words, self.parts, self._cache)
+
+    def keys(self) -> dict[str, np.ndarray]:
+        """uint64 columns ``KEY_NAMES`` and the bool ``has_locality``, one row per address.
+
+        ``*_full`` cover street and locality; ``*_street`` the street part only, used when
+        the query names no locality. ``exact`` compares canonical words, ``sound`` the
+        sounds-like key of each word in order, ``anyorder`` the same keys in any order.
+        ``block`` groups addresses with the same unit and house numbers and the same first
+        letter of the street name, for fuzzy matching.
+        """
+        if "keys" not in self._cache:
+            self._cache["keys"] = self._distinct_keys()
+        return self._expand(self._cache["keys"])
+
+    def texts(self) -> dict[str, np.ndarray]:
+        """``normalised`` (street and locality) and ``street`` canonical text per address
+        (object arrays of str)."""
+        if "texts" not in self._cache:
+            words, parts = self.words, self.parts
+            self._cache["texts"] = {
+                "normalised": _join_words(words, parts.is_street | parts.is_locality),
+                "street": _join_words(words, parts.is_street),
+            }
+        return self._expand(self._cache["texts"])
+
+    def _expand(self, distinct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {name: column[self.codes] for name, column in distinct.items()}
+
+    def _distinct_keys(self) -> dict[str, np.ndarray]:
+        words, parts = self.words, self.parts
+        exact = string_hashes(words.vocabulary)
+        sound = string_hashes(soundex_keys(words.vocabulary))
+        full = parts.is_street | parts.is_locality
+        street = parts.is_street
+        first_letter = string_hashes(np.array([w[:1] for w in words.vocabulary], dtype=object))
+        first_name = parts.is_name & (_per_row_cumsum(parts.is_name, words.row, words.n_rows) == 1)
+        numbers = sequence_keys(words, exact, parts.is_number | parts.is_unit, ordered=True)
+        letter = sequence_keys(words, first_letter, first_name, ordered=False)
+        return {
+            "exact_full": sequence_keys(words, exact, full, ordered=True),
+            "exact_street": sequence_keys(words, exact, street, ordered=True),
+            "sound_full": sequence_keys(words, sound, full, ordered=True),
+            "sound_street": sequence_keys(words, sound, street, ordered=True),
+            "anyorder_full": sequence_keys(words, sound, full, ordered=False),
+            "anyorder_street": sequence_keys(words, sound, street, ordered=False),
+            "postcode": sequence_keys(words, exact, parts.is_postcode, ordered=False),
+            "block": mix64(numbers ^ mix64(letter)),
+            "has_locality": np.bincount(
+                words.row[parts.is_locality], minlength=words.n_rows
+            ).astype(bool),
+        }
+
+
+def address_keys(texts: pd.Series) -> pd.DataFrame:
+    """Keys (``Analysis.keys``) and canonical texts (``Analysis.texts``) of each address."""
+    analysis = Analysis.of(texts)
+    return pd.DataFrame({**analysis.keys(), **analysis.texts()}, index=texts.index)

@@ -1,0 +1,354 @@
+"""The asset index: every key a lookup mode needs, computed once for a whole asset table.
+
+Built with ``AssetIndex.from_frame(gdf)``; saved with ``save(folder)`` and reloaded with
+``AssetIndex.load(folder)`` (Parquet tables + geometry as WKB + a JSON header carrying a
+format version; only the spatial tree is rebuilt on load, which is cheap).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import shapely
+
+from toolkit.errors import MatchingError
+from toolkit.matching.address import address_keys
+
+FORMAT_NAME = "toolkit-asset-index"
+FORMAT_VERSION = 1
+
+# Columns with a meaning in the spec's asset object (section 2.2). Every other column of the
+# input frame is an extraInfo code, matched by mode ``code`` under its column name.
+ASSET_FIELDS = (
+    "id",
+    "type",
+    "code",
+    "name",
+    "friendly",
+    "regionId",
+    "active",
+    "source",
+    "friendlyType",
+    "infoLabel",
+    "infoUrl",
+    "regionName",
+)
+REQUIRED_FIELDS = ("id", "name")
+_FALSE_TEXT = frozenset({"0", "FALSE", "F", "NO", "N", "INACTIVE"})
+
+
+def normalise_codes(values: pd.Series) -> pa.Array:
+    """Codes compare as trimmed, upper-case text; missing and blank become null."""
+    text = pc.utf8_upper(pc.utf8_trim_whitespace(_arrow_text(values)))
+    return pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.large_string()), text)
+
+
+def strip_leading_zeros(codes: pa.Array) -> pa.Array:
+    """Digit-only codes without their leading zeros (``005123`` -> ``5123``); others null."""
+    digits = pc.fill_null(pc.match_substring_regex(codes, r"^[0-9]+$"), False)
+    stripped = pc.replace_substring_regex(codes, r"^0+([0-9])", r"\1")
+    return pc.if_else(digits, stripped, pa.scalar(None, pa.large_string()))
+
+
+def _arrow_text(values: pd.Series) -> pa.Array:
+    array = pa.array(values.astype("str").array, from_pandas=True)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return array.cast(pa.large_string())
+
+
+@dataclass(frozen=True)
+class KeyTable:
+    """Assets grouped by key (uint64 name keys or code strings), for bulk exact lookups."""
+
+    distinct: pd.Index | pa.Array  # distinct keys: a pandas Index (uint64) or arrow strings
+    start: np.ndarray  # first slot in ``assets`` of each distinct key
+    count: np.ndarray  # number of distinct assets with that key
+    assets: np.ndarray  # int64 asset positions, grouped by key
+
+    @classmethod
+    def build(
+        cls, keys: np.ndarray | pa.Array, assets: np.ndarray, allowed: np.ndarray
+    ) -> KeyTable:
+        """Index ``keys[i] -> assets[i]``; 0 and null keys and disallowed assets left out."""
+        if isinstance(keys, np.ndarray):
+            keep = (keys != 0) & allowed[assets]
+            codes, uniques = pd.factorize(keys[keep])
+            distinct: pd.Index | pa.Array = pd.Index(uniques)
+        else:
+            keep = keys.is_valid().to_numpy(zero_copy_only=False) & allowed[assets]
+            encoded = pc.dictionary_encode(keys.filter(pa.array(keep)))
+            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            distinct = encoded.dictionary
+        n_assets = int(assets.max(initial=0)) + 1
+        # One sorted unique over code * n + asset both drops repeated (key, asset) pairs
+        # and groups the assets by key.
+        pairs = np.sort(codes.astype(np.int64) * n_assets + assets[keep])
+        # (np.unique is hash-based in numpy 2 and several times slower than sort + diff.)
+        pairs = pairs[np.concatenate([[True], np.diff(pairs) != 0])[: len(pairs)]]
+        grouped_codes = pairs // n_assets
+        count = np.bincount(grouped_codes, minlength=len(distinct))
+        return cls(distinct, np.cumsum(count) - count, count, pairs % n_assets)
+
+    def lookup(self, queries: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(first slot, number of distinct assets) per query key; 0/null finds nothing."""
+        if isinstance(self.distinct, pd.Index):
+            position = self.distinct.get_indexer(queries)
+        else:
+            found = pc.index_in(queries, value_set=self.distinct)
+            position = pc.fill_null(found, -1).to_numpy(zero_copy_only=False)
+        hit = position >= 0
+        safe = np.where(hit, position, 0)
+        if not len(self.start):
+            return np.zeros(len(position), dtype=np.int64), np.zeros(len(position), np.int64)
+        return self.start[safe], np.where(hit, self.count[safe], 0)
+
+
+@dataclass
+class AssetIndex:
+    """Assets and their precomputed match keys. Build with ``from_frame``, not directly."""
+
+    assets: pd.DataFrame  # asset fields as text (plus ``active`` as bool), one row per asset
+    extra_fields: tuple[str, ...]  # extraInfo code columns, in input order
+    extra: pd.DataFrame  # the extraInfo values as text ("" when missing)
+    geometry: np.ndarray  # shapely geometries in EPSG:4326, None when missing
+    name_keys: pd.DataFrame  # address keys of each asset name (see address.address_keys)
+    codes: pd.DataFrame  # long table: field, code, stripped (normalised text), asset
+    _tables: dict[tuple[str, str | None], KeyTable] = field(default_factory=dict, repr=False)
+    _masks: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict, repr=False)
+    _tree: shapely.STRtree | None = field(default=None, repr=False)
+    _tree_assets: np.ndarray | None = field(default=None, repr=False)
+
+    # --- building -----------------------------------------------------------------------
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> AssetIndex:
+        """Index a (Geo)DataFrame of assets: ``id`` and ``name`` required, others optional.
+
+        A geometry column (EPSG:4326) may be missing or hold missing geometries; any other
+        column that is not an asset field is kept as an extraInfo code under its name.
+        """
+        missing = [name for name in REQUIRED_FIELDS if name not in frame.columns]
+        if missing:
+            raise MatchingError(
+                f"the asset table has no {', '.join(missing)} column; required: "
+                f"{', '.join(REQUIRED_FIELDS)}; found: {', '.join(map(str, frame.columns))}"
+            )
+        geometry_name = _geometry_column(frame)
+        if geometry_name is not None:
+            crs = getattr(frame, "crs", None)
+            if crs is not None and crs.to_epsg() != 4326:
+                frame = frame.to_crs(4326)
+            geometry = np.asarray(frame[geometry_name].array, dtype=object)
+            geometry = np.where(shapely.is_missing(geometry), None, geometry)
+        else:
+            geometry = np.full(len(frame), None, dtype=object)
+        table = pd.DataFrame(frame.drop(columns=[geometry_name] if geometry_name else []))
+        table = table.reset_index(drop=True)
+        ids = normalise_codes(table["id"])
+        if ids.null_count:
+            rows = np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[:5].tolist()
+            raise MatchingError(f"assets without an id at rows {rows} (0-based)")
+        assets = pd.DataFrame(index=table.index)
+        for name in ASSET_FIELDS:
+            if name == "active":
+                assets[name] = _active_flags(table[name]) if name in table else True
+            elif name in table:
+                assets[name] = table[name].astype("str").str.strip()
+            else:
+                assets[name] = pd.Series(pd.NA, index=table.index, dtype="str")
+        extra_fields = tuple(str(c) for c in table.columns if c not in ASSET_FIELDS)
+        extra = {name: normalise_codes(table[name]) for name in extra_fields}
+        raw_extra = pd.DataFrame(
+            {name: table[name].astype("str").fillna("").str.strip() for name in extra_fields},
+            index=table.index,
+        )
+        index = cls(
+            assets=assets,
+            extra_fields=extra_fields,
+            extra=raw_extra,
+            geometry=geometry,
+            name_keys=address_keys(assets["name"]),
+            codes=_code_table(ids, normalise_codes(assets["code"]), extra),
+        )
+        index._build_tree()
+        return index
+
+    def _build_tree(self) -> None:
+        present = np.flatnonzero(self.geometry != None)  # noqa: E711 (elementwise)
+        # Prepared geometries make the bulk ``covers`` of mode geo several times faster.
+        shapely.prepare(self.geometry[present])
+        self._tree = shapely.STRtree(self.geometry[present])
+        self._tree_assets = present.astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.assets)
+
+    # --- lookups used by the modes --------------------------------------------------------
+
+    @property
+    def tree(self) -> tuple[shapely.STRtree, np.ndarray]:
+        """The spatial tree and the asset position of each of its geometries."""
+        assert self._tree is not None and self._tree_assets is not None
+        return self._tree, self._tree_assets
+
+    def allowed(self, asset_class: str | None) -> np.ndarray:
+        """Mask of assets that may be returned: active, and of ``asset_class`` if given
+        (compared trimmed and case-insensitively). Cached per class."""
+        cache_key = ("allowed", asset_class)
+        if cache_key not in self._masks:
+            mask = self.assets["active"].to_numpy(dtype=bool)
+            if asset_class is not None:
+                types = self.assets["type"].fillna("").str.strip().str.upper()
+                mask = mask & (types == asset_class.strip().upper()).to_numpy(dtype=bool)
+            self._masks[cache_key] = mask
+        return self._masks[cache_key]
+
+    def classes(self) -> list[str]:
+        """The distinct asset classes (``type`` values) of the index, sorted."""
+        return sorted(self.assets["type"].dropna().unique().tolist())
+
+    def table(self, key: str, asset_class: str | None) -> KeyTable:
+        """The hash table of one key column, cached per class.
+
+        Keys: a name-key column (``exact_street``...; suffix ``/bare`` keeps only assets whose
+        name has no locality), ``code:<field>`` (``code:*`` = code and every extraInfo code,
+        ``code:id`` = the id), ``stripped:<field>`` for digit codes without leading zeros.
+        """
+        cache_key = (key, asset_class)
+        if cache_key not in self._tables:
+            allowed = self.allowed(asset_class)
+            key, _, restriction = key.partition("/")
+            if restriction == "bare":
+                # Only assets whose name gives no locality.
+                allowed = allowed & ~self.name_keys["has_locality"].to_numpy(dtype=bool)
+            if key in self.name_keys.columns:
+                keys = self.name_keys[key].to_numpy(dtype=np.uint64)
+                assets = np.arange(len(self), dtype=np.int64)
+            else:
+                kind, _, code_field = key.partition(":")
+                rows = self.codes
+                # "All codes" are the asset's codes (code + extraInfo), not its id.
+                if code_field == "*":
+                    rows = rows[rows["field"] != "id"]
+                else:
+                    rows = rows[rows["field"] == code_field]
+                column = "code" if kind == "code" else "stripped"
+                keys = _arrow_text(rows[column])
+                assets = rows["asset"].to_numpy(dtype=np.int64)
+            self._tables[cache_key] = KeyTable.build(keys, assets, allowed)
+        return self._tables[cache_key]
+
+    def code_fields(self) -> list[str]:
+        """Fields mode ``code`` can match on: ``id``, ``code`` and every extraInfo column."""
+        return ["id", "code", *self.extra_fields]
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the index to ``folder`` (created); returns the folder."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        assets = self.assets.copy()
+        for name in self.extra_fields:
+            assets[f"extra:{name}"] = self.extra[name]
+        assets["geometry_wkb"] = shapely.to_wkb(self.geometry)
+        pq.write_table(
+            pa.Table.from_pandas(assets, preserve_index=False), folder / "assets.parquet"
+        )
+        pq.write_table(
+            pa.Table.from_pandas(self.name_keys, preserve_index=False), folder / "names.parquet"
+        )
+        pq.write_table(
+            pa.Table.from_pandas(self.codes, preserve_index=False), folder / "codes.parquet"
+        )
+        header = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "assets": len(self),
+            "extra_fields": list(self.extra_fields),
+        }
+        (folder / "index.json").write_text(json.dumps(header, indent=2), encoding="utf-8")
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> AssetIndex:
+        """Read an index written by ``save``; a missing, foreign or corrupt one is a
+        ``MatchingError`` naming the folder."""
+        folder = Path(folder)
+        try:
+            header: dict[str, Any] = json.loads((folder / "index.json").read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MatchingError(f"{folder} is not an asset index: {exc}") from exc
+        if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
+            raise MatchingError(
+                f"{folder} holds format {header.get('format')!r} version "
+                f"{header.get('version')!r}; expected {FORMAT_NAME!r} version {FORMAT_VERSION}"
+            )
+        try:
+            assets = pq.read_table(folder / "assets.parquet").to_pandas()
+            name_keys = pq.read_table(folder / "names.parquet").to_pandas()
+            codes = pq.read_table(folder / "codes.parquet").to_pandas()
+            extra_fields = tuple(header["extra_fields"])
+            geometry = shapely.from_wkb(assets.pop("geometry_wkb").to_numpy(dtype=object))
+            extra = pd.DataFrame(
+                {name: assets.pop(f"extra:{name}") for name in extra_fields}, index=assets.index
+            )
+        except (
+            OSError,
+            KeyError,
+            ValueError,
+            pa.ArrowException,
+            shapely.errors.GEOSException,
+        ) as exc:
+            raise MatchingError(f"the asset index in {folder} is corrupt: {exc}") from exc
+        if not (len(assets) == len(name_keys) == header.get("assets")):
+            raise MatchingError(f"the asset index in {folder} is corrupt: table sizes differ")
+        index = cls(
+            assets, extra_fields, extra, np.asarray(geometry, dtype=object), name_keys, codes
+        )
+        index._build_tree()
+        return index
+
+
+def _geometry_column(frame: pd.DataFrame) -> str | None:
+    name = getattr(frame, "_geometry_column_name", None)
+    if name is not None and name in frame.columns:
+        return str(name)
+    return "geometry" if "geometry" in frame.columns else None
+
+
+def _active_flags(values: pd.Series) -> pd.Series:
+    """``active`` as bool: missing counts as active; 0/false/no/inactive as inactive."""
+    if pd.api.types.is_bool_dtype(values):
+        return values.fillna(True).astype(bool)
+    text = values.astype("str").fillna("").str.strip().str.upper()
+    return ~text.isin(_FALSE_TEXT)
+
+
+def _code_table(ids: pa.Array, code: pa.Array, extra: dict[str, pa.Array]) -> pd.DataFrame:
+    """Long table of every code of every asset (id, code, extraInfo), normalised."""
+    parts = []
+    positions = np.arange(len(ids), dtype=np.int64)
+    for name, values in [("id", ids), ("code", code), *extra.items()]:
+        present = values.is_valid()
+        kept = values.filter(present)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "field": name,
+                    "code": pd.Series(kept, dtype="str"),
+                    "stripped": pd.Series(strip_leading_zeros(kept), dtype="str"),
+                    "asset": positions[present.to_numpy(zero_copy_only=False)],
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,530 @@
+"""The lookup modes, each a vectorised function of (index, a batch of queries, options).
+
+Every mode returns a ``ModeResult``: per query the asset position (or -1), the number of
+distinct candidate assets at the level that decided, the accuracy and an error text. A
+query resolves only when exactly one candidate is left: ties are answered with no asset and
+an ``err`` naming the number of tied candidates (never guess).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import shapely
+from rapidfuzz import fuzz, process
+
+from toolkit.errors import OptionError
+from toolkit.matching import accuracy
+from toolkit.matching.address import Analysis
+from toolkit.matching.index import (
+    AssetIndex,
+    KeyTable,
+    normalise_codes,
+    strip_leading_zeros,
+)
+from toolkit.matching.options import LookupOptions
+
+_LAT_LON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*[, ]\s*(-?\d+(?:\.\d+)?)\s*$")
+
+
+@dataclass
+class QueryBatch:
+    """Queries as whole columns; their address analysis is done once, on first use."""
+
+    text: pd.Series  # str, positional index 0..n-1
+    geometry: np.ndarray | None = None  # shapely objects, None when missing
+    _analysis: Analysis | None = field(default=None, repr=False)
+    _keys: dict[str, np.ndarray] | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def analysis(self) -> Analysis:
+        if self._analysis is None:
+            self._analysis = Analysis.of(self.text)
+        return self._analysis
+
+    def keys(self) -> dict[str, np.ndarray]:
+        """Matching keys of each query (``Analysis.keys``)."""
+        if self._keys is None:
+            self._keys = self.analysis().keys()
+        return self._keys
+
+    def texts(self) -> dict[str, np.ndarray]:
+        """Canonical text of each query (``Analysis.texts``)."""
+        return self.analysis().texts()
+
+    def take(self, positions: np.ndarray) -> QueryBatch:
+        """The sub-batch of ``positions``; an analysis already done is shared, not redone."""
+        return QueryBatch(
+            self.text.iloc[positions].reset_index(drop=True),
+            None if self.geometry is None else self.geometry[positions],
+            None if self._analysis is None else self._analysis.take(positions),
+            None if self._keys is None else {k: v[positions] for k, v in self._keys.items()},
+        )
+
+
+@dataclass
+class ModeResult:
+    """Per query: asset position or -1, candidate count, accuracy (NaN), err (None)."""
+
+    asset: np.ndarray
+    count: np.ndarray
+    accuracy: np.ndarray
+    err: np.ndarray
+    # Long frame for review: query (position in the batch), asset, score.
+    candidates: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame({"query": [], "asset": [], "score": []})
+    )
+
+    @classmethod
+    def empty(cls, n: int) -> ModeResult:
+        return cls(
+            np.full(n, -1, dtype=np.int64),
+            np.zeros(n, dtype=np.int64),
+            np.full(n, np.nan),
+            np.full(n, None, dtype=object),
+        )
+
+
+ModeFunction = Callable[[AssetIndex, QueryBatch, LookupOptions, int], ModeResult]
+
+
+# --- shared helpers ---------------------------------------------------------------------
+
+
+def _decide(
+    result: ModeResult,
+    rows: np.ndarray,
+    table: KeyTable,
+    keys: np.ndarray | pa.Array,
+    score: float,
+    what: str,
+    k: int,
+) -> np.ndarray:
+    """Look ``keys`` (for batch ``rows``) up in ``table`` and settle rows with candidates.
+
+    Returns the mask of ``rows`` that found at least one candidate (settled, won or tied).
+    """
+    first, count = table.lookup(keys)
+    found = count > 0
+    unique = count == 1
+    settled = rows[found]
+    result.count[settled] = count[found]
+    won = rows[unique]
+    result.asset[won] = table.assets[first[unique]]
+    result.accuracy[won] = score
+    result.err[won] = None
+    tied = rows[count > 1]
+    result.err[tied] = [f"{c} assets tied on {what}; none chosen" for c in count[count > 1]]
+    if k:
+        take = np.minimum(count[found], k)
+        query = np.repeat(settled, take)
+        slot = np.repeat(first[found], take) + _ranks(take)
+        extra = pd.DataFrame({"query": query, "asset": table.assets[slot], "score": score})
+        result.candidates = pd.concat([result.candidates, extra], ignore_index=True)
+    return found
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0..c-1 for each count c, concatenated."""
+    total = int(counts.sum())
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(total) - starts
+
+
+def _no_match(result: ModeResult, message: str) -> None:
+    missing = (result.asset < 0) & (result.count == 0)
+    result.err[missing & (result.err == None)] = message  # noqa: E711 (elementwise)
+
+
+def _check_code_field(index: AssetIndex, code_field: str | None) -> str:
+    if code_field is None:
+        return "*"
+    if code_field not in index.code_fields():
+        raise OptionError(
+            f"option codeField is {code_field!r}; this asset index has the code fields: "
+            f"{', '.join(index.code_fields())}"
+        )
+    return code_field
+
+
+# --- id and code ------------------------------------------------------------------------
+
+
+def match_id(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
+    """The asset whose id equals the query (trimmed, case-insensitive)."""
+    result = ModeResult.empty(len(batch))
+    exact = normalise_codes(batch.text)
+    rows = np.arange(len(batch))
+    _decide(result, rows, index.table("code:id", options.asset_class), exact, 100.0, "id", k)
+    _no_match(result, "no asset has this id")
+    return result
+
+
+def match_code(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
+    """The asset with this code in ``codeField`` (or in any code field when none is given).
+
+    Digit-only codes also match without leading zeros (``005123`` = ``5123``), but only
+    when the exact code matched nothing; several assets then are a tie, not a guess.
+    """
+    code_field = _check_code_field(index, options.code_field)
+    result = ModeResult.empty(len(batch))
+    exact = normalise_codes(batch.text)
+    rows = np.arange(len(batch))
+    what = "code" if code_field == "*" else f"code field {code_field}"
+    table = index.table(f"code:{code_field}", options.asset_class)
+    found = _decide(result, rows, table, exact, accuracy.EXACT, what, k)
+    stripped = strip_leading_zeros(exact)
+    rest = ~found & stripped.is_valid().to_numpy(zero_copy_only=False)
+    table = index.table(f"stripped:{code_field}", options.asset_class)
+    _decide(
+        result,
+        rows[rest],
+        table,
+        stripped.filter(pa.array(rest)),
+        accuracy.CODE_WITHOUT_LEADING_ZEROS,
+        f"{what} (ignoring leading zeros)",
+        k,
+    )
+    _no_match(result, f"no asset has this {what}")
+    return result
+
+
+# --- names: exact, sounds-like ----------------------------------------------------------
+
+_LEVEL_KEYS = {
+    1: ("exact_full", "exact_street"),
+    2: ("sound_full", "sound_street"),
+    3: ("anyorder_full", "anyorder_street"),
+}
+
+
+def _name_level(
+    index: AssetIndex,
+    batch: QueryBatch,
+    result: ModeResult,
+    rows: np.ndarray,
+    level: int,
+    score: float,
+    what: str,
+    options: LookupOptions,
+    k: int,
+) -> np.ndarray:
+    """Settle ``rows`` at one name level; returns the mask of ``rows`` that found candidates.
+
+    A query naming a locality is compared with the asset's street and locality (or with
+    the street of assets that name none); a query without one is compared with the
+    street part only, so ``12 SMITH ST`` in two suburbs is a tie, not a guess.
+    """
+    keys = batch.keys()
+    full_col, street_col = _LEVEL_KEYS[level]
+    has_locality = keys["has_locality"][rows]
+    found = np.zeros(len(rows), dtype=bool)
+    cls = options.asset_class
+    with_loc = np.flatnonzero(has_locality)
+    full = keys[full_col][rows]
+    street = keys[street_col][rows]
+    found[with_loc] = _decide(
+        result, rows[with_loc], index.table(full_col, cls), full[with_loc], score, what, k
+    )
+    bare = with_loc[~found[with_loc]]
+    found[bare] = _decide(
+        result, rows[bare], index.table(f"{street_col}/bare", cls), street[bare], score, what, k
+    )
+    without = np.flatnonzero(~has_locality)
+    found[without] = _decide(
+        result, rows[without], index.table(street_col, cls), street[without], score, what, k
+    )
+    _postcode_veto(index, batch, result, rows[found])
+    return found
+
+
+def _postcode_veto(
+    index: AssetIndex, batch: QueryBatch, result: ModeResult, rows: np.ndarray
+) -> None:
+    """A match whose postcode differs from the query's is not a match (both must have one)."""
+    won = rows[result.asset[rows] >= 0]
+    query_postcode = batch.keys()["postcode"][won]
+    asset_postcode = index.name_keys["postcode"].to_numpy(dtype=np.uint64)[result.asset[won]]
+    veto = won[(query_postcode != 0) & (asset_postcode != 0) & (query_postcode != asset_postcode)]
+    result.asset[veto] = -1
+    result.accuracy[veto] = np.nan
+    result.err[veto] = "the only candidate has a different postcode"
+
+
+def match_soundex(
+    index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
+) -> ModeResult:
+    """Rank 1 exact words, 2 all words sound alike in order, 3 in any order; up to
+    ``maxRank``, the best rank that finds candidates decides. Numbers compare exactly."""
+    result = ModeResult.empty(len(batch))
+    rows = np.arange(len(batch))
+    for rank in range(1, options.max_rank + 1):
+        if not len(rows):
+            break
+        found = _name_level(
+            index,
+            batch,
+            result,
+            rows,
+            rank,
+            accuracy.SOUNDEX_BY_RANK[rank],
+            f"soundex rank {rank}",
+            options,
+            k,
+        )
+        rows = rows[~found]
+    _no_match(result, f"no asset name sounds like this (soundex, maxRank {options.max_rank})")
+    return result
+
+
+def match_name(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
+    """The asset whose name (normalised), code or lookup code equals the query.
+
+    A query that names one asset by name and another by code is a tie.
+    """
+    by_name = ModeResult.empty(len(batch))
+    rows = np.arange(len(batch))
+    _name_level(index, batch, by_name, rows, 1, accuracy.EXACT, "name", options, k)
+    by_code = match_code(index, batch, LookupOptions(asset_class=options.asset_class), k)
+    result = by_name
+    code_only = (by_name.count == 0) & (by_code.count > 0)
+    for column in ("asset", "count", "accuracy", "err"):
+        getattr(result, column)[code_only] = getattr(by_code, column)[code_only]
+    both = (by_name.count > 0) & (by_code.count > 0)
+    same = both & (by_name.asset == by_code.asset) & (by_name.asset >= 0)
+    conflict = both & ~same
+    total = by_name.count[conflict] + by_code.count[conflict]
+    result.asset[conflict] = -1
+    result.accuracy[conflict] = np.nan
+    result.count[conflict] = total
+    result.err[conflict] = [f"{c} assets tied on name and code; none chosen" for c in total]
+    if k:
+        result.candidates = pd.concat(
+            [by_name.candidates, by_code.candidates], ignore_index=True
+        ).drop_duplicates(["query", "asset"])
+    _no_match(result, "no asset has this name or code")
+    return result
+
+
+def match_contains(
+    index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
+) -> ModeResult:
+    """The one asset whose normalised name contains the normalised query.
+
+    Scans the names once per distinct query (pyarrow substring kernel): meant for
+    interactive and small batches, not for a million queries.
+    """
+    result = ModeResult.empty(len(batch))
+    allowed = np.flatnonzero(index.allowed(options.asset_class))
+    names = pa.array(index.name_keys["normalised"].to_numpy(dtype=object)[allowed])
+    name_lengths = pc.utf8_length(names).to_numpy()
+    query_text = batch.texts()["normalised"]
+    codes, distinct = pd.factorize(pd.Series(query_text, dtype=object))
+    frames = []
+    for code, text in enumerate(distinct):
+        if not text:
+            continue
+        hits = np.flatnonzero(pc.match_substring(names, text).to_numpy(zero_copy_only=False))
+        rows = np.flatnonzero(codes == code)
+        scores = 100.0 * len(text) / name_lengths[hits]
+        result.count[rows] = len(hits)
+        if len(hits) == 1:
+            result.asset[rows] = allowed[hits[0]]
+            result.accuracy[rows] = scores[0]
+        elif len(hits) > 1:
+            result.err[rows] = f"{len(hits)} asset names contain this text; none chosen"
+        if k and len(hits):
+            top = np.argsort(-scores, kind="stable")[:k]
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "query": np.repeat(rows, len(top)),
+                        "asset": np.tile(allowed[hits[top]], len(rows)),
+                        "score": np.tile(scores[top], len(rows)),
+                    }
+                )
+            )
+    if frames:
+        result.candidates = pd.concat([result.candidates, *frames], ignore_index=True)
+    _no_match(result, "no asset name contains this text")
+    return result
+
+
+# --- geo ----------------------------------------------------------------------------------
+
+
+def query_geometry(batch: QueryBatch) -> np.ndarray:
+    """The batch's geometry column, else its text read as WKT or ``latitude, longitude``."""
+    if batch.geometry is not None:
+        return np.asarray(batch.geometry, dtype=object)
+    text = batch.text.fillna("").to_numpy(dtype=object)
+    geometry = shapely.from_wkt(text, on_invalid="ignore")
+    pairs = batch.text.fillna("").str.extract(_LAT_LON).astype(float)
+    latlon = pairs.notna().all(axis=1).to_numpy()
+    points = shapely.points(pairs[1].to_numpy(), pairs[0].to_numpy())
+    return np.where(latlon, points, geometry)
+
+
+def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
+    """The asset whose geometry covers the query's point or geometry.
+
+    ``covers`` counts the boundary as inside, so a point on the boundary two parcels
+    share is covered by both: that is a tie (no asset), not a coin toss.
+    """
+    result = ModeResult.empty(len(batch))
+    geometry = query_geometry(batch)
+    located = ~shapely.is_missing(geometry) & ~shapely.is_empty(geometry)
+    present = np.flatnonzero(located)
+    tree, tree_assets = index.tree
+    # Bounding-box candidates from the tree, then one vectorised ``covers`` over the pairs
+    # with the asset geometries prepared once at build time: faster than letting the tree
+    # test each pair with an unprepared predicate.
+    pairs = tree.query(geometry[present])
+    query = present[pairs[0]]
+    asset = tree_assets[pairs[1]]
+    keep = index.allowed(options.asset_class)[asset]
+    query, asset = query[keep], asset[keep]
+    inside = shapely.covers(index.geometry[asset], geometry[query])
+    query, asset = query[inside], asset[inside]
+    count = np.bincount(query, minlength=len(batch))
+    result.count[:] = count
+    one = count[query] == 1
+    result.asset[query[one]] = asset[one]
+    result.accuracy[query[one]] = accuracy.GEO
+    tied = np.flatnonzero(count > 1)
+    result.err[tied] = [f"{c} assets cover this location; none chosen" for c in count[tied]]
+    if k:
+        order = np.argsort(query, kind="stable")
+        query, asset = query[order], asset[order]
+        per_query = np.bincount(query, minlength=len(batch))
+        rank = _ranks(per_query[per_query > 0])
+        take = rank < k
+        result.candidates = pd.DataFrame(
+            {"query": query[take], "asset": asset[take], "score": accuracy.GEO}
+        )
+    result.err[~located] = "the query has no location (a geometry, WKT or 'latitude, longitude')"
+    _no_match(result, "no asset covers this location")
+    return result
+
+
+# --- fuzzy ----------------------------------------------------------------------------
+
+
+def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
+    """rapidfuzz ``token_sort_ratio`` within blocks of assets sharing the query's house and
+    unit numbers and the first letter of the street name.
+
+    The best score must reach ``FUZZY_CUTOFF`` and lead the next by ``FUZZY_MARGIN``.
+    Queries naming a locality are scored on street and locality, others on the street.
+    """
+    result = ModeResult.empty(len(batch))
+    qkeys = batch.keys()
+    akeys = index.name_keys
+    q_block = qkeys["block"]
+    a_block = akeys["block"].to_numpy(dtype=np.uint64)
+    a_pos = np.flatnonzero(index.allowed(options.asset_class) & (a_block != 0))
+    a_pos = a_pos[np.argsort(a_block[a_pos], kind="stable")]
+    a_sorted = a_block[a_pos]
+    q_pos = np.flatnonzero(q_block != 0)
+    q_pos = q_pos[np.argsort(q_block[q_pos], kind="stable")]
+    q_sorted = q_block[q_pos]
+    q_start = np.flatnonzero(np.concatenate([[True], q_sorted[1:] != q_sorted[:-1]]))
+    q_count = np.diff(np.append(q_start, len(q_sorted)))
+    blocks = q_sorted[q_start]
+    a_start = np.searchsorted(a_sorted, blocks, side="left")
+    a_end = np.searchsorted(a_sorted, blocks, side="right")
+    q_has_locality = qkeys["has_locality"]
+    qtexts = batch.texts()
+    texts = {
+        True: (
+            qtexts["normalised"],
+            akeys["normalised"].to_numpy(dtype=object),
+        ),
+        False: (qtexts["street"], akeys["street"].to_numpy(dtype=object)),
+    }
+    frames = []
+    for b in np.flatnonzero(a_end > a_start):
+        block_queries = q_pos[q_start[b] : q_start[b] + q_count[b]]
+        block_assets = a_pos[a_start[b] : a_end[b]]
+        for with_locality in (True, False):
+            rows = block_queries[q_has_locality[block_queries] == with_locality]
+            if not len(rows):
+                continue
+            q_text, a_text = texts[with_locality]
+            scores = process.cdist(
+                q_text[rows],
+                a_text[block_assets],
+                scorer=fuzz.token_sort_ratio,
+                score_cutoff=accuracy.FUZZY_CUTOFF - accuracy.FUZZY_MARGIN,
+                workers=-1 if len(rows) * len(block_assets) > 100_000 else 1,
+            )
+            _settle_scores(result, rows, block_assets, scores, k, frames)
+    if frames:
+        result.candidates = pd.concat([result.candidates, *frames], ignore_index=True)
+    _no_match(result, f"no asset name scores {accuracy.FUZZY_CUTOFF:g} or more (fuzzy)")
+    return result
+
+
+def _settle_scores(
+    result: ModeResult,
+    rows: np.ndarray,
+    assets: np.ndarray,
+    scores: np.ndarray,
+    k: int,
+    frames: list[pd.DataFrame],
+) -> None:
+    """Best and second-best per row of a score matrix; a unique clear winner resolves."""
+    if scores.shape[1] == 1:
+        best_col = np.zeros(len(rows), dtype=np.int64)
+        second = np.zeros(len(rows))
+    else:
+        top2 = np.argpartition(-scores, 1, axis=1)[:, :2]
+        pair = np.take_along_axis(scores, top2, axis=1)
+        first_is_best = pair[:, 0] >= pair[:, 1]
+        best_col = np.where(first_is_best, top2[:, 0], top2[:, 1])
+        second = np.where(first_is_best, pair[:, 1], pair[:, 0])
+    best = scores[np.arange(len(rows)), best_col]
+    near = (scores >= best[:, None] - accuracy.FUZZY_MARGIN) & (scores > 0)
+    count = np.where(best >= accuracy.FUZZY_CUTOFF, near.sum(axis=1), 0)
+    won = (best >= accuracy.FUZZY_CUTOFF) & (best - second >= accuracy.FUZZY_MARGIN)
+    result.count[rows] = count
+    result.asset[rows[won]] = assets[best_col[won]]
+    result.accuracy[rows[won]] = np.round(best[won].astype(np.float64), 1)
+    tied = (count > 1) & ~won
+    result.err[rows[tied]] = [
+        f"{c} assets scored within {accuracy.FUZZY_MARGIN:g} of the best ({s:.1f}); none chosen"
+        for c, s in zip(count[tied], best[tied], strict=True)
+    ]
+    if k:
+        kk = min(k, scores.shape[1])
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :kk]
+        top_scores = np.take_along_axis(scores, top, axis=1)
+        keep = top_scores > 0
+        frames.append(
+            pd.DataFrame(
+                {
+                    "query": np.repeat(rows, kk)[keep.ravel()],
+                    "asset": assets[top].ravel()[keep.ravel()],
+                    "score": np.round(top_scores.ravel()[keep.ravel()].astype(np.float64), 1),
+                }
+            )
+        )
+
+
+MODE_FUNCTIONS: dict[str, ModeFunction] = {
+    "id": match_id,
+    "code": match_code,
+    "name": match_name,
+    "contains": match_contains,
+    "soundex": match_soundex,
+    "geo": match_geo,
+    "fuzzy": match_fuzzy,
+}

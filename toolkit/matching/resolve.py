@@ -1,0 +1,416 @@
+"""Bulk resolution of queries to assets, and the spec's response object (section 4.3).
+
+``resolve`` is a pure function of (index, a frame of queries, options): it works on whole
+columns, so it can run per chunk or per partition and the results concatenated.
+``to_spec_result`` turns its frame into the spec's JSON shape; it is the only per-row loop
+and exists only for output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import shapely
+
+from toolkit.errors import MatchingError, OptionError
+from toolkit.matching import accuracy as accuracy_scale
+from toolkit.matching.geocoder import Geocoder, NoGeocoder
+from toolkit.matching.index import AssetIndex
+from toolkit.matching.modes import MODE_FUNCTIONS, ModeResult, QueryBatch
+from toolkit.matching.options import OUTPUTS, LookupOptions
+
+RESULT_COLUMNS = (
+    "reference",
+    "query",
+    "asset_position",
+    "asset_id",
+    "mode",
+    "accuracy",
+    "candidates",
+    "err",
+    "external_longitude",
+    "external_latitude",
+    "external_label",
+)
+CANDIDATE_COLUMNS = ("row", "rank", "asset_position", "asset_id", "mode", "score")
+EMPTY_QUERY = "the query is empty"
+
+
+def resolve(
+    index: AssetIndex,
+    queries: pd.DataFrame,
+    options: LookupOptions | Mapping[str, Any] | None = None,
+    *,
+    geocoder: Geocoder | None = None,
+) -> pd.DataFrame:
+    """Resolve every query; one row per query with the columns ``RESULT_COLUMNS``.
+
+    ``queries`` has a ``query`` column (text), optionally ``reference`` (the caller's code;
+    1-based row count when absent) and ``geometry`` (shapely objects for mode ``geo``).
+    """
+    return resolve_with_candidates(index, queries, options, 0, geocoder=geocoder)[0]
+
+
+def resolve_with_candidates(
+    index: AssetIndex,
+    queries: pd.DataFrame,
+    options: LookupOptions | Mapping[str, Any] | None = None,
+    k: int = 5,
+    *,
+    geocoder: Geocoder | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``resolve`` plus, for review, the top ``k`` candidates of each query (long frame
+    ``CANDIDATE_COLUMNS``, best first; ``row`` is the query's 0-based row). The answer is
+    the same as ``resolve``'s: candidates never turn a tie into a match."""
+    options = _options(options)
+    if k < 0:
+        raise OptionError(f"the number of candidates is {k}; it must be 0 or more")
+    if "query" not in queries.columns:
+        raise MatchingError(
+            f"the queries have no 'query' column; found: {', '.join(map(str, queries.columns))}"
+        )
+    n = len(queries)
+    text = queries["query"].astype("str").reset_index(drop=True)
+    geometry = _geometry(queries)
+    batch = QueryBatch(text.fillna(""), geometry)
+    result = ModeResult.empty(n)
+    modes = np.full(n, None, dtype=object)
+    blank = text.fillna("").str.strip().eq("").to_numpy(dtype=bool)
+    if geometry is not None:
+        blank = blank & shapely.is_missing(geometry)
+    result.err[blank] = EMPTY_QUERY
+    candidate_frames: list[pd.DataFrame] = []
+
+    rows = np.flatnonzero(~blank)
+    _run(index, batch, options.mode, rows, options, k, result, modes, candidate_frames)
+    if options.fallback_mode is not None:
+        failed = rows[result.asset[rows] < 0]
+        before = result.err[failed].copy()
+        _run(
+            index, batch, options.fallback_mode, failed, options, k, result, modes, candidate_frames
+        )
+        still = result.asset[failed] < 0
+        result.err[failed[still]] = [
+            f"{first}; fallback {options.fallback_mode}: {second}"
+            for first, second in zip(before[still], result.err[failed[still]], strict=True)
+        ]
+    external = _external(index, batch, rows[result.asset[rows] < 0], options, geocoder, result)
+    modes[external["matched"]] = "external"
+
+    frame = pd.DataFrame(
+        {
+            "reference": _references(queries),
+            "query": text,
+            "asset_position": result.asset,
+            "asset_id": index.assets["id"].array.take(result.asset, allow_fill=True),
+            "mode": _text(modes),
+            "accuracy": result.accuracy,
+            "candidates": result.count,
+            "err": _text(result.err),
+            "external_longitude": external["longitude"],
+            "external_latitude": external["latitude"],
+            "external_label": _text(external["label"]),
+        }
+    )
+    return frame, _candidates(index, candidate_frames, k)
+
+
+def _text(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """An object array of str/None as a ``str`` column; through arrow, as pd.array is slow."""
+    arrow = pa.array(values, type=pa.large_string(), from_pandas=True)
+    return arrow.to_pandas(types_mapper=lambda _: pd.StringDtype("pyarrow", na_value=np.nan)).array
+
+
+def _options(options: LookupOptions | Mapping[str, Any] | None) -> LookupOptions:
+    if isinstance(options, LookupOptions):
+        return options
+    return LookupOptions.from_dict(options)
+
+
+def _geometry(queries: pd.DataFrame) -> np.ndarray | None:
+    if "geometry" not in queries.columns:
+        return None
+    values = np.asarray(queries["geometry"].array, dtype=object)
+    return np.where(shapely.is_missing(values), None, values)
+
+
+def _references(queries: pd.DataFrame) -> pd.Series:
+    if "reference" in queries.columns:
+        values = queries["reference"].reset_index(drop=True).astype(object)
+        count = pd.Series(np.arange(1, len(queries) + 1), dtype=object)
+        return values.where(values.notna(), count)
+    return pd.Series(np.arange(1, len(queries) + 1), dtype=object)
+
+
+def _run(
+    index: AssetIndex,
+    batch: QueryBatch,
+    mode: str,
+    rows: np.ndarray,
+    options: LookupOptions,
+    k: int,
+    result: ModeResult,
+    modes: np.ndarray,
+    candidate_frames: list[pd.DataFrame],
+) -> None:
+    """Run ``mode`` on batch ``rows`` and write what it settles into ``result``."""
+    if mode == "auto":
+        # The spec: code when the trimmed input has no inner space, otherwise soundex.
+        single_word = ~batch.text.iloc[rows].str.strip().str.contains(" ").to_numpy(dtype=bool)
+        _run(index, batch, "code", rows[single_word], options, k, result, modes, candidate_frames)
+        _run(
+            index, batch, "soundex", rows[~single_word], options, k, result, modes, candidate_frames
+        )
+        return
+    if not len(rows):
+        return
+    sub = MODE_FUNCTIONS[mode](index, batch.take(rows), options, k)
+    result.asset[rows] = sub.asset
+    result.count[rows] = sub.count
+    result.accuracy[rows] = sub.accuracy
+    result.err[rows] = sub.err
+    modes[rows[sub.asset >= 0]] = mode
+    if k and len(sub.candidates):
+        found = sub.candidates.assign(
+            row=rows[sub.candidates["query"].to_numpy(dtype=np.int64)], mode=mode
+        )
+        candidate_frames.append(found.drop(columns="query"))
+
+
+def _external(
+    index: AssetIndex,
+    batch: QueryBatch,
+    rows: np.ndarray,
+    options: LookupOptions,
+    geocoder: Geocoder | None,
+    result: ModeResult,
+) -> dict[str, np.ndarray]:
+    """The last resort of the spec: an external geocoder for rows still without an asset.
+
+    With ``upgradeExternalLookupToInternalAsset`` the geocoded point is matched (mode
+    ``geo``, limited to ``assetClass``) to the asset that covers it.
+    """
+    n = len(batch)
+    out: dict[str, np.ndarray] = {
+        "longitude": np.full(n, np.nan),
+        "latitude": np.full(n, np.nan),
+        "label": np.full(n, None, dtype=object),
+        "matched": np.zeros(n, dtype=bool),
+    }
+    rows = rows[batch.text.iloc[rows].str.strip().ne("").to_numpy(dtype=bool)]
+    if not options.use_external_lookups or not len(rows):
+        return out
+    found = (geocoder or NoGeocoder()).geocode(
+        batch.text.iloc[rows].reset_index(drop=True), options.geocoder_options
+    )
+    lon = found["longitude"].to_numpy(dtype=float)
+    lat = found["latitude"].to_numpy(dtype=float)
+    hit = ~np.isnan(lon) & ~np.isnan(lat)
+    missed = rows[~hit]
+    result.err[missed] = [
+        f"{first}; external lookup: {second}"
+        for first, second in zip(result.err[missed], found["err"].to_numpy()[~hit], strict=True)
+    ]
+    hit_rows = rows[hit]
+    if options.upgrade_external_lookup_to_internal_asset:
+        points = QueryBatch(batch.text.iloc[hit_rows], shapely.points(lon[hit], lat[hit]))
+        upgraded = MODE_FUNCTIONS["geo"](index, points, options, 0)
+        won = upgraded.asset >= 0
+        result.asset[hit_rows[won]] = upgraded.asset[won]
+        result.count[hit_rows[won]] = 1
+        result.accuracy[hit_rows[won]] = found["accuracy"].to_numpy(dtype=float)[hit][won]
+        result.err[hit_rows[won]] = None
+        result.err[hit_rows[~won]] = [
+            f"{first}; external lookup found a place but no {options.asset_class} asset: {e}"
+            for first, e in zip(result.err[hit_rows[~won]], upgraded.err[~won], strict=True)
+        ]
+        out["matched"][hit_rows[won]] = True
+        return out
+    out["longitude"][hit_rows] = lon[hit]
+    out["latitude"][hit_rows] = lat[hit]
+    out["label"][hit_rows] = found["label"].to_numpy(dtype=object)[hit]
+    result.accuracy[hit_rows] = found["accuracy"].to_numpy(dtype=float)[hit]
+    result.err[hit_rows] = None
+    out["matched"][hit_rows] = True
+    return out
+
+
+def _candidates(index: AssetIndex, frames: list[pd.DataFrame], k: int) -> pd.DataFrame:
+    if not frames:
+        return pd.DataFrame({name: [] for name in CANDIDATE_COLUMNS})
+    found = pd.concat(frames, ignore_index=True)
+    found["asset"] = found["asset"].astype(np.int64)
+    found = found.sort_values(["row", "score"], ascending=[True, False], kind="stable")
+    found = found.drop_duplicates(["row", "asset"])
+    found["rank"] = found.groupby("row").cumcount() + 1
+    found = found[found["rank"] <= k].reset_index(drop=True)
+    ids = index.assets["id"].to_numpy(dtype=object)[found["asset"].to_numpy()]
+    return pd.DataFrame(
+        {
+            "row": found["row"].astype(np.int64),
+            "rank": found["rank"].astype(np.int64),
+            "asset_position": found["asset"],
+            "asset_id": pd.array(ids, dtype="str"),
+            "mode": pd.array(found["mode"], dtype="str"),
+            "score": found["score"].astype(float),
+        }
+    )
+
+
+# --- the spec's response object ---------------------------------------------------------
+
+
+def queries_from_spec(items: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The POST body's ``query`` array (``[{code, str}, ...]``) as a queries frame."""
+    bad = [i for i, item in enumerate(items) if not isinstance(item, Mapping) or "str" not in item]
+    if bad:
+        raise MatchingError(
+            f"query items {bad[:5]} (0-based) have no 'str'; each item is {{code, str}}"
+        )
+    frame = pd.DataFrame({"query": pd.array([item["str"] for item in items], dtype="str")})
+    if any("code" in item for item in items):
+        frame["reference"] = pd.Series([item.get("code") for item in items], dtype=object)
+    return frame
+
+
+def to_spec_result(
+    index: AssetIndex, resolved: pd.DataFrame, output: str = "asset"
+) -> dict[str, dict[str, Any]]:
+    """The spec's response: ``{reference: {reference, query, asset, err}}``.
+
+    ``asset`` is the asset object (``output="asset"``), its id (``output="id"``), or None.
+    """
+    if output not in OUTPUTS:
+        raise OptionError(f"output is {output!r}; allowed: {', '.join(OUTPUTS)}")
+    response: dict[str, dict[str, Any]] = {}
+    records = resolved.to_dict("records")
+    for record in records:
+        reference = record["reference"]
+        asset: Any = None
+        if record["asset_position"] >= 0:
+            position = int(record["asset_position"])
+            asset = (
+                str(index.assets["id"].iat[position])
+                if output == "id"
+                else asset_object(index, position, record["accuracy"])
+            )
+        elif output == "asset" and not pd.isna(record["external_longitude"]):
+            asset = external_asset_object(record)
+        response[str(reference)] = {
+            "reference": reference,
+            "query": record["query"],
+            "asset": asset,
+            "err": None if pd.isna(record["err"]) else record["err"],
+        }
+    return response
+
+
+def asset_object(index: AssetIndex, position: int, accuracy: float | None) -> dict[str, Any]:
+    """One asset in the shape of spec 2.2.
+
+    ``geo``: ``points`` is ``[{longitude, latitude}]`` (strings) for point geometries;
+    ``polygons`` is a list of polygons, each a list of rings (exterior first, then holes),
+    each ring a list of ``{longitude, latitude}``; ``linestrings`` a list of paths of the
+    same pairs. ``extraInfo`` is ``[{"key": column, "value": text}]`` for each non-empty
+    extraInfo code.
+    """
+    row = index.assets.iloc[position]
+
+    def text(name: str, default: str | None = None) -> str | None:
+        value = row[name]
+        return default if pd.isna(value) or value == "" else str(value)
+
+    name = text("name", "")
+    type_name = text("type", "")
+    return {
+        "id": str(row["id"]),
+        "type": type_name,
+        "code": text("code", ""),
+        "regionId": text("regionId"),
+        "geo": geo_object(index.geometry[position]),
+        "source": text("source", "internal"),
+        "accuracy": None
+        if accuracy is None or pd.isna(accuracy)
+        else accuracy_scale.as_text(accuracy),
+        "friendly": text("friendly", name),
+        "name": name,
+        "friendlyType": text("friendlyType", type_name),
+        "extraInfo": [
+            {"key": key, "value": value}
+            for key, value in index.extra.iloc[position].items()
+            if value != ""
+        ],
+        "infoLabel": text("infoLabel"),
+        "infoUrl": text("infoUrl"),
+        "regionName": text("regionName"),
+    }
+
+
+def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A geocoder result that is not an asset, in the asset shape (``source`` external)."""
+    label = None if pd.isna(record["external_label"]) else str(record["external_label"])
+    point = {
+        "longitude": repr(float(record["external_longitude"])),
+        "latitude": repr(float(record["external_latitude"])),
+    }
+    return {
+        "id": None,
+        "type": "",
+        "code": "",
+        "regionId": None,
+        "geo": {"points": [point], "polygons": [], "linestrings": []},
+        "source": "external",
+        "accuracy": None
+        if pd.isna(record["accuracy"])
+        else accuracy_scale.as_text(record["accuracy"]),
+        "friendly": label or "",
+        "name": label or "",
+        "friendlyType": "",
+        "extraInfo": [],
+        "infoLabel": None,
+        "infoUrl": None,
+        "regionName": None,
+    }
+
+
+def geo_object(geometry: Any) -> dict[str, list[Any]]:
+    """``{points, polygons, linestrings}`` of one geometry (empty lists when missing)."""
+    geo: dict[str, list[Any]] = {"points": [], "polygons": [], "linestrings": []}
+    if geometry is None or shapely.is_missing(geometry) or geometry.is_empty:
+        return geo
+    parts = shapely.get_parts(geometry)
+    for part in parts:
+        kind = part.geom_type
+        if kind == "Point":
+            geo["points"].append(_pair(part.x, part.y))
+        elif kind == "LineString":
+            geo["linestrings"].append([_pair(x, y) for x, y in part.coords])
+        elif kind == "Polygon":
+            rings = [part.exterior, *part.interiors]
+            geo["polygons"].append([[_pair(x, y) for x, y in ring.coords] for ring in rings])
+        else:  # a nested collection
+            nested = geo_object(part)
+            for key in geo:
+                geo[key].extend(nested[key])
+    return geo
+
+
+def _pair(x: float, y: float) -> dict[str, str]:
+    return {"longitude": repr(float(x)), "latitude": repr(float(y))}
+
+
+def lookup_one(
+    index: AssetIndex,
+    query: str,
+    options: LookupOptions | Mapping[str, Any] | None = None,
+    output: str = "asset",
+    *,
+    geocoder: Geocoder | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The single-query GET form: the spec's response object for one query (key ``"1"``)."""
+    frame = pd.DataFrame({"query": pd.array([query], dtype="str")})
+    return to_spec_result(index, resolve(index, frame, options, geocoder=geocoder), output)
