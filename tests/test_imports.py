@@ -65,6 +65,7 @@ def test_an_asset_import_inserts_good_rows_and_lists_the_bad_ones(site, tmp_path
         "read": 3,
         "inserted": 2,
         "updated": 0,
+        "unchanged": 0,
         "skipped": 0,
         "retired": 0,
         "rejected": 1,
@@ -275,3 +276,28 @@ def test_spec_bodies_become_requests_and_inline_data_becomes_a_file(tmp_path) ->
         request_from_spec(
             {"importType": "item", "importRule": "r", "rollbackOnError": "yes"}, path, name
         )
+
+
+def test_repeating_an_import_changes_nothing_and_a_dry_run_predicts_it(site, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    runner = _runner(site)
+    source = _write(tmp_path, "a.csv", FACILITIES)
+    runner.run(ImportRequest("asset", "test-facilities", source))
+
+    def state() -> tuple[object, ...]:
+        return tuple(
+            site.db.connection.execute(
+                "SELECT (SELECT count(*) FROM audit_log), (SELECT max(date_modified) FROM asset)"
+            ).fetchone()
+        )
+
+    before = state()
+    dry = runner.run(ImportRequest("asset", "test-facilities", source, dry_run=True))
+    real = runner.run(ImportRequest("asset", "test-facilities", source))
+    assert dry["summary"]["counts"] == real["summary"]["counts"]
+    assert real["summary"]["counts"]["updated"] == 0
+    assert real["summary"]["counts"]["unchanged"] == 2
+    assert state() == before
+    changed = _write(tmp_path, "b.csv", FACILITIES.replace("Town Hall", "Town Hall (old)"))
+    dry = runner.run(ImportRequest("asset", "test-facilities", changed, dry_run=True))
+    assert (dry["summary"]["counts"]["updated"], dry["summary"]["counts"]["unchanged"]) == (1, 1)
+    assert state() == before

@@ -94,11 +94,12 @@ def test_two_imports_at_once_finish_one_after_the_other(tmp_path: Path) -> None:
     counts = sorted(
         (
             json.loads(out)["summary"]["counts"]["inserted"],
-            json.loads(out)["summary"]["counts"]["updated"],
+            json.loads(out)["summary"]["counts"]["unchanged"],
         )
         for out, _ in outputs
     )
-    # The second saw everything the first wrote: no key was inserted twice.
+    # The second saw everything the first wrote: no key was inserted twice, and the same
+    # rows found again changed nothing.
     assert counts == [(0, 40_000), (40_000, 0)]
     with Database(store) as db:
         assert db.connection.execute("SELECT count(*) FROM asset").fetchone()[0] == 40_000

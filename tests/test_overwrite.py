@@ -25,6 +25,7 @@ def test_update_and_insert_updates_matches_and_inserts_the_rest() -> None:
     assert plan.counts() == {
         "inserted": 3,
         "updated": 2,
+        "unchanged": 0,
         "skipped": 0,
         "retired": 0,
         "rejected": 0,

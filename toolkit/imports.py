@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ import pandas as pd
 from toolkit.errors import NotFoundError, OptionError, ToolkitError
 from toolkit.fieldjson import as_python, fields_json
 from toolkit.filters import format_time, parse_int
+from toolkit.linking import link_rows
 from toolkit.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
 from toolkit.progress import Progress, no_progress
 from toolkit.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
@@ -35,6 +36,9 @@ from toolkit.sources import read_source
 from toolkit.store import Actor, SiteStore
 from toolkit.store.assets import NewAssets, geometry_columns
 from toolkit.store.items import ItemChanges, NewItems
+
+if TYPE_CHECKING:
+    from toolkit.matching import AssetIndex
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +158,12 @@ def request_from_spec(body: Mapping[str, Any], source: Path, source_name: str) -
     )
 
 
-# An asset linker turns item rows into asset ids: (source frame, prepared values, rule)
-# -> (asset id per row as Int64 or missing, a reason per row where no asset was linked).
-AssetLinker = Callable[[pd.DataFrame, Prepared, ImportRule], tuple[pd.Series, pd.Series]]
+# Gives the matching index of the site's assets; called only when a rule links assets.
+IndexProvider = Callable[[], "AssetIndex"]
+
+
+class _NothingWritten(Exception):
+    """Rolls the job's transaction back on purpose (a dry run, or rollbackOnError)."""
 
 
 @dataclass
@@ -167,6 +174,7 @@ class _Outcome:
     )
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    linking: dict[str, int] = field(default_factory=dict)
 
 
 class ImportRunner:
@@ -177,13 +185,13 @@ class ImportRunner:
         store: SiteStore,
         *,
         rule_paths: Iterable[str | Path] = (),
-        asset_linker: AssetLinker | None = None,
+        asset_index: IndexProvider | None = None,
         user_id: str | None = None,
         progress: Progress = no_progress,
     ) -> None:
         self.store = store
         self.rule_paths = tuple(rule_paths)
-        self.asset_linker = asset_linker
+        self.asset_index = asset_index
         self.user_id = user_id
         self.progress = progress
 
@@ -253,7 +261,8 @@ class ImportRunner:
         except ToolkitError as exc:
             self._fail(job_id, request, rule, outcome, str(exc), code=400)
         except Exception as exc:  # the job must not stay RUNNING; the traceback goes to the log
-            log.exception("import job %s failed", job_id)
+            log.error("import job %s failed: %s: %s", job_id, type(exc).__name__, exc)
+            log.debug("traceback of import job %s", job_id, exc_info=True)
             self._fail(
                 job_id,
                 request,
@@ -314,7 +323,7 @@ class ImportRunner:
         asset_ids: pd.Series | None = None
         if rule.import_type == "item":
             started = time.perf_counter()
-            asset_ids, link_problems = self._link_assets(frame, prepared, rule)
+            asset_ids, link_problems = self._link_assets(job_id, frame, prepared, rule, outcome)
             rejections.append(link_problems)
             self._timed(outcome, "link", started)
 
@@ -326,27 +335,16 @@ class ImportRunner:
         values = prepared.values[keep]
         cleared = prepared.cleared[keep]
 
-        if request.dry_run:
-            plan = self._plan(request, rule, prepared, values, rejected, outcome)
-            self._report_rejects(request, frame, report.geometry_source, outcome)
-            outcome.notes.append("dry run: nothing was written")
-            if request.rollback_on_error and outcome.counts["rejected"]:
-                outcome.notes.append("rollbackOnError: a real run would write nothing")
-            summary = self._summary(request, rule, outcome, status="COMPLETE")
-            self.store.jobs.finish(
-                job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
-            )
-            return
-
         actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
-        rolled_back = False
-        # The plan is made under the write lock, so an import that started at the same
-        # time and committed first is seen, and no key is inserted twice.
-        with self.store.db.transaction() as conn:
-            plan = self._plan(request, rule, prepared, values, rejected, outcome)
-            if request.rollback_on_error and outcome.counts["rejected"]:
-                rolled_back = True
-            else:
+        stopped: str | None = None
+        try:
+            # The plan is made under the write lock, so an import that started at the same
+            # time and committed first is seen, and no key is inserted twice. A dry run
+            # writes for real and rolls back, so its counts are exactly a real run's.
+            with self.store.db.transaction() as conn:
+                plan = self._plan(request, rule, prepared, values, rejected, outcome)
+                if request.rollback_on_error and outcome.counts["rejected"]:
+                    raise _NothingWritten("rollbackOnError")
                 started = time.perf_counter()
                 self.progress("store", 0, None)
                 writer = {
@@ -354,11 +352,23 @@ class ImportRunner:
                     "asset": self._write_assets,
                     "user": self._write_users,
                 }[rule.import_type]
-                now = self.store.db.clock()
-                writer(
-                    conn, rule, request, plan, values, cleared, frame[keep], asset_ids, actor, now
+                changed = writer(
+                    conn,
+                    rule,
+                    request,
+                    plan,
+                    values,
+                    cleared,
+                    frame[keep],
+                    asset_ids,
+                    actor,
+                    self.store.db.clock(),
                 )
+                outcome.counts["unchanged"] = outcome.counts["updated"] - changed
+                outcome.counts["updated"] = changed
                 self._timed(outcome, "store", started)
+                if request.dry_run:
+                    raise _NothingWritten("dryRun")
                 summary = self._summary(request, rule, outcome, status="COMPLETE")
                 self.store.jobs.finish(
                     job_id,
@@ -368,9 +378,13 @@ class ImportRunner:
                     result=result_html(summary),
                     conn=conn,
                 )
+        except _NothingWritten as stop:
+            stopped = str(stop)
         self._report_rejects(request, frame, report.geometry_source, outcome)
-        if rolled_back:
+        if stopped == "rollbackOnError":
             outcome.notes.append("rollbackOnError: a row was rejected, so nothing was written")
+            if request.dry_run:
+                outcome.notes.append("dry run: nothing was written")
             self._fail(
                 job_id,
                 request,
@@ -381,6 +395,12 @@ class ImportRunner:
                 code=400,
             )
             return
+        if stopped == "dryRun":
+            outcome.notes.append("dry run: nothing was written")
+            summary = self._summary(request, rule, outcome, status="COMPLETE")
+            self.store.jobs.finish(
+                job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
+            )
         self.progress("store", 1, 1)
 
     def _plan(
@@ -437,23 +457,33 @@ class ImportRunner:
     # --- stages -----------------------------------------------------------------------------
 
     def _link_assets(
-        self, frame: pd.DataFrame, prepared: Prepared, rule: ImportRule
+        self,
+        job_id: int,
+        frame: pd.DataFrame,
+        prepared: Prepared,
+        rule: ImportRule,
+        outcome: _Outcome,
     ) -> tuple[pd.Series, pd.DataFrame]:
         empty = pd.DataFrame(columns=["row", "column", "value", "reason"])
         if rule.asset_link is None:
             return pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty
-        if self.asset_linker is None:
+        if self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        asset_ids, reasons = self.asset_linker(frame, prepared, rule)
+        self.progress("link", 0, None)
+        linked = link_rows(
+            self.asset_index(), frame, prepared, rule, reference_field=rule.matching_id
+        )
+        self.store.jobs.record_links(job_id, linked.links)
+        outcome.linking = linked.counts()
         if not rule.asset_link.required:
-            return asset_ids, empty
-        missing = asset_ids.isna().to_numpy()
-        return asset_ids, pd.DataFrame(
+            return linked.asset_ids, empty
+        missing = linked.asset_ids.isna().to_numpy()
+        return linked.asset_ids, pd.DataFrame(
             {
                 "row": frame.index[missing],
                 "column": "asset",
                 "value": pd.NA,
-                "reason": reasons[missing].fillna("no asset was found").to_numpy(),
+                "reason": linked.reasons[missing].fillna("no asset was found").to_numpy(),
             }
         )
 
@@ -479,7 +509,7 @@ class ImportRunner:
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
-    ) -> None:
+    ) -> int:
         assert rule.register is not None
         self.store.registers.upsert(
             conn, rule.register, rule.register_name or rule.register, register_fields(rule)
@@ -514,9 +544,10 @@ class ImportRunner:
                 actor,
                 now,
             )
+        changed = 0
         if len(plan.updates):
             updates = values.iloc[plan.updates]
-            self.store.items.update_many(
+            changed = self.store.items.update_many(
                 conn,
                 ItemChanges(
                     ids=as_python(pd.Series(plan.update_ids)),
@@ -535,6 +566,7 @@ class ImportRunner:
                 self.store.items.table.add_tag(
                     conn, as_python(pd.Series(plan.update_ids)), request.import_tag
                 )
+        return changed
 
     def _write_assets(
         self,
@@ -548,7 +580,7 @@ class ImportRunner:
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
-    ) -> None:
+    ) -> int:
         assets = self.store.assets
         extra_columns = [c for c in values.columns if c not in ASSET_RECORD_FIELDS]
         geometry = np.asarray(frame.geometry.values) if "geometry" in frame else None
@@ -593,6 +625,7 @@ class ImportRunner:
                 now,
                 ids=given_ids,
             )
+        changed = 0
         if len(plan.updates):
             updates = values.iloc[plan.updates]
             columns: dict[str, list[object]] = {
@@ -605,7 +638,7 @@ class ImportRunner:
                 columns["geometry"] = wkb  # type: ignore[assignment]
                 for i, name in enumerate(("min_x", "min_y", "max_x", "max_y")):
                     columns[name] = as_python(pd.Series(bounds[:, i]))
-            assets.update_many(
+            changed = assets.update_many(
                 conn,
                 as_python(pd.Series(plan.update_ids)),
                 fields_json(
@@ -615,6 +648,7 @@ class ImportRunner:
                 actor,
                 now,
             )
+        return changed
 
     def _write_users(
         self,
@@ -628,8 +662,8 @@ class ImportRunner:
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
-    ) -> None:
-        self.store.users.write_import(
+    ) -> int:
+        return self.store.users.write_import(
             conn, plan, values, cleared, actor, now, tag=request.import_tag
         )
 
@@ -655,6 +689,7 @@ class ImportRunner:
             "matchingId": request.matching_id or rule.matching_id,
             "dryRun": request.dry_run,
             "counts": outcome.counts,
+            "linking": outcome.linking or None,
             "errors": [
                 {
                     "row": int(r.row),

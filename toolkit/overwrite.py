@@ -60,6 +60,7 @@ class OverwritePlan:
         return {
             "inserted": len(self.inserts),
             "updated": len(self.updates),
+            "unchanged": 0,  # known once the updates are applied (store.records)
             "skipped": len(self.skips),
             "retired": len(self.retirements),
             "rejected": len(self.rejected.positions),

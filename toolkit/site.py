@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.cql import parse_cql
 from toolkit.errors import NotFoundError, OptionError
@@ -28,6 +28,9 @@ from toolkit.shapes import (
     item_from_row,
 )
 from toolkit.store import Actor, Database, SiteStore
+
+if TYPE_CHECKING:
+    from toolkit.matching import AssetIndex
 
 ITEM_FILTERS = {
     "registerId": "text",
@@ -127,7 +130,7 @@ class LocalSite:
         return load_rule(name, self.rule_paths).describe()
 
     def run_import(
-        self, request: ImportRequest, *, progress: Progress = no_progress, asset_linker: Any = None
+        self, request: ImportRequest, *, progress: Progress = no_progress
     ) -> dict[str, Any]:
         """Run an import now, in this process; returns the finished job object."""
         runner = ImportRunner(
@@ -135,9 +138,15 @@ class LocalSite:
             rule_paths=self.rule_paths,
             user_id=self.user_id,
             progress=progress,
-            asset_linker=asset_linker,
+            asset_index=self.asset_index,
         )
         return runner.run(request)
+
+    def asset_index(self) -> AssetIndex:
+        """The matching index of this site's active assets (cached beside the site file)."""
+        from toolkit.site_index import site_asset_index
+
+        return site_asset_index(self.store)
 
     def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]:
         """One job (spec 2.7), or with no id a summary of every job of the site."""

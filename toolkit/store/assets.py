@@ -149,6 +149,15 @@ class AssetStore:
             (asset_id, self.site_id),
         ).fetchone()
 
+    def stamp(self) -> str:
+        """Changes whenever the site's active assets do; keys a cached matching index."""
+        count, modified, top = self.connection.execute(
+            "SELECT count(*), coalesce(max(date_modified), 0), coalesce(max(id), 0) "
+            "FROM asset WHERE site_id = ? AND status > 0",
+            (self.site_id,),
+        ).fetchone()
+        return f"{count}-{modified}-{top}"
+
     def frame(self, *, active_only: bool = True) -> pd.DataFrame:
         """Every asset of the site as columns (geometry as WKB), to build a matching index."""
         status = "AND status > 0" if active_only else ""

@@ -13,6 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 INACTIVE_STATUS = 0
+# Binary columns cannot go into an audit entry's JSON; their change is noted as 'replaced'
+# (an asset's new bounds are audited as numbers beside it).
+BINARY_COLUMNS = frozenset({"geometry"})
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ class RecordTable:
     ) -> int:
         """Patch the JSON column (RFC 7396) and set ``columns`` where their value is not None.
 
-        The audit entry keeps the record as it was and the change applied.
+        The audit entry keeps the record as it was and the change applied. Returns how
+        many records changed; the others were already as asked.
         """
         if not ids:
             return 0
@@ -169,8 +173,22 @@ class RecordTable:
             zip(ids, patches, *columns.values(), strict=True),
         )
         kind = self.kind
+        # A row whose patch and columns change nothing is left alone: no audit entry, no new
+        # dateModified, so running the same import twice does no work the second time.
+        same = [f"json_patch(r.{kind.json_column}, c.patch) = json(r.{kind.json_column})"]
+        same += [f"(c.{n} IS NULL OR c.{n} IS r.{n})" for n in names]
+        unchanged = conn.execute(
+            "DELETE FROM temp.record_change WHERE id IN (SELECT c.id FROM temp.record_change c "
+            f"JOIN {kind.table} r ON r.id = c.id WHERE {' AND '.join(same)})"
+        ).rowcount
         patch_parts = [f"'{kind.json_column}', json(c.patch)"] + [
-            f"'{kind.audit_columns.get(n, n)}', c.{n}" for n in names
+            f"'{kind.audit_columns.get(n, n)}', "
+            + (
+                f"CASE WHEN c.{n} IS NULL THEN NULL ELSE 'replaced' END"
+                if n in BINARY_COLUMNS
+                else f"c.{n}"
+            )
+            for n in names
         ]
         changes = (
             f"json_object('before', {_audit_object(kind, 'r')}, "
@@ -194,7 +212,7 @@ class RecordTable:
             (actor.import_job_id, now),
         )
         conn.execute("DROP TABLE temp.record_change")
-        return len(ids)
+        return len(ids) - unchanged
 
     def retire_many(
         self, conn: sqlite3.Connection, ids: Sequence[int], actor: Actor, now: int

@@ -67,8 +67,8 @@ class UserStore:
         now: int,
         *,
         tag: str | None,
-    ) -> None:
-        """Apply an import plan of users."""
+    ) -> int:
+        """Apply an import plan of users; returns how many updated users really changed."""
         columns = [c for c in values.columns if c in USER_COLUMNS and c != "id"]
         extra = [c for c in values.columns if c not in USER_COLUMNS]
         prepared = values.copy()
@@ -85,10 +85,11 @@ class UserStore:
             data["extra"] = fields_json(inserts[extra]).tolist()
             data["tags"] = f'["{tag}"]' if tag else "[]"
             self.table.insert_many(conn, data, len(inserts), actor, now)
+        changed = 0
         if len(plan.updates):
             updates = prepared.iloc[plan.updates]
             ids: Sequence[int] = as_python(pd.Series(plan.update_ids))
-            self.table.update_many(
+            changed = self.table.update_many(
                 conn,
                 ids,
                 fields_json(updates[extra], cleared.iloc[plan.updates][extra]).tolist(),
@@ -98,6 +99,7 @@ class UserStore:
             )
             if tag:
                 self.table.add_tag(conn, ids, tag)
+        return changed
 
     def get(self, user_id: int) -> sqlite3.Row | None:
         return self.connection.execute(

@@ -1,0 +1,73 @@
+"""The matching index of a site's assets: built from the store, cached beside the site file.
+
+Building it for a million assets takes seconds, so it is saved beside the site
+file and reused until the site's assets change (a stamp of their count, last
+change and highest id).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import shapely
+
+from toolkit.errors import ToolkitError
+from toolkit.matching import AssetIndex
+from toolkit.matching.index import ASSET_FIELDS
+from toolkit.store import SiteStore
+
+log = logging.getLogger(__name__)
+
+
+def site_asset_frame(store: SiteStore) -> gpd.GeoDataFrame:
+    """The site's active assets as a GeoDataFrame of asset fields plus one column per code."""
+    raw = store.assets.frame()
+    frame = pd.DataFrame(
+        {
+            "id": raw["id"].astype("str"),
+            "type": raw["type"],
+            "code": raw["code"],
+            "name": raw["name"],
+            "friendly": raw["friendly"],
+            "regionId": raw["region_id"].astype("Int64").astype("str"),
+        }
+    )
+    if len(raw):
+        # pandas parses the JSON lines in C: one pass over every asset's extraInfo.
+        extra = pd.read_json(io.StringIO("\n".join(raw["extra_info"])), lines=True, dtype=False)
+        extra.index = frame.index
+        for name in extra.columns:
+            column = f"{name} (extra)" if name in ASSET_FIELDS else str(name)
+            values = extra[name]
+            frame[column] = values.astype("str").where(values.notna(), None)
+    geometry = shapely.from_wkb(raw["geometry"].to_numpy()) if len(raw) else []
+    return gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geometry, crs=4326))
+
+
+def site_asset_index(store: SiteStore, cache_root: Path | None = None) -> AssetIndex:
+    """The index of the site's active assets, from the cache when the assets have not changed."""
+    cache_root = cache_root or store.db.path.with_name(store.db.path.name + ".index")
+    folder = cache_root / f"site-{store.site_id}"
+    stamp = store.assets.stamp()
+    stamp_file = folder / "stamp.json"
+    if stamp_file.exists():
+        try:
+            if json.loads(stamp_file.read_text("utf-8")).get("stamp") == stamp:
+                return AssetIndex.load(folder)
+        except (OSError, ValueError, ToolkitError) as exc:  # a damaged cache is rebuilt
+            log.warning("rebuilding the asset index cache %s: %s", folder, exc)
+    index = AssetIndex.from_frame(site_asset_frame(store))
+    try:
+        if folder.exists():
+            shutil.rmtree(folder)
+        index.save(folder)
+        stamp_file.write_text(json.dumps({"stamp": stamp}), encoding="utf-8")
+    except OSError as exc:  # a read-only place: matching still works, only slower next time
+        log.warning("cannot cache the asset index in %s: %s", folder, exc)
+    return index
