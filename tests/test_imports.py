@@ -301,3 +301,20 @@ def test_repeating_an_import_changes_nothing_and_a_dry_run_predicts_it(site, tmp
     dry = runner.run(ImportRequest("asset", "test-facilities", changed, dry_run=True))
     assert (dry["summary"]["counts"]["updated"], dry["summary"]["counts"]["unchanged"]) == (1, 1)
     assert state() == before
+
+
+def test_user_updates_change_columns_and_keep_extra_fields(site, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    runner = _runner(site)
+    first = _write(tmp_path, "u1.csv", "Username,First Name,Positions,Team\nzoe,Zoe,API User,A\n")
+    runner.run(ImportRequest("user", "test-users", first))
+    second = _write(
+        tmp_path, "u2.csv", "Username,Positions,Email\nzoe,API User;Inspector,z@x.org\n"
+    )
+    job = runner.run(ImportRequest("user", "test-users", second))
+    assert (job["summary"]["counts"]["updated"], job["summary"]["counts"]["unchanged"]) == (1, 0)
+    user = site.users.by_username("zoe")
+    assert json.loads(user["positions"]) == ["API User", "Inspector"]
+    assert (user["first_name"], user["email"]) == ("Zoe", "z@x.org")
+    assert json.loads(user["extra"]) == {"team": "A"}
+    again = runner.run(ImportRequest("user", "test-users", second))
+    assert again["summary"]["counts"]["unchanged"] == 1

@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.sample_cmd",
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
+    "toolkit.cli.demo_cmd",
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -93,9 +94,11 @@ def cli(
 
     \b
     Examples:
+      toolkit demo
       toolkit inspect sample_data/parcels.zip
-      toolkit --json inspect sample_data/damage_assessments.csv --head 5
-      toolkit sample generate --assets 10000 --items 10000 --out /tmp/workload
+      toolkit import sample_data/damage_assessments.csv --type item \\
+          --rule damage-assessments --event-id 1 --region-id 1 --dry-run
+      toolkit --json item list --register damage-assessment --limit 5
     """
     settings = ctx.ensure_object(Settings)
     settings.store = store

@@ -56,12 +56,15 @@ ASSET_KIND = RecordKind(
 USER_KIND = RecordKind(
     "user",
     "user",
-    "positions",
+    "extra",
     {
         "username": "username",
         "first_name": "firstName",
         "last_name": "lastName",
         "email": "email",
+        "phone": "phone",
+        "organisation": "organisation",
+        "positions": "positions",
         "status": "status",
     },
 )
