@@ -167,6 +167,30 @@ class _NothingWritten(Exception):
 
 
 @dataclass
+class _Payload:
+    """What an import writes, built before the write lock: values with defaults, and the
+    JSON of every row both as a new record and as a merge patch."""
+
+    filled: pd.DataFrame
+    cleared: pd.DataFrame
+    values: pd.DataFrame
+    json_columns: list[str]
+    insert_json: pd.Series
+    patch_json: pd.Series | None
+    geometry_wkb: list[bytes | None] | None = None
+    bounds: np.ndarray | None = None
+
+    def patches(self, positions: np.ndarray) -> list[str]:
+        """Merge patches of the rows at ``positions`` (built now if not built ahead)."""
+        if self.patch_json is not None:
+            return self.patch_json.iloc[positions].tolist()
+        columns = self.json_columns
+        return fields_json(
+            self.values.iloc[positions][columns], self.cleared.iloc[positions][columns]
+        ).tolist()
+
+
+@dataclass
 class _Outcome:
     counts: dict[str, int] = field(default_factory=dict)
     rejections: pd.DataFrame = field(
@@ -335,6 +359,11 @@ class ImportRunner:
         values = prepared.values[keep]
         cleared = prepared.cleared[keep]
 
+        started = time.perf_counter()
+        self.progress("prepare", 0, None)
+        payload = self._prepare(rule, request, values, cleared, frame[keep])
+        self._timed(outcome, "prepare", started)
+
         actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
         stopped: str | None = None
         try:
@@ -353,16 +382,7 @@ class ImportRunner:
                     "user": self._write_users,
                 }[rule.import_type]
                 changed = writer(
-                    conn,
-                    rule,
-                    request,
-                    plan,
-                    values,
-                    cleared,
-                    frame[keep],
-                    asset_ids,
-                    actor,
-                    self.store.db.clock(),
+                    conn, rule, request, plan, payload, asset_ids, actor, self.store.db.clock()
                 )
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
@@ -497,15 +517,52 @@ class ImportRunner:
             return self.store.assets.active_keys(matching_id)
         return self.store.users.active_keys(matching_id)
 
+    def _prepare(
+        self,
+        rule: ImportRule,
+        request: ImportRequest,
+        values: pd.DataFrame,
+        cleared: pd.DataFrame,
+        frame: pd.DataFrame,
+    ) -> _Payload:
+        """Everything the writes need, built before the write lock is taken."""
+        overwrite = request.overwrite_rule or rule.overwrite_rule
+        record_fields = {
+            "item": ITEM_RECORD_FIELDS,
+            "asset": ASSET_RECORD_FIELDS,
+            "user": USER_RECORD_FIELDS,
+        }[rule.import_type]
+        json_columns = [c for c in values.columns if c not in record_fields]
+        defaults = {k: v for k, v in rule.defaults().items() if k in values}
+        filled = values.fillna(defaults) if defaults else values
+        # Patches are only needed for rows matching existing records; a first import into
+        # an empty scope has none, so it skips building them (built later if one appears).
+        may_update = overwrite in ("updateOnly", "updateAndInsert") and not (
+            self._existing_keys(rule, request, request.matching_id or rule.matching_id).empty
+        )
+        payload = _Payload(
+            filled=filled,
+            cleared=cleared,
+            values=values,
+            json_columns=json_columns,
+            insert_json=fields_json(filled[json_columns]),
+            patch_json=fields_json(values[json_columns], cleared[json_columns])
+            if may_update
+            else None,
+        )
+        if rule.import_type == "asset" and "geometry" in frame.columns:
+            payload.geometry_wkb, payload.bounds = geometry_columns(
+                np.asarray(frame.geometry.values)
+            )
+        return payload
+
     def _write_items(
         self,
         conn: Any,
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        values: pd.DataFrame,
-        cleared: pd.DataFrame,
-        frame: pd.DataFrame,
+        payload: _Payload,
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
@@ -514,21 +571,16 @@ class ImportRunner:
         self.store.registers.upsert(
             conn, rule.register, rule.register_name or rule.register, register_fields(rule)
         )
-        register_columns = [c for c in values.columns if c not in ITEM_RECORD_FIELDS]
+        filled = payload.filled
         links = (
             asset_ids
             if asset_ids is not None
-            else pd.Series(pd.NA, index=frame.index, dtype="Int64")
-        ).reindex(values.index)
+            else pd.Series(pd.NA, index=filled.index, dtype="Int64")
+        ).reindex(filled.index)
         tags = json.dumps([request.import_tag] if request.import_tag else [])
         self.store.items.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
-
-        inserts = values.iloc[plan.inserts]
-        if len(inserts):
-            defaults = rule.defaults()
-            filled = inserts.fillna({k: v for k, v in defaults.items() if k in inserts})
-            status = _int_column(filled, "status", 1)
-            template = _int_column(filled, "isTemplate", 0)
+        if len(plan.inserts):
+            inserts = filled.iloc[plan.inserts]
             self.store.items.insert_many(
                 conn,
                 NewItems(
@@ -536,24 +588,23 @@ class ImportRunner:
                     event_id=request.event_id,
                     region_id=request.region_id,
                     asset_id=as_python(links.iloc[plan.inserts]),
-                    status=status,
-                    is_template=template,
+                    status=_int_column(inserts, "status", 1),
+                    is_template=_int_column(inserts, "isTemplate", 0),
                     tags=tags,
-                    fields=fields_json(filled[register_columns]).tolist(),
+                    fields=payload.insert_json.iloc[plan.inserts].tolist(),
                 ),
                 actor,
                 now,
             )
         changed = 0
         if len(plan.updates):
-            updates = values.iloc[plan.updates]
+            updates = filled.iloc[plan.updates]
+            update_ids = as_python(pd.Series(plan.update_ids))
             changed = self.store.items.update_many(
                 conn,
                 ItemChanges(
-                    ids=as_python(pd.Series(plan.update_ids)),
-                    fields_patch=fields_json(
-                        updates[register_columns], cleared.iloc[plan.updates][register_columns]
-                    ).tolist(),
+                    ids=update_ids,
+                    fields_patch=payload.patches(plan.updates),
                     asset_id=as_python(links.iloc[plan.updates]),
                     status=as_python(updates["status"])
                     if "status" in updates
@@ -563,9 +614,7 @@ class ImportRunner:
                 now,
             )
             if request.import_tag:
-                self.store.items.table.add_tag(
-                    conn, as_python(pd.Series(plan.update_ids)), request.import_tag
-                )
+                self.store.items.table.add_tag(conn, update_ids, request.import_tag)
         return changed
 
     def _write_assets(
@@ -574,30 +623,22 @@ class ImportRunner:
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        values: pd.DataFrame,
-        cleared: pd.DataFrame,
-        frame: pd.DataFrame,
+        payload: _Payload,
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
     ) -> int:
         assets = self.store.assets
-        extra_columns = [c for c in values.columns if c not in ASSET_RECORD_FIELDS]
-        geometry = np.asarray(frame.geometry.values) if "geometry" in frame else None
+        filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
         assets.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
-        inserts = values.iloc[plan.inserts]
-        if len(inserts):
-            filled = inserts.fillna({k: v for k, v in rule.defaults().items() if k in inserts})
-            geoms = (
-                geometry[plan.inserts]
-                if geometry is not None
-                else np.full(len(inserts), None, dtype=object)
-            )
-            wkb, bounds = geometry_columns(geoms)
+        wkb = payload.geometry_wkb or [None] * len(filled)
+        bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
+        if len(plan.inserts):
+            inserts = filled.iloc[plan.inserts]
             given_ids = None
-            if "id" in filled and filled["id"].notna().all():
-                given_ids = [int(v) for v in as_python(filled["id"])]
+            if "id" in inserts and inserts["id"].notna().all():
+                given_ids = [int(v) for v in as_python(inserts["id"])]
                 taken = assets.ids_taken(given_ids)
                 if taken:
                     raise OptionError(
@@ -607,17 +648,19 @@ class ImportRunner:
             assets.insert_many(
                 conn,
                 NewAssets(
-                    type=_text_column(filled, "type", rule.asset_type or "Asset"),
-                    name=as_python(filled["name"]),
-                    code=_text_column(filled, "code", None),
-                    friendly=_text_column(filled, "friendly", None),
+                    type=_text_column(inserts, "type", rule.asset_type or "Asset"),
+                    name=as_python(inserts["name"]),
+                    code=_text_column(inserts, "code", None),
+                    friendly=_text_column(inserts, "friendly", None),
                     region_id=(
-                        as_python(filled["regionId"]) if "regionId" in filled else request.region_id
+                        as_python(inserts["regionId"])
+                        if "regionId" in inserts
+                        else request.region_id
                     ),
-                    status=_int_column(filled, "status", 1),
-                    extra_info=fields_json(filled[extra_columns]).tolist(),
-                    geometry=wkb,
-                    bounds=bounds,
+                    status=_int_column(inserts, "status", 1),
+                    extra_info=payload.insert_json.iloc[plan.inserts].tolist(),
+                    geometry=[wkb[i] for i in plan.inserts],
+                    bounds=bounds[plan.inserts],
                     source=request.name,
                     tags=tags,
                 ),
@@ -627,23 +670,20 @@ class ImportRunner:
             )
         changed = 0
         if len(plan.updates):
-            updates = values.iloc[plan.updates]
+            updates = payload.filled.iloc[plan.updates]
             columns: dict[str, list[object]] = {
                 name: as_python(updates[name])
                 for name in ("name", "code", "type", "friendly", "status")
                 if name in updates
             }
-            if geometry is not None:
-                wkb, bounds = geometry_columns(geometry[plan.updates])
-                columns["geometry"] = wkb  # type: ignore[assignment]
+            if payload.geometry_wkb is not None:
+                columns["geometry"] = [wkb[i] for i in plan.updates]
                 for i, name in enumerate(("min_x", "min_y", "max_x", "max_y")):
-                    columns[name] = as_python(pd.Series(bounds[:, i]))
+                    columns[name] = as_python(pd.Series(bounds[plan.updates, i]))
             changed = assets.update_many(
                 conn,
                 as_python(pd.Series(plan.update_ids)),
-                fields_json(
-                    updates[extra_columns], cleared.iloc[plan.updates][extra_columns]
-                ).tolist(),
+                payload.patches(plan.updates),
                 columns,
                 actor,
                 now,
@@ -656,15 +696,13 @@ class ImportRunner:
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        values: pd.DataFrame,
-        cleared: pd.DataFrame,
-        frame: pd.DataFrame,
+        payload: _Payload,
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
     ) -> int:
         return self.store.users.write_import(
-            conn, plan, values, cleared, actor, now, tag=request.import_tag
+            conn, plan, payload.filled, payload.cleared, actor, now, tag=request.import_tag
         )
 
     # --- reporting --------------------------------------------------------------------------
