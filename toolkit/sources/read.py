@@ -17,7 +17,7 @@ from toolkit.sources.csv import add_lines, read_csv_table
 from toolkit.sources.geometry import BadValues, geometry_counts, repair_polygons
 from toolkit.sources.report import ReadLimits, SourceFormat, SourceProblem, SourceReport
 from toolkit.sources.spatial import SpatialRead, read_ogr, read_shapefile, read_zipped_shapefile
-from toolkit.sources.tabular import DEFAULT_CRS, build_geometry, to_geodataframe
+from toolkit.sources.tabular import DEFAULT_CRS, build_geometry, geo_series, to_geodataframe
 from toolkit.sources.xlsx import read_sheet
 
 _SUFFIXES: dict[str, SourceFormat] = {
@@ -195,7 +195,7 @@ def _read(
     progress(label, 2, 3)
     geoms, repaired = repair_polygons(frame.geometry.to_numpy())
     if repaired:
-        frame = frame.set_geometry(gpd.GeoSeries(geoms, index=frame.index, crs=DEFAULT_CRS))
+        frame = frame.set_geometry(geo_series(geoms, DEFAULT_CRS).set_axis(frame.index))
     report.repaired_geometries = repaired
     report.geometry_types, report.null_geometries, report.empty_geometries = geometry_counts(geoms)
     report.rows = len(frame)
@@ -207,7 +207,7 @@ def _read(
 def _spatial_frame(spatial: SpatialRead) -> gpd.GeoDataFrame:
     frame = spatial.frame
     if not isinstance(frame, gpd.GeoDataFrame) or frame.geometry.name is None:
-        empty = gpd.GeoSeries(np.full(len(frame), None, dtype=object), crs=DEFAULT_CRS)
+        empty = geo_series(np.full(len(frame), None, dtype=object), DEFAULT_CRS)
         frame = gpd.GeoDataFrame(frame, geometry=empty.set_axis(frame.index), crs=DEFAULT_CRS)
     elif frame.geometry.name != "geometry":
         frame = frame.rename_geometry("geometry")

@@ -8,6 +8,7 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from geopandas.array import from_shapely
 from numpy.typing import NDArray
 from pyproj import CRS
 
@@ -95,12 +96,17 @@ def build_geometry(
         source = f"latlon:{lat},{lon}"
     else:
         empty = np.full(table.num_rows, None, dtype=object)
-        return TabularGeometry(gpd.GeoSeries(empty, crs=DEFAULT_CRS), None, None)
+        return TabularGeometry(geo_series(empty, DEFAULT_CRS), None, None)
 
-    series = gpd.GeoSeries(geoms, crs=source_crs)
+    series = geo_series(geoms, source_crs)
     if source_crs.to_epsg() != 4326:
         series = series.to_crs(DEFAULT_CRS)
     return TabularGeometry(series, source, crs_label(source_crs), bad)
+
+
+def geo_series(geoms: NDArray, crs: CRS | str) -> gpd.GeoSeries:
+    """A GeoSeries over an array of shapely objects (or None) without re-checking each one."""
+    return gpd.GeoSeries(from_shapely(geoms, crs=crs))
 
 
 def to_geodataframe(
@@ -108,7 +114,12 @@ def to_geodataframe(
 ) -> gpd.GeoDataFrame:
     """Text columns as pandas strings (arrow-backed, no copy), geometry, index ``row``."""
     frame = table.to_pandas(types_mapper=_string_dtype, self_destruct=True)
-    index = pd.Index(row_numbers, name="row")
+    contiguous = row_numbers.size == 0 or row_numbers[-1] == row_numbers.size
+    index = (
+        pd.RangeIndex(1, row_numbers.size + 1, name="row")
+        if contiguous
+        else pd.Index(row_numbers, name="row")
+    )
     frame.index = index
     geometry = geometry.set_axis(index)
     if "geometry" in frame.columns:
