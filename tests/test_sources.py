@@ -306,6 +306,15 @@ def test_shapefile_without_cpg_detects_the_dbf_encoding(tmp_path: Path, written:
     assert (report.encoding, report.encoding_source) == (expected, "detected")
 
 
+def test_shapefile_cpg_is_honoured(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels(), encoding="cp1252")
+    assert shp.with_suffix(".cpg").read_text().strip() in {"1252", "CP1252", "cp1252"}
+    path = zip_folder(tmp_path / "src", tmp_path / "parcels.zip")
+    gdf, report = read_source(path)
+    assert gdf["name"].tolist() == ["Café", "Crème", "Plain"]
+    assert (report.encoding, report.encoding_source) == ("cp1252", "cpg")
+
+
 def test_shapefile_without_prj_needs_a_crs(tmp_path: Path) -> None:
     shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
     shp.with_suffix(".prj").unlink()
@@ -426,3 +435,27 @@ def test_report_to_dict_uses_camel_case(tmp_path: Path) -> None:
         {"row": 2, "line": 3, "column": "WKT", "value": "bad", "message": "not valid WKT"}
     ]
     assert np.isclose(data["rows"], 2)
+
+
+def test_progress_is_reported_per_stage(tmp_path: Path) -> None:
+    calls: list[tuple[str, int, int | None]] = []
+    read_source(
+        write(tmp_path / "p.csv", b"a\n1\n"),
+        progress=lambda label, done, total: calls.append((label, done, total)),
+    )
+    assert calls == [("read p.csv", 0, 2), ("read p.csv", 1, 2), ("read p.csv", 2, 2)]
+
+
+def test_zip_with_too_many_entries_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "many.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for number in range(5):
+            archive.writestr(f"f{number}.dbf", b"x")
+    with pytest.raises(SourceError, match=r"many\.zip: the zip holds 5 entries, more than .* 4"):
+        read_source(path, limits=ReadLimits(max_zip_entries=4))
+
+
+def test_plain_shapefile_path_is_read_too(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    gdf, report = read_source(shp)
+    assert (report.format, report.layer, report.crs, len(gdf)) == ("shapefile", "parcels", MGA55, 3)

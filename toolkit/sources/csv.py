@@ -222,6 +222,12 @@ def _oversized_rows(table: pa.Table, limit: int) -> NDArray[np.intp]:
     """Positions of rows holding a value longer than ``limit`` bytes."""
     over = np.zeros(table.num_rows, dtype=bool)
     for column in table.columns:
+        # No value can be longer than all of its chunk's text together: usually decides at once.
+        if all(
+            chunk.buffers()[2] is None or chunk.buffers()[2].size <= limit
+            for chunk in column.chunks
+        ):
+            continue
         lengths = pc.binary_length(column)
         longest = pc.max(lengths).as_py()
         if longest is not None and longest > limit:

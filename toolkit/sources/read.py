@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import geopandas as gpd
@@ -17,7 +18,7 @@ from toolkit.sources.csv import add_lines, read_csv_table
 from toolkit.sources.geometry import BadValues, geometry_counts, repair_polygons
 from toolkit.sources.report import ReadLimits, SourceFormat, SourceProblem, SourceReport
 from toolkit.sources.spatial import SpatialRead, read_ogr, read_shapefile, read_zipped_shapefile
-from toolkit.sources.tabular import DEFAULT_CRS, build_geometry, to_geodataframe
+from toolkit.sources.tabular import DEFAULT_CRS, build_geometry, geo_series, to_geodataframe
 from toolkit.sources.xlsx import read_sheet
 
 _SUFFIXES: dict[str, SourceFormat] = {
@@ -128,86 +129,128 @@ def _read(
     label = f"read {path.name}"
     fmt = source_format(path)
     _check_file(path, limits)
-    progress(label, 0, 3)
-    geometry_options = {
-        "wkt_column": wkt_column,
-        "lat_column": lat_column,
-        "lon_column": lon_column,
-    }
+    progress(label, 0, 2)
+    columns = GeometryColumns(wkt_column, lat_column, lon_column)
 
     if fmt == "csv":
-        parsed = read_csv_table(path, encoding, limits)
-        progress(label, 1, 3)
-        geometry = build_geometry(parsed.table, path=str(path), crs=crs, **geometry_options)
-        frame = to_geodataframe(parsed.table, geometry.geometry, parsed.row_numbers)
-        report = SourceReport(
-            str(path),
-            fmt,
-            encoding=parsed.encoding.encoding,
-            encoding_source=parsed.encoding.source,
-            delimiter=parsed.delimiter,
-            crs=geometry.crs,
-            geometry_source=geometry.source,
-        )
-        problems = _merge(parsed.problems, parsed.rejected_rows, geometry.bad, parsed.row_numbers)
-        report.problems = add_lines(problems, path, parsed, limits)
+        frame, report = _read_csv(path, encoding, crs, columns, limits)
     elif fmt == "xlsx":
-        sheet = read_sheet(path, layer, limits)
-        progress(label, 1, 3)
-        geometry = build_geometry(sheet.table, path=str(path), crs=crs, **geometry_options)
-        frame = to_geodataframe(sheet.table, geometry.geometry, sheet.row_numbers)
-        report = SourceReport(
-            str(path),
-            fmt,
-            layer=sheet.sheet,
-            crs=geometry.crs,
-            geometry_source=geometry.source,
-        )
-        problems = _merge(sheet.problems, sheet.rejected_rows, geometry.bad, sheet.row_numbers)
-        report.problems = [
-            SourceProblem(p.message, p.row, int(sheet.record_lines[p.row - 1]), p.column, p.value)
-            if p.row is not None and p.line is None
-            else p
-            for p in problems
-        ]
+        frame, report = _read_xlsx(path, layer, crs, columns, limits)
     else:
-        if fmt == "shapefile" and path.suffix.lower() == ".shp":
-            spatial = read_shapefile(path, path, encoding, crs)
-        elif fmt == "shapefile":
-            spatial = read_zipped_shapefile(path, layer, encoding, crs, limits)
-        else:
-            spatial = read_ogr(path, layer, encoding, crs)
-        progress(label, 1, 3)
-        frame = _spatial_frame(spatial)
-        report = SourceReport(
-            str(path),
-            fmt,
-            layer=spatial.layer,
-            encoding=spatial.encoding,
-            encoding_source=spatial.encoding_source,
-            crs=spatial.crs,
-            geometry_source="native" if frame.geometry.notna().any() or spatial.crs else None,
-            problems=spatial.problems,
-        )
-        if len(frame) == 0:
-            report.problems.append(SourceProblem("the layer holds no records"))
-
-    progress(label, 2, 3)
+        frame, report = _read_spatial(path, fmt, layer, encoding, crs, limits)
+    progress(label, 1, 2)
     geoms, repaired = repair_polygons(frame.geometry.to_numpy())
     if repaired:
-        frame = frame.set_geometry(gpd.GeoSeries(geoms, index=frame.index, crs=DEFAULT_CRS))
+        frame = frame.set_geometry(geo_series(geoms, DEFAULT_CRS).set_axis(frame.index))
     report.repaired_geometries = repaired
     report.geometry_types, report.null_geometries, report.empty_geometries = geometry_counts(geoms)
     report.rows = len(frame)
     report.columns = [str(c) for c in frame.columns if c != frame.geometry.name]
-    progress(label, 3, 3)
+    progress(label, 2, 2)
+    return frame, report
+
+
+@dataclass(frozen=True)
+class GeometryColumns:
+    """The user's choice of geometry columns for a text table (None: detect by name)."""
+
+    wkt: str | None
+    lat: str | None
+    lon: str | None
+
+
+def _read_csv(
+    path: Path, encoding: str | None, crs: str | None, columns: GeometryColumns, limits: ReadLimits
+) -> tuple[gpd.GeoDataFrame, SourceReport]:
+    parsed = read_csv_table(path, encoding, limits)
+    geometry = build_geometry(
+        parsed.table,
+        path=str(path),
+        crs=crs,
+        wkt_column=columns.wkt,
+        lat_column=columns.lat,
+        lon_column=columns.lon,
+    )
+    frame = to_geodataframe(parsed.table, geometry.geometry, parsed.row_numbers)
+    report = SourceReport(
+        str(path),
+        "csv",
+        encoding=parsed.encoding.encoding,
+        encoding_source=parsed.encoding.source,
+        delimiter=parsed.delimiter,
+        crs=geometry.crs,
+        geometry_source=geometry.source,
+    )
+    problems = _merge(parsed.problems, parsed.rejected_rows, geometry.bad, parsed.row_numbers)
+    report.problems = add_lines(problems, path, parsed, limits)
+    return frame, report
+
+
+def _read_xlsx(
+    path: Path,
+    sheet_name: str | None,
+    crs: str | None,
+    columns: GeometryColumns,
+    limits: ReadLimits,
+) -> tuple[gpd.GeoDataFrame, SourceReport]:
+    sheet = read_sheet(path, sheet_name, limits)
+    geometry = build_geometry(
+        sheet.table,
+        path=str(path),
+        crs=crs,
+        wkt_column=columns.wkt,
+        lat_column=columns.lat,
+        lon_column=columns.lon,
+    )
+    frame = to_geodataframe(sheet.table, geometry.geometry, sheet.row_numbers)
+    report = SourceReport(
+        str(path), "xlsx", layer=sheet.sheet, crs=geometry.crs, geometry_source=geometry.source
+    )
+    problems = _merge(sheet.problems, sheet.rejected_rows, geometry.bad, sheet.row_numbers)
+    # A sheet row is the XLSX counterpart of a CSV line.
+    report.problems = [
+        replace(p, line=int(sheet.record_lines[p.row - 1]))
+        if p.row is not None and p.line is None
+        else p
+        for p in problems
+    ]
+    return frame, report
+
+
+def _read_spatial(
+    path: Path,
+    fmt: SourceFormat,
+    layer: str | None,
+    encoding: str | None,
+    crs: str | None,
+    limits: ReadLimits,
+) -> tuple[gpd.GeoDataFrame, SourceReport]:
+    if fmt == "shapefile" and path.suffix.lower() == ".shp":
+        spatial = read_shapefile(path, path, encoding, crs)
+    elif fmt == "shapefile":
+        spatial = read_zipped_shapefile(path, layer, encoding, crs, limits)
+    else:
+        spatial = read_ogr(path, layer, encoding, crs)
+    frame = _spatial_frame(spatial)
+    report = SourceReport(
+        str(path),
+        fmt,
+        layer=spatial.layer,
+        encoding=spatial.encoding,
+        encoding_source=spatial.encoding_source,
+        crs=spatial.crs,
+        geometry_source="native" if frame.geometry.notna().any() or spatial.crs else None,
+        problems=spatial.problems,
+    )
+    if len(frame) == 0:
+        report.problems.append(SourceProblem("the layer holds no records"))
     return frame, report
 
 
 def _spatial_frame(spatial: SpatialRead) -> gpd.GeoDataFrame:
     frame = spatial.frame
     if not isinstance(frame, gpd.GeoDataFrame) or frame.geometry.name is None:
-        empty = gpd.GeoSeries(np.full(len(frame), None, dtype=object), crs=DEFAULT_CRS)
+        empty = geo_series(np.full(len(frame), None, dtype=object), DEFAULT_CRS)
         frame = gpd.GeoDataFrame(frame, geometry=empty.set_axis(frame.index), crs=DEFAULT_CRS)
     elif frame.geometry.name != "geometry":
         frame = frame.rename_geometry("geometry")

@@ -8,6 +8,7 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from geopandas.array import from_shapely
 from numpy.typing import NDArray
 from pyproj import CRS
 
@@ -82,33 +83,44 @@ def build_geometry(
     if wkt is None:
         lat = _find(columns, lat_column, LAT_NAMES, path)
         lon = _find(columns, lon_column, LON_NAMES, path)
+    if wkt is None and (lat is None or lon is None):
+        empty = np.full(table.num_rows, None, dtype=object)
+        return TabularGeometry(geo_series(empty, DEFAULT_CRS), None, None)
     source_crs = parse_crs(crs or DEFAULT_CRS, path)
 
     geoms: NDArray
     if wkt is not None:
         geoms, bad = geometry_from_wkt(table.column(wkt), wkt)
         source = f"wkt:{wkt}"
-    elif lat is not None and lon is not None:
+    else:
+        assert lat is not None and lon is not None
         geoms, bad = geometry_from_coordinates(
             table.column(lat), table.column(lon), lat, lon, source_crs.is_geographic
         )
         source = f"latlon:{lat},{lon}"
-    else:
-        empty = np.full(table.num_rows, None, dtype=object)
-        return TabularGeometry(gpd.GeoSeries(empty, crs=DEFAULT_CRS), None, None)
 
-    series = gpd.GeoSeries(geoms, crs=source_crs)
+    series = geo_series(geoms, source_crs)
     if source_crs.to_epsg() != 4326:
         series = series.to_crs(DEFAULT_CRS)
     return TabularGeometry(series, source, crs_label(source_crs), bad)
+
+
+def geo_series(geoms: NDArray, crs: CRS | str) -> gpd.GeoSeries:
+    """A GeoSeries over an array of shapely objects (or None) without re-checking each one."""
+    return gpd.GeoSeries(from_shapely(geoms, crs=crs))
 
 
 def to_geodataframe(
     table: pa.Table, geometry: gpd.GeoSeries, row_numbers: NDArray[np.int64]
 ) -> gpd.GeoDataFrame:
     """Text columns as pandas strings (arrow-backed, no copy), geometry, index ``row``."""
-    frame = table.to_pandas(types_mapper=_string_dtype, self_destruct=True)
-    index = pd.Index(row_numbers, name="row")
+    frame = table.to_pandas(types_mapper=_string_dtype)
+    contiguous = row_numbers.size == 0 or row_numbers[-1] == row_numbers.size
+    index = (
+        pd.RangeIndex(1, row_numbers.size + 1, name="row")
+        if contiguous
+        else pd.Index(row_numbers, name="row")
+    )
     frame.index = index
     geometry = geometry.set_axis(index)
     if "geometry" in frame.columns:
