@@ -63,3 +63,27 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
     command = ci_lines[-1].strip()
     assert command in readme, "README's test command and .ci/run have drifted apart"
+
+
+def test_a_closed_pipe_ends_quietly_with_status_0(tmp_path: Path) -> None:
+    # Far more output than a pipe buffer holds, so the write really hits the closed pipe.
+    sample = ROOT / "sample_data" / "damage_assessments.csv"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "--json", "inspect", str(sample), "--head", "1000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert process.stdout is not None
+    process.stdout.readline()
+    process.stdout.close()  # as `| head -1` does
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert b"Traceback" not in err
+
+
+def test_listing_rules_creates_no_site_file(tmp_path: Path) -> None:
+    result = run_toolkit("rules", "list", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "damage-assessments" in result.stdout
+    assert list(tmp_path.iterdir()) == []

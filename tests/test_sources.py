@@ -459,3 +459,18 @@ def test_plain_shapefile_path_is_read_too(tmp_path: Path) -> None:
     shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
     gdf, report = read_source(shp)
     assert (report.format, report.layer, report.crs, len(gdf)) == ("shapefile", "parcels", MGA55, 3)
+
+
+def test_rows_without_wkt_take_their_coordinates(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.csv"
+    path.write_text(
+        "Reference,Latitude,Longitude,WKT\nA,,,POINT (143.85 -37.56)\nB,-37.57,143.86,\nC,,,\n",
+        encoding="utf-8",
+    )
+    frame, report = read_source(path)
+    assert report.geometry_source == "wkt:WKT+latlon:Latitude,Longitude"
+    points = frame.geometry
+    assert (points.iloc[0].x, points.iloc[0].y) == (143.85, -37.56)
+    assert (points.iloc[1].x, points.iloc[1].y) == (143.86, -37.57)
+    assert points.iloc[2] is None
+    assert report.problems == []

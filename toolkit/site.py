@@ -19,7 +19,6 @@ from toolkit.errors import NotFoundError, OptionError
 from toolkit.filters import format_time, parse_int, parse_query, parse_time
 from toolkit.imports import ImportRequest, ImportRunner, job_object
 from toolkit.progress import Progress, no_progress
-from toolkit.rules import available_rules, load_rule
 from toolkit.shapes import (
     asset_from_row,
     audit_from_row,
@@ -122,12 +121,6 @@ class LocalSite:
         return {"status": 200, "timestamp": format_time(self.db.clock()), "auth": None}
 
     # --- rules and imports --------------------------------------------------------------
-
-    def rules(self) -> list[dict[str, Any]]:
-        return [rule.describe() for rule in available_rules(self.rule_paths).values()]
-
-    def rule(self, name: str) -> dict[str, Any]:
-        return load_rule(name, self.rule_paths).describe()
 
     def run_import(
         self, request: ImportRequest, *, progress: Progress = no_progress

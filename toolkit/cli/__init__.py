@@ -46,7 +46,15 @@ class ToolkitGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a closed pipe shows up here, inside the command
+            return result
+        except BrokenPipeError:
+            # `toolkit ... | head` closed stdout: stop quietly with status 0, as Unix tools
+            # do. Click's own main() would turn this into status 1, so it is caught here.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
         except ToolkitError as exc:
             if ctx.ensure_object(Settings).verbose:
                 traceback.print_exc()

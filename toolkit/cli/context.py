@@ -168,8 +168,7 @@ def open_site(*, create: bool = True) -> Any:
 def print_table(
     rows: list[dict[str, Any]], columns: list[str], *, title: str | None = None
 ) -> None:
-    """Rows as an aligned table on stdout (plain text when stdout is not a terminal)."""
-    from rich.console import Console
+    """Rows as an aligned table on stdout."""
     from rich.table import Table
 
     table = Table(title=title, show_lines=False, header_style="bold")
@@ -177,6 +176,24 @@ def print_table(
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
-    # Off a terminal rich would wrap at 80 columns; a pager or file wants whole rows.
-    console = Console() if sys.stdout.isatty() else Console(width=250)
-    console.print(table)
+    print_renderable(table)
+
+
+def print_renderable(renderable: Any) -> None:
+    """Render with rich, print with click.
+
+    rich would turn a closed pipe into exit status 1; printed with click, it reaches the
+    command group, which ends quietly. Off a terminal the width is generous, so a pager
+    or a file gets whole rows.
+    """
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    width = shutil.get_terminal_size((250, 24)).columns if sys.stdout.isatty() else 250
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, soft_wrap=False, force_terminal=sys.stdout.isatty()).print(
+        renderable
+    )
+    click.echo(buffer.getvalue(), nl=False)

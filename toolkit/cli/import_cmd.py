@@ -195,8 +195,10 @@ def rules_list() -> None:
       toolkit rules list
       toolkit --rules ./my_rules rules list --json
     """
-    with open_site() as site:
-        rules = site.rules()
+    from toolkit.rules import available_rules
+
+    # Rules are files, not site records: listing them opens no site.
+    rules = [rule.describe() for rule in available_rules(settings().rule_paths).values()]
     if settings().json:
         print_json(rules)
         return
@@ -218,8 +220,9 @@ def rules_show(name: str) -> None:
       toolkit rules show damage-assessments
       toolkit rules show ./my_rules/trees.py --json
     """
-    with open_site() as site:
-        rule = site.rule(name)
+    from toolkit.rules import load_rule
+
+    rule = load_rule(name, settings().rule_paths).describe()
     if settings().json:
         print_json(rule)
         return

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import note, output_options, print_json, progress_bar, settings
+from toolkit.cli.context import (
+    note,
+    output_options,
+    print_json,
+    print_renderable,
+    progress_bar,
+    settings,
+)
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -69,34 +72,16 @@ def inspect(
             lon_column=lon_column,
             progress=progress,
         )
-    with _stop_quietly_on_closed_pipe():
-        if settings().json:
-            document = report.to_dict()
-            if head:
-                document["head"] = head_rows(frame, head)
-            print_json(document)
-            return
-        _print_report(report)
+    if settings().json:
+        document = report.to_dict()
         if head:
-            _print_head(frame, head)
+            document["head"] = head_rows(frame, head)
+        print_json(document)
+        return
+    _print_report(report)
+    if head:
+        _print_head(frame, head)
     note(f"{report.path}: {report.rows} rows, {len(report.problems)} problems")
-
-
-@contextmanager
-def _stop_quietly_on_closed_pipe() -> Iterator[None]:
-    """End with status 0 when the reader of stdout goes away (`toolkit inspect ... | head`).
-
-    Click's own main() turns a broken pipe inside a command into exit status 1 before
-    toolkit's main() can see it, so the command catches it first.
-    """
-    try:
-        yield
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Later flushes (at exit) must not hit the closed pipe again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise click.exceptions.Exit(0) from None
 
 
 def head_rows(frame: gpd.GeoDataFrame, count: int) -> list[dict[str, Any]]:
@@ -157,7 +142,7 @@ def _print_report(report: SourceReport) -> None:
     for key, value in shown.items():
         if value not in (None, ""):
             table.add_row(key, str(value))
-    _echo(table)
+    print_renderable(table)
     if report.problems:
         problems = Table("row", "line", "column", "value", "problem")
         for problem in report.problems:
@@ -168,7 +153,7 @@ def _print_report(report: SourceReport) -> None:
                 _short(problem.value, _SHORT_VALUE),
                 problem.message,
             )
-        _echo(problems)
+        print_renderable(problems)
 
 
 def _print_head(frame: gpd.GeoDataFrame, count: int) -> None:
@@ -184,21 +169,7 @@ def _print_head(frame: gpd.GeoDataFrame, count: int) -> None:
                 for c in columns
             ]
         )
-    _echo(table)
-
-
-def _echo(renderable: Any) -> None:
-    """Render with rich, print with click: a closed pipe then reaches main() as BrokenPipeError
-    (rich would turn it into exit status 1)."""
-    import io
-    import shutil
-
-    from rich.console import Console
-
-    buffer = io.StringIO()
-    width = shutil.get_terminal_size((120, 24)).columns
-    Console(file=buffer, width=width, soft_wrap=False).print(renderable)
-    click.echo(buffer.getvalue(), nl=False)
+    print_renderable(table)
 
 
 def _text(value: object) -> str:

@@ -8,6 +8,7 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import shapely
 from geopandas.array import from_shapely
 from numpy.typing import NDArray
 from pyproj import CRS
@@ -73,14 +74,17 @@ def build_geometry(
     """Geometry from the WKT or latitude/longitude columns of ``table``, in EPSG:4326.
 
     Explicit columns win; otherwise the usual names are looked up case-insensitively,
-    WKT before coordinates. A table without any gives an all-missing geometry.
+    and a row with no WKT takes its latitude/longitude when the table has both kinds.
+    A table without any gives an all-missing geometry.
     """
     columns = table.column_names
     if (lat_column is None) != (lon_column is None):
         raise SourceError(f"{path}: pass both --lat-column and --lon-column, not one of them")
     wkt = _find(columns, wkt_column, WKT_NAMES, path) if lat_column is None else None
     lat = lon = None
-    if wkt is None:
+    if wkt_column is None:
+        # Field data often has a WKT column filled on some rows and coordinates on others:
+        # found together by their usual names, each row takes whichever it has.
         lat = _find(columns, lat_column, LAT_NAMES, path)
         lon = _find(columns, lon_column, LON_NAMES, path)
     if wkt is None and (lat is None or lon is None):
@@ -92,6 +96,15 @@ def build_geometry(
     if wkt is not None:
         geoms, bad = geometry_from_wkt(table.column(wkt), wkt)
         source = f"wkt:{wkt}"
+        if lat is not None and lon is not None:
+            points, point_bad = geometry_from_coordinates(
+                table.column(lat), table.column(lon), lat, lon, source_crs.is_geographic
+            )
+            use_points = shapely.is_missing(geoms) & ~shapely.is_missing(points)
+            if use_points.any():
+                geoms = np.where(use_points, points, geoms)
+            bad = [*bad, *point_bad]
+            source = f"{source}+latlon:{lat},{lon}"
     else:
         assert lat is not None and lon is not None
         geoms, bad = geometry_from_coordinates(
