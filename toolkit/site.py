@@ -141,6 +141,21 @@ class LocalSite:
 
         return site_asset_index(self.store)
 
+    def asset_lookup(
+        self,
+        queries: str | list[dict[str, Any]],
+        options: dict[str, Any] | None = None,
+        output: str = "asset",
+    ) -> dict[str, Any]:
+        """The spec's asset lookup (4.3): one query string, or ``[{code, str}, ...]``."""
+        from toolkit.matching import lookup_one, queries_from_spec, resolve, to_spec_result
+
+        index = self.asset_index()
+        if isinstance(queries, str):
+            return lookup_one(index, queries, options, output)
+        resolved = resolve(index, queries_from_spec(queries), options)
+        return to_spec_result(index, resolved, output)
+
     def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]:
         """One job (spec 2.7), or with no id a summary of every job of the site."""
         if job_id is None:

@@ -25,6 +25,7 @@ from toolkit.errors import ToolkitError
 COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.inspect_cmd",
     "toolkit.cli.sample_cmd",
+    "toolkit.cli.lookup_cmd",
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
     "toolkit.cli.demo_cmd",

@@ -1,0 +1,170 @@
+"""`toolkit lookup`: resolve free text, codes or points to assets, one query or a whole file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolkit.cli import cli
+from toolkit.cli.context import note, open_site, output_options, print_json, settings
+
+MODES = ("id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy")
+
+
+@cli.command("lookup")
+@click.argument("queries", nargs=-1)
+@click.option(
+    "--file",
+    "file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Look up every row of this file (any readable source).",
+)
+@click.option("--column", help="The file's column holding the query text.")
+@click.option("--code-column", help="The file's column holding each row's reference.")
+@click.option("--lat-column", help="Latitude column, for mode geo.")
+@click.option("--lon-column", help="Longitude column, for mode geo.")
+@click.option("--wkt-column", help="WKT column, for mode geo.")
+@click.option(
+    "--assets",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Assets to match against (columns id, name, optional type, code, friendly, "
+    "regionId, geometry; others are extraInfo codes). Default: the site's assets.",
+)
+@click.option(
+    "--index",
+    "index_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of a saved index of --assets: reused while newer than the file, "
+    "else built and saved there.",
+)
+@click.option("--mode", type=click.Choice(MODES), default="soundex", show_default=True)
+@click.option("--asset-class", help="Only assets of this class (type).")
+@click.option(
+    "--max-rank",
+    type=click.IntRange(1, 3),
+    default=2,
+    show_default=True,
+    help="soundex: 1 exact, 2 all words in order, 3 all words in any order.",
+)
+@click.option("--fallback-mode", type=click.Choice(MODES), help="Tried where the mode fails.")
+@click.option("--code-field", help="mode code: the code (extraInfo column) to match on.")
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice(["asset", "id"]),
+    default="asset",
+    show_default=True,
+    help="The whole asset object or only its id, with --json.",
+)
+@click.option(
+    "--candidates",
+    type=click.IntRange(0, 20),
+    default=0,
+    help="Also list the top K candidates with scores, for review.",
+)
+@click.option(
+    "-o",
+    "out_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write one row per query (id, mode, accuracy, error) to this CSV.",
+)
+@output_options
+def lookup(
+    queries: tuple[str, ...],
+    file: Path | None,
+    column: str | None,
+    code_column: str | None,
+    lat_column: str | None,
+    lon_column: str | None,
+    wkt_column: str | None,
+    assets: Path | None,
+    index_dir: Path | None,
+    mode: str,
+    asset_class: str | None,
+    max_rank: int,
+    fallback_mode: str | None,
+    code_field: str | None,
+    output: str,
+    candidates: int,
+    out_file: Path | None,
+) -> None:
+    """Resolve QUERIES, or every row of --file, to assets, offline, before importing.
+
+    Ties are never guessed: a query several assets fit equally gets no asset, with
+    the number that tied in its error; --candidates lists them for review. A summary
+    (matched, ambiguous, unmatched, per mode) goes to stderr.
+
+    \b
+    Examples:
+      toolkit lookup "12 SMITH ST BALLARAT" --mode soundex --max-rank 3
+      toolkit lookup 005123 --mode code --code-field propnum --assets sample_data/parcels.zip
+      toolkit lookup --file sample_data/damage_assessments.csv --column Address \\
+          --code-column Reference --assets sample_data/parcels.zip --index /tmp/parcels.idx \\
+          --max-rank 3 --fallback-mode fuzzy -o matches.csv
+      toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
+    """
+    import pandas as pd
+
+    from toolkit.lookup import index_from_file, queries_from_file, result_rows, run_lookup
+    from toolkit.matching import to_spec_result
+    from toolkit.safe_output import safe_frame
+
+    if bool(queries) == (file is not None):
+        raise click.UsageError("give QUERIES or --file, one of the two")
+    if file is not None:
+        frame = queries_from_file(
+            file,
+            column=column,
+            code_column=code_column,
+            lat_column=lat_column,
+            lon_column=lon_column,
+            wkt_column=wkt_column,
+        )
+    else:
+        frame = pd.DataFrame({"query": pd.array(list(queries), dtype="str")})
+    options: dict[str, Any] = {"mode": mode, "maxRank": max_rank}
+    for key, value in (
+        ("assetClass", asset_class),
+        ("fallbackMode", fallback_mode),
+        ("codeField", code_field),
+    ):
+        if value is not None:
+            options[key] = value
+    if assets is not None:
+        index = index_from_file(assets, saved=index_dir)
+    else:
+        with open_site() as site:
+            index = site.asset_index()
+    result = run_lookup(index, frame, options, candidates)
+    summary = result.summary()
+    if out_file is not None:
+        safe_frame(result_rows(result)).to_csv(out_file, index=False)
+        note(f"Wrote {len(result.resolved)} rows to {out_file}")
+    if settings().json or out_file is None:
+        document = to_spec_result(index, result.resolved, output)
+        if candidates:
+            rows = result_rows(result)
+            for entry, review in zip(document.values(), rows["review"], strict=True):
+                entry["candidates"] = review or ""
+        if settings().json:
+            print_json(document)
+        else:
+            for entry in document.values():
+                asset = entry["asset"]
+                label = (
+                    asset
+                    if isinstance(asset, str) or asset is None
+                    else (f"{asset['id']} {asset['name']} (accuracy {asset['accuracy']})")
+                )
+                click.echo(
+                    f"{entry['reference']}\t{entry['query']}\t"
+                    f"{label if asset else '-'}\t{entry['err'] or ''}"
+                )
+    by_mode = ", ".join(f"{k} {v}" for k, v in summary["byMode"].items())
+    note(
+        f"{summary['queries']} queries: {summary['matched']} matched"
+        + (f" ({by_mode})" if by_mode else "")
+        + f", {summary['ambiguous']} ambiguous, {summary['unmatched']} unmatched"
+    )
