@@ -126,7 +126,7 @@ def link_rows(
         parts = [_frame_text(frame, c) for c in link.friendly_columns]
         present = [p for p in parts if p is not None]
         if present:
-            address = _join_address(present)
+            address = join_address(present)
             attempt(address.notna().to_numpy(), address, options)
     reasons = reasons.where(asset_ids.isna())
     nothing_tried = asset_ids.isna() & reasons.isna()
@@ -167,7 +167,7 @@ def _result(
     return LinkResult(asset_ids=asset_ids, reasons=reasons, links=links)
 
 
-def _join_address(parts: list[pd.Series]) -> pd.Series:
+def join_address(parts: list[pd.Series]) -> pd.Series:
     """Join address columns with spaces, leaving out a part the address already holds.
 
     Officers often type the suburb into the address as well as the suburb column;
