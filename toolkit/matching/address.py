@@ -168,12 +168,19 @@ def split_words(cleaned: pa.Array) -> Words:
     return Words(row, position, word_code, np.asarray(vocabulary, dtype=object), len(counts))
 
 
-def _join_words(words: Words, mask: np.ndarray) -> np.ndarray:
-    """For each row, the masked words joined by one space (empty string when none)."""
+def _join_words(words: Words, mask: np.ndarray, sort: bool = False) -> np.ndarray:
+    """For each row, the masked words joined by one space (empty string when none);
+    ``sort`` puts each row's words in alphabetical order (token-sort form)."""
     rows = words.row[mask]
+    codes = words.word_code[mask]
+    if sort:
+        alphabetical = np.empty(len(words.vocabulary), dtype=np.int64)
+        alphabetical[np.argsort(words.vocabulary.astype(str))] = np.arange(len(words.vocabulary))
+        order = np.lexsort((alphabetical[codes], rows))
+        rows, codes = rows[order], codes[order]
     counts = np.bincount(rows, minlength=words.n_rows)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    values = pa.array(words.vocabulary[words.word_code[mask]].tolist(), type=pa.string())
+    values = pa.array(words.vocabulary[codes].tolist(), type=pa.string())
     lists = pa.ListArray.from_arrays(pa.array(offsets), values)
     return np.asarray(pc.binary_join(lists, " ").to_numpy(zero_copy_only=False), dtype=object)
 
@@ -356,7 +363,7 @@ KEY_NAMES = (
     "postcode",
     "block",
 )
-TEXT_NAMES = ("normalised", "street")
+TEXT_NAMES = ("normalised", "street", "sorted_normalised", "sorted_street")
 
 
 class Analysis:
@@ -403,13 +410,16 @@ class Analysis:
         return self._expand(self._cache["keys"])
 
     def texts(self) -> dict[str, np.ndarray]:
-        """``normalised`` (street and locality) and ``street`` canonical text per address
-        (object arrays of str)."""
+        """``normalised`` (street and locality) and ``street`` canonical text per address,
+        and the same with words sorted (``sorted_*``, for token-sort scoring); object arrays."""
         if "texts" not in self._cache:
             words, parts = self.words, self.parts
+            full = parts.is_street | parts.is_locality
             self._cache["texts"] = {
-                "normalised": _join_words(words, parts.is_street | parts.is_locality),
+                "normalised": _join_words(words, full),
                 "street": _join_words(words, parts.is_street),
+                "sorted_normalised": _join_words(words, full, sort=True),
+                "sorted_street": _join_words(words, parts.is_street, sort=True),
             }
         return self._expand(self._cache["texts"])
 

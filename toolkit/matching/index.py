@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import shapely
 
 from toolkit.errors import MatchingError
-from toolkit.matching.address import address_keys
+from toolkit.matching.address import TEXT_NAMES, address_keys
 
 FORMAT_NAME = "toolkit-asset-index"
 FORMAT_VERSION = 1
@@ -123,6 +123,7 @@ class AssetIndex:
     name_keys: pd.DataFrame  # address keys of each asset name (see address.address_keys)
     codes: pd.DataFrame  # long table: field, code, stripped (normalised text), asset
     _tables: dict[tuple[str, str | None], KeyTable] = field(default_factory=dict, repr=False)
+    # Derived arrays (class masks, columns as numpy), computed on first use.
     _masks: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict, repr=False)
     _tree: shapely.STRtree | None = field(default=None, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
@@ -210,6 +211,15 @@ class AssetIndex:
                 types = self.assets["type"].fillna("").str.strip().str.upper()
                 mask = mask & (types == asset_class.strip().upper()).to_numpy(dtype=bool)
             self._masks[cache_key] = mask
+        return self._masks[cache_key]
+
+    def name_column(self, name: str) -> np.ndarray:
+        """One column of ``name_keys`` as a numpy array (object for text), cached."""
+        cache_key = ("column", name)
+        if cache_key not in self._masks:
+            column = self.name_keys[name]
+            dtype = object if name in TEXT_NAMES else column.dtype
+            self._masks[cache_key] = column.to_numpy(dtype=dtype)
         return self._masks[cache_key]
 
     def classes(self) -> list[str]:

@@ -8,8 +8,10 @@ an ``err`` naming the number of tied candidates (never guess).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +32,7 @@ from toolkit.matching.index import (
 )
 from toolkit.matching.options import LookupOptions
 
+FUZZY_THREADS = os.cpu_count() or 1
 _LAT_LON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*[, ]\s*(-?\d+(?:\.\d+)?)\s*$")
 
 
@@ -252,7 +255,7 @@ def _postcode_veto(
     """A match whose postcode differs from the query's is not a match (both must have one)."""
     won = rows[result.asset[rows] >= 0]
     query_postcode = batch.keys()["postcode"][won]
-    asset_postcode = index.name_keys["postcode"].to_numpy(dtype=np.uint64)[result.asset[won]]
+    asset_postcode = index.name_column("postcode")[result.asset[won]]
     veto = won[(query_postcode != 0) & (asset_postcode != 0) & (query_postcode != asset_postcode)]
     result.asset[veto] = -1
     result.accuracy[veto] = np.nan
@@ -324,7 +327,7 @@ def match_contains(
     """
     result = ModeResult.empty(len(batch))
     allowed = np.flatnonzero(index.allowed(options.asset_class))
-    names = pa.array(index.name_keys["normalised"].to_numpy(dtype=object)[allowed])
+    names = pa.array(index.name_column("normalised")[allowed])
     name_lengths = pc.utf8_length(names).to_numpy()
     query_text = batch.texts()["normalised"]
     codes, distinct = pd.factorize(pd.Series(query_text, dtype=object))
@@ -427,9 +430,8 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     """
     result = ModeResult.empty(len(batch))
     qkeys = batch.keys()
-    akeys = index.name_keys
     q_block = qkeys["block"]
-    a_block = akeys["block"].to_numpy(dtype=np.uint64)
+    a_block = index.name_column("block")
     a_pos = np.flatnonzero(index.allowed(options.asset_class) & (a_block != 0))
     a_pos = a_pos[np.argsort(a_block[a_pos], kind="stable")]
     a_sorted = a_block[a_pos]
@@ -443,15 +445,15 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     a_end = np.searchsorted(a_sorted, blocks, side="right")
     q_has_locality = qkeys["has_locality"]
     qtexts = batch.texts()
+    # token_sort_ratio is ratio() of the words in alphabetical order: sorting once per
+    # distinct string here, not once per pair inside rapidfuzz, makes scoring ~4x faster.
     texts = {
-        True: (
-            qtexts["normalised"],
-            akeys["normalised"].to_numpy(dtype=object),
-        ),
-        False: (qtexts["street"], akeys["street"].to_numpy(dtype=object)),
+        True: (qtexts["sorted_normalised"], index.name_column("sorted_normalised")),
+        False: (qtexts["sorted_street"], index.name_column("sorted_street")),
     }
-    frames = []
-    for b in np.flatnonzero(a_end > a_start):
+    frames: list[pd.DataFrame] = []
+
+    def score_block(b: int) -> None:
         block_queries = q_pos[q_start[b] : q_start[b] + q_count[b]]
         block_assets = a_pos[a_start[b] : a_end[b]]
         for with_locality in (True, False):
@@ -462,11 +464,17 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
             scores = process.cdist(
                 q_text[rows],
                 a_text[block_assets],
-                scorer=fuzz.token_sort_ratio,
+                scorer=fuzz.ratio,
                 score_cutoff=accuracy.FUZZY_CUTOFF - accuracy.FUZZY_MARGIN,
-                workers=-1 if len(rows) * len(block_assets) > 100_000 else 1,
+                workers=1,
             )
+            # Blocks write disjoint rows of ``result``, so threads need no lock.
             _settle_scores(result, rows, block_assets, scores, k, frames)
+
+    # Blocks are small, so rapidfuzz's own workers would cost more than they give; two
+    # threads over blocks use both cores (cdist and numpy release the GIL).
+    with ThreadPoolExecutor(max_workers=FUZZY_THREADS) as pool:
+        list(pool.map(score_block, np.flatnonzero(a_end > a_start)))
     if frames:
         result.candidates = pd.concat([result.candidates, *frames], ignore_index=True)
     _no_match(result, f"no asset name scores {accuracy.FUZZY_CUTOFF:g} or more (fuzzy)")
