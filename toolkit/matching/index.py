@@ -58,8 +58,18 @@ def strip_leading_zeros(codes: pa.Array) -> pa.Array:
     return pc.if_else(digits, stripped, pa.scalar(None, pa.large_string()))
 
 
+def as_text(values: pd.Series) -> pd.Series:
+    """A column as ``str``; whole floats (integer codes read beside missing values,
+    ``10.0``) are written as integers (``10``)."""
+    if pd.api.types.is_float_dtype(values.dtype):
+        present = values.dropna()
+        if (present == present.round()).all():
+            return values.astype("Int64").astype("str")
+    return values.astype("str")
+
+
 def _arrow_text(values: pd.Series) -> pa.Array:
-    array = pa.array(values.astype("str").array, from_pandas=True)
+    array = pa.array(as_text(values).array, from_pandas=True)
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     return array.cast(pa.large_string())
@@ -163,13 +173,13 @@ class AssetIndex:
             if name == "active":
                 assets[name] = _active_flags(table[name]) if name in table else True
             elif name in table:
-                assets[name] = table[name].astype("str").str.strip()
+                assets[name] = as_text(table[name]).str.strip()
             else:
                 assets[name] = pd.Series(pd.NA, index=table.index, dtype="str")
         extra_fields = tuple(str(c) for c in table.columns if c not in ASSET_FIELDS)
         extra = {name: normalise_codes(table[name]) for name in extra_fields}
         raw_extra = pd.DataFrame(
-            {name: table[name].astype("str").fillna("").str.strip() for name in extra_fields},
+            {name: as_text(table[name]).fillna("").str.strip() for name in extra_fields},
             index=table.index,
         )
         index = cls(
