@@ -193,6 +193,10 @@ def test_fuzzy_resolves_typos_soundex_cannot(index: AssetIndex) -> None:
     assert answers(index, ["12 Smiyh St Richmond"], mode="fuzzy") == [("A1", 95.8, 1)]
 
 
+def test_fuzzy_second_pass_finds_a_typo_in_the_first_letter(index: AssetIndex) -> None:
+    assert answers(index, ["12 Xmith St Richmond"], mode="fuzzy") == [("A1", 95.8, 1)]
+
+
 # --- auto, fallback, class, empty input -------------------------------------------------
 
 

@@ -362,6 +362,7 @@ KEY_NAMES = (
     "anyorder_street",
     "postcode",
     "block",
+    "block2",
 )
 TEXT_NAMES = ("normalised", "street", "sorted_normalised", "sorted_street")
 
@@ -403,7 +404,8 @@ class Analysis:
         the query names no locality. ``exact`` compares canonical words, ``sound`` the
         sounds-like key of each word in order, ``anyorder`` the same keys in any order.
         ``block`` groups addresses with the same unit and house numbers and the same first
-        letter of the street name, for fuzzy matching.
+        letter of the street name, for fuzzy matching; ``block2`` the same numbers and the
+        street name's last two letters (its second pass).
         """
         if "keys" not in self._cache:
             self._cache["keys"] = self._distinct_keys()
@@ -436,6 +438,8 @@ class Analysis:
         first_name = parts.is_name & (_per_row_cumsum(parts.is_name, words.row, words.n_rows) == 1)
         numbers = sequence_keys(words, exact, parts.is_number | parts.is_unit, ordered=True)
         letter = sequence_keys(words, first_letter, first_name, ordered=False)
+        last_two = string_hashes(np.array([w[-2:] for w in words.vocabulary], dtype=object))
+        tail = sequence_keys(words, last_two, first_name, ordered=False)
         return {
             "exact_full": sequence_keys(words, exact, full, ordered=True),
             "exact_street": sequence_keys(words, exact, street, ordered=True),
@@ -445,6 +449,7 @@ class Analysis:
             "anyorder_street": sequence_keys(words, sound, street, ordered=False),
             "postcode": sequence_keys(words, exact, parts.is_postcode, ordered=False),
             "block": mix64(numbers ^ mix64(letter)),
+            "block2": mix64(numbers ^ mix64(tail ^ _GOLDEN)),
             "has_locality": np.bincount(
                 words.row[parts.is_locality], minlength=words.n_rows
             ).astype(bool),

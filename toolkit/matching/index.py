@@ -232,6 +232,18 @@ class AssetIndex:
             self._masks[cache_key] = column.to_numpy(dtype=dtype)
         return self._masks[cache_key]
 
+    def output_column(self, name: str) -> np.ndarray:
+        """An asset field or ``extra:<field>`` as an object array, None where empty; cached
+        so that building many asset objects does not touch pandas per row."""
+        cache_key = ("output", name)
+        if cache_key not in self._masks:
+            kind, _, extra_name = name.partition(":")
+            column = self.extra[extra_name] if kind == "extra" else self.assets[name]
+            values = column.to_numpy(dtype=object, na_value=None)
+            values[values == ""] = None
+            self._masks[cache_key] = values
+        return self._masks[cache_key]
+
     def classes(self) -> list[str]:
         """The distinct asset classes (``type`` values) of the index, sorted."""
         return sorted(self.assets["type"].dropna().unique().tolist())

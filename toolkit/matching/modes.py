@@ -422,25 +422,48 @@ def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: i
 
 
 def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
-    """rapidfuzz ``token_sort_ratio`` within blocks of assets sharing the query's house and
-    unit numbers and the first letter of the street name.
-
-    The best score must reach ``FUZZY_CUTOFF`` and lead the next by ``FUZZY_MARGIN``.
-    Queries naming a locality are scored on street and locality, others on the street.
+    """rapidfuzz ``token_sort_ratio`` within blocks of assets sharing the query's unit and
+    house numbers and the first letter of the street name; queries with no candidate there
+    get a second pass in blocks keyed by the name's last two letters (a typo in the first
+    letter). The best score must reach ``FUZZY_CUTOFF`` and lead the next by
+    ``FUZZY_MARGIN``. Queries naming a locality are scored on street and locality, others on
+    the street only.
     """
     result = ModeResult.empty(len(batch))
+    frames: list[pd.DataFrame] = []
+    rows = np.arange(len(batch))
+    for block in ("block", "block2"):
+        _fuzzy_pass(index, batch, rows, block, options, k, result, frames)
+        rows = rows[result.count[rows] == 0]
+    if frames:
+        result.candidates = pd.concat([result.candidates, *frames], ignore_index=True)
+    _no_match(result, f"no asset name scores {accuracy.FUZZY_CUTOFF:g} or more (fuzzy)")
+    return result
+
+
+def _fuzzy_pass(
+    index: AssetIndex,
+    batch: QueryBatch,
+    rows: np.ndarray,
+    block: str,
+    options: LookupOptions,
+    k: int,
+    result: ModeResult,
+    frames: list[pd.DataFrame],
+) -> None:
+    """Score batch ``rows`` against the assets of their block (key column ``block``)."""
     qkeys = batch.keys()
-    q_block = qkeys["block"]
-    a_block = index.name_column("block")
+    q_block = qkeys[block]
+    a_block = index.name_column(block)
     a_pos = np.flatnonzero(index.allowed(options.asset_class) & (a_block != 0))
     a_pos = a_pos[np.argsort(a_block[a_pos], kind="stable")]
     a_sorted = a_block[a_pos]
-    q_pos = np.flatnonzero(q_block != 0)
+    q_pos = rows[q_block[rows] != 0]
     q_pos = q_pos[np.argsort(q_block[q_pos], kind="stable")]
     q_sorted = q_block[q_pos]
     q_start = np.flatnonzero(np.concatenate([[True], q_sorted[1:] != q_sorted[:-1]]))
     q_count = np.diff(np.append(q_start, len(q_sorted)))
-    blocks = q_sorted[q_start]
+    blocks = q_sorted[q_start[q_start < len(q_sorted)]]
     a_start = np.searchsorted(a_sorted, blocks, side="left")
     a_end = np.searchsorted(a_sorted, blocks, side="right")
     q_has_locality = qkeys["has_locality"]
@@ -451,7 +474,6 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
         True: (qtexts["sorted_normalised"], index.name_column("sorted_normalised")),
         False: (qtexts["sorted_street"], index.name_column("sorted_street")),
     }
-    frames: list[pd.DataFrame] = []
 
     def score_block(b: int) -> None:
         block_queries = q_pos[q_start[b] : q_start[b] + q_count[b]]
@@ -471,14 +493,10 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
             # Blocks write disjoint rows of ``result``, so threads need no lock.
             _settle_scores(result, rows, block_assets, scores, k, frames)
 
-    # Blocks are small, so rapidfuzz's own workers would cost more than they give; two
-    # threads over blocks use both cores (cdist and numpy release the GIL).
+    # Blocks are small, so rapidfuzz's own workers would cost more than they give;
+    # threads over blocks use the cores instead.
     with ThreadPoolExecutor(max_workers=FUZZY_THREADS) as pool:
         list(pool.map(score_block, np.flatnonzero(a_end > a_start)))
-    if frames:
-        result.candidates = pd.concat([result.candidates, *frames], ignore_index=True)
-    _no_match(result, f"no asset name scores {accuracy.FUZZY_CUTOFF:g} or more (fuzzy)")
-    return result
 
 
 def _settle_scores(
