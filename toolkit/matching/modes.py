@@ -424,10 +424,10 @@ def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: i
 def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
     """rapidfuzz ``token_sort_ratio`` within blocks of assets sharing the query's unit and
     house numbers and the first letter of the street name; queries with no candidate there
-    get a second pass in blocks keyed by the name's last two letters (a typo in the first
-    letter). The best score must reach ``FUZZY_CUTOFF`` and lead the next by
-    ``FUZZY_MARGIN``. Queries naming a locality are scored on street and locality, others on
-    the street only.
+    get a second pass, scored with ``ratio`` on the words in order, in blocks keyed by the
+    name's last two letters (a typo in the first letter). The best score must reach
+    ``FUZZY_CUTOFF`` and lead the next by ``FUZZY_MARGIN``. Queries naming a locality are
+    scored on street and locality, others on the street only.
     """
     result = ModeResult.empty(len(batch))
     frames: list[pd.DataFrame] = []
@@ -470,9 +470,12 @@ def _fuzzy_pass(
     qtexts = batch.texts()
     # token_sort_ratio is ratio() of the words in alphabetical order: sorting once per
     # distinct string here, not once per pair inside rapidfuzz, makes scoring ~4x faster.
+    # The second pass is for a wrong first letter, which moves the word in that order, so
+    # it compares the words in their own order instead.
+    prefix = "sorted_" if block == "block" else ""
     texts = {
-        True: (qtexts["sorted_normalised"], index.name_column("sorted_normalised")),
-        False: (qtexts["sorted_street"], index.name_column("sorted_street")),
+        True: (qtexts[f"{prefix}normalised"], index.name_column(f"{prefix}normalised")),
+        False: (qtexts[f"{prefix}street"], index.name_column(f"{prefix}street")),
     }
 
     def score_block(b: int) -> None:
