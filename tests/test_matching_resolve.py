@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -421,6 +422,25 @@ def test_spec_result_keys_by_code_or_count_and_asset_shape(index: AssetIndex) ->
         "infoUrl": None,
         "regionName": None,
     }
+
+
+def test_spec_result_is_plain_json_and_codes_must_be_unique(index: AssetIndex) -> None:
+    frame = pd.DataFrame({"reference": [10, None, 12], "query": ["A1", "c3", "nothing"]})
+    response = to_spec_result(index, resolve(index, frame, {"mode": "auto"}))
+    assert list(response) == ["10", "2", "12"]
+    assert json.loads(json.dumps(response))["2"]["asset"]["id"] == "A3"
+    assert type(response["10"]["reference"]) is int
+    frame = pd.DataFrame({"reference": ["x", "x"], "query": ["A1", "A2"]})
+    with pytest.raises(MatchingError, match="query codes must be unique; repeated: 'x'"):
+        to_spec_result(index, resolve(index, frame, {"mode": "id"}))
+
+
+def test_empty_batch_and_empty_index() -> None:
+    empty = AssetIndex.from_frame(pd.DataFrame({"id": pd.Series([], dtype="str"), "name": []}))
+    for mode in ("soundex", "code", "geo", "fuzzy", "contains", "name", "id"):
+        result = resolve(empty, queries("12 Smith St"), {"mode": mode, **OFF})
+        assert result.loc[0, "asset_position"] == -1
+    assert len(resolve(empty, queries(), OFF)) == 0
 
 
 def test_spec_result_without_codes_counts_from_one_and_output_id(index: AssetIndex) -> None:

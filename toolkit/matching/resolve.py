@@ -139,11 +139,27 @@ def _geometry(queries: pd.DataFrame) -> np.ndarray | None:
 
 
 def _references(queries: pd.DataFrame) -> pd.Series:
-    if "reference" in queries.columns:
-        values = queries["reference"].reset_index(drop=True).astype(object)
-        count = pd.Series(np.arange(1, len(queries) + 1), dtype=object)
-        return values.where(values.notna(), count)
-    return pd.Series(np.arange(1, len(queries) + 1), dtype=object)
+    """The caller's codes as plain Python values (JSON-ready), else the 1-based count."""
+    count = list(range(1, len(queries) + 1))
+    if "reference" not in queries.columns:
+        return pd.Series(count, dtype=object)
+    values = queries["reference"].tolist()
+    return pd.Series(
+        [
+            number if _missing(value) else _whole(value)
+            for value, number in zip(values, count, strict=True)
+        ],
+        dtype=object,
+    )
+
+
+def _whole(value: Any) -> Any:
+    """A code read as a float beside missing values (``10.0``) is the integer it was."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA
 
 
 def _run(
@@ -283,9 +299,16 @@ def to_spec_result(
     """The spec's response: ``{reference: {reference, query, asset, err}}``.
 
     ``asset`` is the asset object (``output="asset"``), its id (``output="id"``), or None.
+    References must be unique once written as text (they become the object's keys).
     """
     if output not in OUTPUTS:
         raise OptionError(f"output is {output!r}; allowed: {', '.join(OUTPUTS)}")
+    keys = resolved["reference"].map(str)
+    duplicated = keys[keys.duplicated()].unique().tolist()
+    if duplicated:
+        raise MatchingError(
+            f"query codes must be unique; repeated: {', '.join(map(repr, duplicated[:5]))}"
+        )
     response: dict[str, dict[str, Any]] = {}
     positions = resolved["asset_position"].to_numpy()
     geos: dict[int, dict[str, list[Any]]] = {}
@@ -306,7 +329,7 @@ def to_spec_result(
             asset = external_asset_object(record)
         response[str(reference)] = {
             "reference": reference,
-            "query": record["query"],
+            "query": "" if _missing(record["query"]) else record["query"],
             "asset": asset,
             "err": None if pd.isna(record["err"]) else record["err"],
         }
