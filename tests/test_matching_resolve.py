@@ -15,6 +15,7 @@ from toolkit.matching import (
     RESULT_COLUMNS,
     AssetIndex,
     lookup_one,
+    modes,
     queries_from_spec,
     resolve,
     resolve_with_candidates,
@@ -272,6 +273,36 @@ def test_geo_point_inside_on_shared_boundary_and_outside(index: AssetIndex) -> N
         "2 assets cover this location; none chosen",
         "no asset covers this location",
         "no asset covers this location",
+    ]
+
+
+def test_geo_indexing_the_points_gives_the_same_answers(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [
+        "-37.0005, 144.0002",
+        f"-37.0005, {SHARED_EDGE_LON}",
+        "-37.0005, 144.0005",
+        "-30, 150",
+        "POINT (144.0105 -37.0105)",
+        "POINT (144.07 -37.07)",
+    ]
+    frame = queries(*texts)
+    for asset_class in (None, "Hydrant"):
+        options = {"mode": "geo", "assetClass": asset_class, **OFF}
+        probing = resolve(index, frame, options)
+        monkeypatch.setattr(modes, "INVERSE_GEO_MIN", 0)
+        indexing = resolve(index, frame, options)
+        monkeypatch.undo()
+        pd.testing.assert_frame_equal(indexing, probing)
+    assert plain(probing["asset_id"]) == [None, None, "A8", None, None, None]
+    assert plain(resolve(index, frame, {"mode": "geo", **OFF})["asset_id"]) == [
+        "A1",
+        None,
+        None,
+        None,
+        "A3",
+        "A10",
     ]
 
 

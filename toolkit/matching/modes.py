@@ -33,6 +33,9 @@ from toolkit.matching.index import (
 from toolkit.matching.options import LookupOptions
 
 FUZZY_THREADS = os.cpu_count() or 1
+# From this many point queries on, mode geo indexes the points instead of probing the
+# asset tree once per point (and always when they are a tenth of the assets or more).
+INVERSE_GEO_MIN = 50_000
 _LAT_LON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*[, ]\s*(-?\d+(?:\.\d+)?)\s*$")
 
 
@@ -385,18 +388,7 @@ def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: i
     result = ModeResult.empty(len(batch))
     geometry = query_geometry(batch)
     located = ~shapely.is_missing(geometry) & ~shapely.is_empty(geometry)
-    present = np.flatnonzero(located)
-    tree, tree_assets = index.tree
-    # Bounding-box candidates from the tree, then one vectorised ``covers`` over the pairs
-    # with the asset geometries prepared once at build time: faster than letting the tree
-    # test each pair with an unprepared predicate.
-    pairs = tree.query(geometry[present])
-    query = present[pairs[0]]
-    asset = tree_assets[pairs[1]]
-    keep = index.allowed(options.asset_class)[asset]
-    query, asset = query[keep], asset[keep]
-    inside = _covers(index.geometry[asset], geometry[query])
-    query, asset = query[inside], asset[inside]
+    query, asset = _geo_pairs(index, geometry, located, index.allowed(options.asset_class))
     count = np.bincount(query, minlength=len(batch))
     result.count[:] = count
     one = count[query] == 1
@@ -416,6 +408,39 @@ def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: i
     result.err[~located] = "the query has no location (a geometry, WKT or 'latitude, longitude')"
     _no_match(result, "no asset covers this location")
     return result
+
+
+def _geo_pairs(
+    index: AssetIndex, geometry: np.ndarray, located: np.ndarray, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every (query, asset) pair where an allowed asset's geometry covers the query's."""
+    points = located & (shapely.get_type_id(geometry) == 0)
+    tree, tree_assets = index.tree
+    queries: list[np.ndarray] = []
+    assets: list[np.ndarray] = []
+    if points.sum() >= max(INVERSE_GEO_MIN, len(tree_assets) // 10):
+        # Many points: index the points and query with the prepared asset geometries (one
+        # pass over the assets, as geopandas' sjoin does for "within"); cheaper than
+        # millions of point lookups in the asset tree.
+        point_rows = np.flatnonzero(points)
+        candidates = tree_assets[allowed[tree_assets]]
+        pairs = shapely.STRtree(geometry[point_rows]).query(
+            index.geometry[candidates], predicate="covers"
+        )
+        queries.append(point_rows[pairs[1]])
+        assets.append(candidates[pairs[0]])
+        located = located & ~points
+    # Otherwise bounding-box candidates from the asset tree, then one vectorised test over
+    # the pairs with the asset geometries prepared at build time.
+    rows = np.flatnonzero(located)
+    pairs = tree.query(geometry[rows])
+    query, asset = rows[pairs[0]], tree_assets[pairs[1]]
+    keep = allowed[asset]
+    query, asset = query[keep], asset[keep]
+    inside = _covers(index.geometry[asset], geometry[query])
+    queries.append(query[inside])
+    assets.append(asset[inside])
+    return np.concatenate(queries), np.concatenate(assets)
 
 
 def _covers(assets: np.ndarray, queries: np.ndarray) -> np.ndarray:
