@@ -67,7 +67,10 @@ class QueryBatch:
         return self.analysis().texts()
 
     def take(self, positions: np.ndarray) -> QueryBatch:
-        """The sub-batch of ``positions``; an analysis already done is shared, not redone."""
+        """The sub-batch of ``positions`` (sorted, distinct); an analysis already done is
+        shared, not redone."""
+        if len(positions) == len(self):
+            return self  # sorted distinct positions of every row: the batch itself
         return QueryBatch(
             self.text.iloc[positions].reset_index(drop=True),
             None if self.geometry is None else self.geometry[positions],
