@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import geopandas as gpd
@@ -59,6 +60,15 @@ def test_save_and_load_give_identical_answers(tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(got, expected)
     assert shapely.equals(loaded.geometry[0], built.geometry[0])
     assert loaded.geometry[3] is None
+
+
+def test_pickled_index_answers_the_same() -> None:
+    built = AssetIndex.from_frame(asset_frame())
+    copy = pickle.loads(pickle.dumps(built))
+    for options in MODES_TO_COMPARE:
+        expected = resolve(built, queries(*TEXTS), {**options, "useExternalLookups": False})
+        got = resolve(copy, queries(*TEXTS), {**options, "useExternalLookups": False})
+        pd.testing.assert_frame_equal(got, expected)
 
 
 def test_load_of_a_missing_or_foreign_folder_names_it(tmp_path: Path) -> None:

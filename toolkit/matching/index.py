@@ -203,6 +203,17 @@ class AssetIndex:
     def __len__(self) -> int:
         return len(self.assets)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the tables only (for workers of a distributed engine); caches and the
+        spatial tree are rebuilt on the other side."""
+        state = dict(self.__dict__)
+        state.update(_tables={}, _masks={}, _tree=None, _tree_assets=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._build_tree()
+
     # --- lookups used by the modes --------------------------------------------------------
 
     @property
