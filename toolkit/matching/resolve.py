@@ -176,7 +176,7 @@ def _run(
     """Run ``mode`` on batch ``rows`` and write what it settles into ``result``."""
     if mode == "auto":
         # The spec: code when the trimmed input has no inner space, otherwise soundex.
-        single_word = ~batch.text.iloc[rows].str.strip().str.contains(" ").to_numpy(dtype=bool)
+        single_word = ~batch.text.iloc[rows].str.strip().str.contains(r"\s").to_numpy(dtype=bool)
         _run(index, batch, "code", rows[single_word], options, k, result, modes, candidate_frames)
         _run(
             index, batch, "soundex", rows[~single_word], options, k, result, modes, candidate_frames
