@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,7 @@ from toolkit.matching import (
     RESULT_COLUMNS,
     AssetIndex,
     lookup_one,
+    modes,
     queries_from_spec,
     resolve,
     resolve_with_candidates,
@@ -193,6 +195,10 @@ def test_fuzzy_resolves_typos_soundex_cannot(index: AssetIndex) -> None:
     assert answers(index, ["12 Smiyh St Richmond"], mode="fuzzy") == [("A1", 95.8, 1)]
 
 
+def test_fuzzy_second_pass_finds_a_typo_in_the_first_letter(index: AssetIndex) -> None:
+    assert answers(index, ["12 Xmith St Richmond"], mode="fuzzy") == [("A1", 95.8, 1)]
+
+
 # --- auto, fallback, class, empty input -------------------------------------------------
 
 
@@ -267,6 +273,36 @@ def test_geo_point_inside_on_shared_boundary_and_outside(index: AssetIndex) -> N
         "2 assets cover this location; none chosen",
         "no asset covers this location",
         "no asset covers this location",
+    ]
+
+
+def test_geo_indexing_the_points_gives_the_same_answers(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [
+        "-37.0005, 144.0002",
+        f"-37.0005, {SHARED_EDGE_LON}",
+        "-37.0005, 144.0005",
+        "-30, 150",
+        "POINT (144.0105 -37.0105)",
+        "POINT (144.07 -37.07)",
+    ]
+    frame = queries(*texts)
+    for asset_class in (None, "Hydrant"):
+        options = {"mode": "geo", "assetClass": asset_class, **OFF}
+        probing = resolve(index, frame, options)
+        monkeypatch.setattr(modes, "INVERSE_GEO_MIN", 0)
+        indexing = resolve(index, frame, options)
+        monkeypatch.undo()
+        pd.testing.assert_frame_equal(indexing, probing)
+    assert plain(probing["asset_id"]) == [None, None, "A8", None, None, None]
+    assert plain(resolve(index, frame, {"mode": "geo", **OFF})["asset_id"]) == [
+        "A1",
+        None,
+        None,
+        None,
+        "A3",
+        "A10",
     ]
 
 
@@ -417,6 +453,25 @@ def test_spec_result_keys_by_code_or_count_and_asset_shape(index: AssetIndex) ->
         "infoUrl": None,
         "regionName": None,
     }
+
+
+def test_spec_result_is_plain_json_and_codes_must_be_unique(index: AssetIndex) -> None:
+    frame = pd.DataFrame({"reference": [10, None, 12], "query": ["A1", "c3", "nothing"]})
+    response = to_spec_result(index, resolve(index, frame, {"mode": "auto"}))
+    assert list(response) == ["10", "2", "12"]
+    assert json.loads(json.dumps(response))["2"]["asset"]["id"] == "A3"
+    assert type(response["10"]["reference"]) is int
+    frame = pd.DataFrame({"reference": ["x", "x"], "query": ["A1", "A2"]})
+    with pytest.raises(MatchingError, match="query codes must be unique; repeated: 'x'"):
+        to_spec_result(index, resolve(index, frame, {"mode": "id"}))
+
+
+def test_empty_batch_and_empty_index() -> None:
+    empty = AssetIndex.from_frame(pd.DataFrame({"id": pd.Series([], dtype="str"), "name": []}))
+    for mode in ("soundex", "code", "geo", "fuzzy", "contains", "name", "id"):
+        result = resolve(empty, queries("12 Smith St"), {"mode": mode, **OFF})
+        assert result.loc[0, "asset_position"] == -1
+    assert len(resolve(empty, queries(), OFF)) == 0
 
 
 def test_spec_result_without_codes_counts_from_one_and_output_id(index: AssetIndex) -> None:

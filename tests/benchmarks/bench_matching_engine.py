@@ -4,7 +4,8 @@
 
 Builds N parcels (small boxes on a grid) with synthetic addresses and property numbers,
 and M queries with the errors real data has (abbreviated street types, a missing suburb,
-one typo, leading zeros dropped). Prints the time of index build and of modes ``code``,
+one typo, the first two words swapped, lower case, leading zeros dropped). Prints the time
+of index build and of modes ``code``,
 ``soundex`` (maxRank 3, with normalisation), ``geo`` beside a bare ``geopandas.sjoin`` doing
 the same point-in-polygon join, and ``fuzzy`` in queries/second (on F queries), with the
 precision and recall of each against the known answer, and peak memory. The project's
@@ -86,7 +87,7 @@ def synthetic_assets(n: int, seed: int = 1) -> gpd.GeoDataFrame:
     """N parcels: 50 houses per street, streets unique by (name, type, locality)."""
     rng = np.random.default_rng(seed)
     n_streets = max(1, n // 50)
-    names = _words(rng, n_streets * 2, 2)
+    names = _words(rng, n_streets * 2, 3)
     types = rng.choice(TYPES, n_streets * 2)
     localities = _words(rng, n_streets * 2, 2)
     streets = pd.DataFrame({"name": names, "type": types, "locality": localities})
@@ -131,6 +132,8 @@ def synthetic_queries(assets: gpd.GeoDataFrame, m: int, seed: int = 2) -> pd.Dat
     text = text.where(~drop_locality, text.str.replace(r" [A-Z]+$", "", regex=True))
     typo = rng.random(m) < 0.2
     text = text.where(~typo, text.str.replace(r"([A-Z])([AEIOU])", r"\1\2\2", n=1, regex=True))
+    swap = rng.random(m) < 0.1
+    text = text.where(~swap, text.str.replace(r"^(\S+) (\S+)", r"\2 \1", regex=True))
     lower = rng.random(m) < 0.3
     text = text.where(~lower, text.str.lower())
     bounds = shapely.bounds(assets.geometry.array[truth])

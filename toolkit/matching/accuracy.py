@@ -18,6 +18,7 @@ any order)
 ``contains``                           share of the asset name the query covers
                                        (``100 * len(query) / len(name)``)
 ``fuzzy``                              the rapidfuzz ``token_sort_ratio`` score
+                                       (second pass: ``ratio``), one decimal
 external geocoder                      the geocoder's own figure
 =====================================  ========
 

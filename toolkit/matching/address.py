@@ -102,6 +102,16 @@ PARSED_COLUMNS = (
 _UNIT_WORDS = r"(?:UNIT|UNT|U|FLAT|FLT|APARTMENT|APT|SUITE|STE|SHOP)"
 
 
+def _sub(text: pa.Array, pattern: str, replacement: str) -> pa.Array:
+    """Regex replace, run only on the strings that match: RE2 matching is several times
+    cheaper than replacing, and most addresses need none of these fixes."""
+    hit = pc.fill_null(pc.match_substring_regex(text, pattern), False)
+    if not pc.any(hit).as_py():
+        return text
+    changed = pc.replace_substring_regex(pc.filter(text, hit), pattern, replacement)
+    return pc.replace_with_mask(text, hit, changed)
+
+
 def clean_text(texts: pa.Array) -> pa.Array:
     """Upper-case, fold accents, canonical unit and range forms, punctuation to spaces.
 
@@ -119,18 +129,16 @@ def clean_text(texts: pa.Array) -> pa.Array:
         text = pc.utf8_upper(text)
     else:
         text = pc.ascii_upper(text)
-    text = pc.replace_substring_regex(text, r"[^\p{L}\p{N}/\-]+", " ")
-    text = pc.replace_substring_regex(text, r"([0-9]+[A-Z]?) ?- ?([0-9]+[A-Z]?)", r"\1-\2")
-    text = pc.replace_substring_regex(
-        text, r"^ ?(?:" + _UNIT_WORDS + r" ?)?([0-9]+[A-Z]?|[A-Z]) ?/ ?([0-9])", r"UNIT \1 \2"
+    text = _sub(text, r"[^\p{L}\p{N}/\- ]+", " ")
+    text = _sub(text, r"([0-9]+[A-Z]?) *- *([0-9]+[A-Z]?)", r"\1-\2")
+    text = _sub(
+        text, r"^ *(?:" + _UNIT_WORDS + r" *)?([0-9]+[A-Z]?|[A-Z]) */ *([0-9])", r"UNIT \1 \2"
     )
-    text = pc.replace_substring_regex(
-        text, r"^ ?" + _UNIT_WORDS + r" ?([0-9]+[A-Z]?|[A-Z]) ([0-9])", r"UNIT \1 \2"
-    )
+    text = _sub(text, r"^ *" + _UNIT_WORDS + r" *([0-9]+[A-Z]?|[A-Z]) +([0-9])", r"UNIT \1 \2")
     # A slash or dash left over is punctuation, not a unit or a range.
-    text = pc.replace_substring(text, "/", " ")
-    text = pc.replace_substring_regex(text, r"(^|[^0-9])-", r"\1 ")
-    return pc.replace_substring_regex(text, r"-([^0-9]|$)", r" \1")
+    text = _sub(text, r"/", " ")
+    text = _sub(text, r"(^|[^0-9])-", r"\1 ")
+    return _sub(text, r"-([^0-9]|$)", r" \1")
 
 
 @dataclass(frozen=True)
@@ -168,12 +176,19 @@ def split_words(cleaned: pa.Array) -> Words:
     return Words(row, position, word_code, np.asarray(vocabulary, dtype=object), len(counts))
 
 
-def _join_words(words: Words, mask: np.ndarray) -> np.ndarray:
-    """For each row, the masked words joined by one space (empty string when none)."""
+def _join_words(words: Words, mask: np.ndarray, sort: bool = False) -> np.ndarray:
+    """For each row, the masked words joined by one space (empty string when none);
+    ``sort`` puts each row's words in alphabetical order (token-sort form)."""
     rows = words.row[mask]
+    codes = words.word_code[mask]
+    if sort:
+        alphabetical = np.empty(len(words.vocabulary), dtype=np.int64)
+        alphabetical[np.argsort(words.vocabulary.astype(str))] = np.arange(len(words.vocabulary))
+        order = np.lexsort((alphabetical[codes], rows))
+        rows, codes = rows[order], codes[order]
     counts = np.bincount(rows, minlength=words.n_rows)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    values = pa.array(words.vocabulary[words.word_code[mask]].tolist(), type=pa.string())
+    values = pa.array(words.vocabulary, type=pa.string()).take(pa.array(codes))
     lists = pa.ListArray.from_arrays(pa.array(offsets), values)
     return np.asarray(pc.binary_join(lists, " ").to_numpy(zero_copy_only=False), dtype=object)
 
@@ -355,8 +370,9 @@ KEY_NAMES = (
     "anyorder_street",
     "postcode",
     "block",
+    "block2",
 )
-TEXT_NAMES = ("normalised", "street")
+TEXT_NAMES = ("normalised", "street", "sorted_normalised", "sorted_street")
 
 
 class Analysis:
@@ -396,20 +412,24 @@ class Analysis:
         the query names no locality. ``exact`` compares canonical words, ``sound`` the
         sounds-like key of each word in order, ``anyorder`` the same keys in any order.
         ``block`` groups addresses with the same unit and house numbers and the same first
-        letter of the street name, for fuzzy matching.
+        letter of the street name, for fuzzy matching; ``block2`` the same numbers and the
+        street name's last two letters (its second pass).
         """
         if "keys" not in self._cache:
             self._cache["keys"] = self._distinct_keys()
         return self._expand(self._cache["keys"])
 
     def texts(self) -> dict[str, np.ndarray]:
-        """``normalised`` (street and locality) and ``street`` canonical text per address
-        (object arrays of str)."""
+        """``normalised`` (street and locality) and ``street`` canonical text per address,
+        and the same with words sorted (``sorted_*``, for token-sort scoring); object arrays."""
         if "texts" not in self._cache:
             words, parts = self.words, self.parts
+            full = parts.is_street | parts.is_locality
             self._cache["texts"] = {
-                "normalised": _join_words(words, parts.is_street | parts.is_locality),
+                "normalised": _join_words(words, full),
                 "street": _join_words(words, parts.is_street),
+                "sorted_normalised": _join_words(words, full, sort=True),
+                "sorted_street": _join_words(words, parts.is_street, sort=True),
             }
         return self._expand(self._cache["texts"])
 
@@ -426,6 +446,8 @@ class Analysis:
         first_name = parts.is_name & (_per_row_cumsum(parts.is_name, words.row, words.n_rows) == 1)
         numbers = sequence_keys(words, exact, parts.is_number | parts.is_unit, ordered=True)
         letter = sequence_keys(words, first_letter, first_name, ordered=False)
+        last_two = string_hashes(np.array([w[-2:] for w in words.vocabulary], dtype=object))
+        tail = sequence_keys(words, last_two, first_name, ordered=False)
         return {
             "exact_full": sequence_keys(words, exact, full, ordered=True),
             "exact_street": sequence_keys(words, exact, street, ordered=True),
@@ -435,6 +457,7 @@ class Analysis:
             "anyorder_street": sequence_keys(words, sound, street, ordered=False),
             "postcode": sequence_keys(words, exact, parts.is_postcode, ordered=False),
             "block": mix64(numbers ^ mix64(letter)),
+            "block2": mix64(numbers ^ mix64(tail ^ _GOLDEN)),
             "has_locality": np.bincount(
                 words.row[parts.is_locality], minlength=words.n_rows
             ).astype(bool),

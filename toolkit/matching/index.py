@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import shapely
 
 from toolkit.errors import MatchingError
-from toolkit.matching.address import address_keys
+from toolkit.matching.address import TEXT_NAMES, address_keys
 
 FORMAT_NAME = "toolkit-asset-index"
 FORMAT_VERSION = 1
@@ -58,8 +58,18 @@ def strip_leading_zeros(codes: pa.Array) -> pa.Array:
     return pc.if_else(digits, stripped, pa.scalar(None, pa.large_string()))
 
 
+def as_text(values: pd.Series) -> pd.Series:
+    """A column as ``str``; whole floats (integer codes read beside missing values,
+    ``10.0``) are written as integers (``10``)."""
+    if pd.api.types.is_float_dtype(values.dtype):
+        present = values.dropna()
+        if (present == present.round()).all():
+            return values.astype("Int64").astype("str")
+    return values.astype("str")
+
+
 def _arrow_text(values: pd.Series) -> pa.Array:
-    array = pa.array(values.astype("str").array, from_pandas=True)
+    array = pa.array(as_text(values).array, from_pandas=True)
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     return array.cast(pa.large_string())
@@ -123,6 +133,7 @@ class AssetIndex:
     name_keys: pd.DataFrame  # address keys of each asset name (see address.address_keys)
     codes: pd.DataFrame  # long table: field, code, stripped (normalised text), asset
     _tables: dict[tuple[str, str | None], KeyTable] = field(default_factory=dict, repr=False)
+    # Derived arrays (class masks, columns as numpy), computed on first use.
     _masks: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict, repr=False)
     _tree: shapely.STRtree | None = field(default=None, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
@@ -162,13 +173,13 @@ class AssetIndex:
             if name == "active":
                 assets[name] = _active_flags(table[name]) if name in table else True
             elif name in table:
-                assets[name] = table[name].astype("str").str.strip()
+                assets[name] = as_text(table[name]).str.strip()
             else:
                 assets[name] = pd.Series(pd.NA, index=table.index, dtype="str")
         extra_fields = tuple(str(c) for c in table.columns if c not in ASSET_FIELDS)
         extra = {name: normalise_codes(table[name]) for name in extra_fields}
         raw_extra = pd.DataFrame(
-            {name: table[name].astype("str").fillna("").str.strip() for name in extra_fields},
+            {name: as_text(table[name]).fillna("").str.strip() for name in extra_fields},
             index=table.index,
         )
         index = cls(
@@ -192,6 +203,17 @@ class AssetIndex:
     def __len__(self) -> int:
         return len(self.assets)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the tables only (for workers of a distributed engine); caches and the
+        spatial tree are rebuilt on the other side."""
+        state = dict(self.__dict__)
+        state.update(_tables={}, _masks={}, _tree=None, _tree_assets=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._build_tree()
+
     # --- lookups used by the modes --------------------------------------------------------
 
     @property
@@ -210,6 +232,27 @@ class AssetIndex:
                 types = self.assets["type"].fillna("").str.strip().str.upper()
                 mask = mask & (types == asset_class.strip().upper()).to_numpy(dtype=bool)
             self._masks[cache_key] = mask
+        return self._masks[cache_key]
+
+    def name_column(self, name: str) -> np.ndarray:
+        """One column of ``name_keys`` as a numpy array (object for text), cached."""
+        cache_key = ("column", name)
+        if cache_key not in self._masks:
+            column = self.name_keys[name]
+            dtype = object if name in TEXT_NAMES else column.dtype
+            self._masks[cache_key] = column.to_numpy(dtype=dtype)
+        return self._masks[cache_key]
+
+    def output_column(self, name: str) -> np.ndarray:
+        """An asset field or ``extra:<field>`` as an object array, None where empty; cached
+        so that building many asset objects does not touch pandas per row."""
+        cache_key = ("output", name)
+        if cache_key not in self._masks:
+            kind, _, extra_name = name.partition(":")
+            column = self.extra[extra_name] if kind == "extra" else self.assets[name]
+            values = column.to_numpy(dtype=object, na_value=None)
+            values[values == ""] = None
+            self._masks[cache_key] = values
         return self._masks[cache_key]
 
     def classes(self) -> list[str]:

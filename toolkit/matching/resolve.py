@@ -139,11 +139,27 @@ def _geometry(queries: pd.DataFrame) -> np.ndarray | None:
 
 
 def _references(queries: pd.DataFrame) -> pd.Series:
-    if "reference" in queries.columns:
-        values = queries["reference"].reset_index(drop=True).astype(object)
-        count = pd.Series(np.arange(1, len(queries) + 1), dtype=object)
-        return values.where(values.notna(), count)
-    return pd.Series(np.arange(1, len(queries) + 1), dtype=object)
+    """The caller's codes as plain Python values (JSON-ready), else the 1-based count."""
+    count = list(range(1, len(queries) + 1))
+    if "reference" not in queries.columns:
+        return pd.Series(count, dtype=object)
+    values = queries["reference"].tolist()
+    return pd.Series(
+        [
+            number if _missing(value) else _whole(value)
+            for value, number in zip(values, count, strict=True)
+        ],
+        dtype=object,
+    )
+
+
+def _whole(value: Any) -> Any:
+    """A code read as a float beside missing values (``10.0``) is the integer it was."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA
 
 
 def _run(
@@ -160,7 +176,7 @@ def _run(
     """Run ``mode`` on batch ``rows`` and write what it settles into ``result``."""
     if mode == "auto":
         # The spec: code when the trimmed input has no inner space, otherwise soundex.
-        single_word = ~batch.text.iloc[rows].str.strip().str.contains(" ").to_numpy(dtype=bool)
+        single_word = ~batch.text.iloc[rows].str.strip().str.contains(r"\s").to_numpy(dtype=bool)
         _run(index, batch, "code", rows[single_word], options, k, result, modes, candidate_frames)
         _run(
             index, batch, "soundex", rows[~single_word], options, k, result, modes, candidate_frames
@@ -283,55 +299,70 @@ def to_spec_result(
     """The spec's response: ``{reference: {reference, query, asset, err}}``.
 
     ``asset`` is the asset object (``output="asset"``), its id (``output="id"``), or None.
+    References must be unique once written as text (they become the object's keys).
     """
     if output not in OUTPUTS:
         raise OptionError(f"output is {output!r}; allowed: {', '.join(OUTPUTS)}")
+    keys = resolved["reference"].map(str)
+    duplicated = keys[keys.duplicated()].unique().tolist()
+    if duplicated:
+        raise MatchingError(
+            f"query codes must be unique; repeated: {', '.join(map(repr, duplicated[:5]))}"
+        )
     response: dict[str, dict[str, Any]] = {}
-    records = resolved.to_dict("records")
-    for record in records:
+    positions = resolved["asset_position"].to_numpy()
+    geos: dict[int, dict[str, list[Any]]] = {}
+    if output == "asset":
+        matched = np.unique(positions[positions >= 0])
+        geos = dict(zip(matched.tolist(), geo_objects(index.geometry[matched]), strict=True))
+    for record in resolved.to_dict("records"):
         reference = record["reference"]
         asset: Any = None
         if record["asset_position"] >= 0:
             position = int(record["asset_position"])
             asset = (
-                str(index.assets["id"].iat[position])
+                str(index.output_column("id")[position])
                 if output == "id"
-                else asset_object(index, position, record["accuracy"])
+                else asset_object(index, position, record["accuracy"], geos[position])
             )
         elif output == "asset" and not pd.isna(record["external_longitude"]):
             asset = external_asset_object(record)
         response[str(reference)] = {
             "reference": reference,
-            "query": record["query"],
+            "query": "" if _missing(record["query"]) else record["query"],
             "asset": asset,
             "err": None if pd.isna(record["err"]) else record["err"],
         }
     return response
 
 
-def asset_object(index: AssetIndex, position: int, accuracy: float | None) -> dict[str, Any]:
+def asset_object(
+    index: AssetIndex,
+    position: int,
+    accuracy: float | None,
+    geo: dict[str, list[Any]] | None = None,
+) -> dict[str, Any]:
     """One asset in the shape of spec 2.2.
 
     ``geo``: ``points`` is ``[{longitude, latitude}]`` (strings) for point geometries;
     ``polygons`` is a list of polygons, each a list of rings (exterior first, then holes),
     each ring a list of ``{longitude, latitude}``; ``linestrings`` a list of paths of the
-    same pairs. ``extraInfo`` is ``[{"key": column, "value": text}]`` for each non-empty
-    extraInfo code.
+    same pairs; all in the geometry's own order. ``extraInfo`` is
+    ``[{"key": column, "value": text}]`` for each non-empty extraInfo code.
     """
-    row = index.assets.iloc[position]
 
     def text(name: str, default: str | None = None) -> str | None:
-        value = row[name]
-        return default if pd.isna(value) or value == "" else str(value)
+        value = index.output_column(name)[position]
+        return default if value is None else str(value)
 
     name = text("name", "")
     type_name = text("type", "")
     return {
-        "id": str(row["id"]),
+        "id": text("id", ""),
         "type": type_name,
         "code": text("code", ""),
         "regionId": text("regionId"),
-        "geo": geo_object(index.geometry[position]),
+        "geo": geo_object(index.geometry[position]) if geo is None else geo,
         "source": text("source", "internal"),
         "accuracy": None
         if accuracy is None or pd.isna(accuracy)
@@ -341,8 +372,8 @@ def asset_object(index: AssetIndex, position: int, accuracy: float | None) -> di
         "friendlyType": text("friendlyType", type_name),
         "extraInfo": [
             {"key": key, "value": value}
-            for key, value in index.extra.iloc[position].items()
-            if value != ""
+            for key in index.extra_fields
+            if (value := text(f"extra:{key}")) is not None
         ],
         "infoLabel": text("infoLabel"),
         "infoUrl": text("infoUrl"),
@@ -379,28 +410,54 @@ def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def geo_object(geometry: Any) -> dict[str, list[Any]]:
     """``{points, polygons, linestrings}`` of one geometry (empty lists when missing)."""
-    geo: dict[str, list[Any]] = {"points": [], "polygons": [], "linestrings": []}
-    if geometry is None or shapely.is_missing(geometry) or geometry.is_empty:
-        return geo
-    parts = shapely.get_parts(geometry)
-    for part in parts:
-        kind = part.geom_type
-        if kind == "Point":
-            geo["points"].append(_pair(part.x, part.y))
-        elif kind == "LineString":
-            geo["linestrings"].append([_pair(x, y) for x, y in part.coords])
-        elif kind == "Polygon":
-            rings = [part.exterior, *part.interiors]
-            geo["polygons"].append([[_pair(x, y) for x, y in ring.coords] for ring in rings])
-        else:  # a nested collection
-            nested = geo_object(part)
-            for key in geo:
-                geo[key].extend(nested[key])
-    return geo
+    return geo_objects(np.array([geometry], dtype=object))[0]
 
 
-def _pair(x: float, y: float) -> dict[str, str]:
-    return {"longitude": repr(float(x)), "latitude": repr(float(y))}
+def geo_objects(geometries: np.ndarray) -> list[dict[str, list[Any]]]:
+    """``geo_object`` of many geometries, with the shapely work done in bulk."""
+    result: list[dict[str, list[Any]]] = [
+        {"points": [], "polygons": [], "linestrings": []} for _ in range(len(geometries))
+    ]
+    parts, owner = shapely.get_parts(np.asarray(geometries, dtype=object), return_index=True)
+    # Multi-part members of collections are split until only simple parts are left.
+    while len(parts):
+        nested = np.isin(shapely.get_type_id(parts), (4, 5, 6, 7))
+        if not nested.any():
+            break
+        inner, inner_owner = shapely.get_parts(parts[nested], return_index=True)
+        parts = np.concatenate([parts[~nested], inner])
+        owner = np.concatenate([owner[~nested], owner[nested][inner_owner]])
+    order = np.argsort(owner, kind="stable")
+    parts, owner = parts[order], owner[order]
+    kinds = shapely.get_type_id(parts)
+    points = kinds == 0
+    for at, pair in zip(owner[points], _pairs(shapely.get_coordinates(parts[points])), strict=True):
+        result[at]["points"].append(pair)
+    lines = np.isin(kinds, (1, 2))
+    for at, path in zip(owner[lines], _paths(parts[lines]), strict=True):
+        result[at]["linestrings"].append(path)
+    polygons = kinds == 3
+    rings, ring_owner = shapely.get_rings(parts[polygons], return_index=True)
+    paths = _paths(rings)
+    ring_counts = np.bincount(ring_owner, minlength=int(polygons.sum()))
+    starts = np.cumsum(ring_counts) - ring_counts
+    for at, start, count in zip(owner[polygons], starts, ring_counts, strict=True):
+        result[at]["polygons"].append(paths[start : start + count])
+    return result
+
+
+def _pairs(xy: np.ndarray) -> list[dict[str, str]]:
+    """Coordinates as ``{longitude, latitude}`` strings (shortest round-trip form)."""
+    text = xy.astype(str)
+    return [{"longitude": x, "latitude": y} for x, y in text.tolist()]
+
+
+def _paths(geometries: np.ndarray) -> list[list[dict[str, str]]]:
+    coords, which = shapely.get_coordinates(geometries, return_index=True)
+    pairs = _pairs(coords)
+    counts = np.bincount(which, minlength=len(geometries))
+    ends = np.cumsum(counts).tolist()
+    return [pairs[end - count : end] for end, count in zip(ends, counts.tolist(), strict=True)]
 
 
 def lookup_one(

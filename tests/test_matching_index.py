@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import pytest
+import shapely
+from matching_assets import asset_frame, queries
+
+from toolkit.errors import MatchingError
+from toolkit.matching import AssetIndex, resolve
+from toolkit.matching.index import FORMAT_VERSION
+
+MODES_TO_COMPARE = [
+    {"mode": "soundex", "maxRank": 3},
+    {"mode": "code"},
+    {"mode": "name"},
+    {"mode": "fuzzy"},
+    {"mode": "auto"},
+    {"mode": "geo"},
+]
+TEXTS = [
+    "12 Smith St Richmond",
+    "12 smyth st",
+    "005123",
+    "7 Twin Ct Carlton",
+    "U1 14 HIGH ST",
+    "-37.0005, 144.0002",
+    "",
+]
+
+
+def test_index_keeps_fields_and_extra_codes() -> None:
+    index = AssetIndex.from_frame(asset_frame())
+    assert len(index) == 10
+    assert index.extra_fields == ("propnum", "valnum")
+    assert index.code_fields() == ["id", "code", "propnum", "valnum"]
+    assert index.classes() == ["Hydrant", "Property"]
+    assert index.assets.loc[8, "active"] is False or not index.assets.loc[8, "active"]
+    assert index.assets["friendly"].iloc[0] == "12 Smith Street, Richmond"
+
+
+def test_save_and_load_give_identical_answers(tmp_path: Path) -> None:
+    built = AssetIndex.from_frame(asset_frame())
+    folder = built.save(tmp_path / "assets.index")
+    header = json.loads((folder / "index.json").read_text("utf-8"))
+    assert header == {
+        "format": "toolkit-asset-index",
+        "version": FORMAT_VERSION,
+        "assets": 10,
+        "extra_fields": ["propnum", "valnum"],
+    }
+    loaded = AssetIndex.load(folder)
+    for options in MODES_TO_COMPARE:
+        expected = resolve(built, queries(*TEXTS), {**options, "useExternalLookups": False})
+        got = resolve(loaded, queries(*TEXTS), {**options, "useExternalLookups": False})
+        pd.testing.assert_frame_equal(got, expected)
+    assert shapely.equals(loaded.geometry[0], built.geometry[0])
+    assert loaded.geometry[3] is None
+
+
+def test_pickled_index_answers_the_same() -> None:
+    built = AssetIndex.from_frame(asset_frame())
+    copy = pickle.loads(pickle.dumps(built))
+    for options in MODES_TO_COMPARE:
+        expected = resolve(built, queries(*TEXTS), {**options, "useExternalLookups": False})
+        got = resolve(copy, queries(*TEXTS), {**options, "useExternalLookups": False})
+        pd.testing.assert_frame_equal(got, expected)
+
+
+def test_load_of_a_missing_or_foreign_folder_names_it(tmp_path: Path) -> None:
+    with pytest.raises(MatchingError, match=f"{tmp_path / 'nowhere'} is not an asset index"):
+        AssetIndex.load(tmp_path / "nowhere")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "index.json").write_text('{"format": "x", "version": 1}')
+    with pytest.raises(MatchingError) as caught:
+        AssetIndex.load(tmp_path / "other")
+    assert str(caught.value) == (
+        f"{tmp_path / 'other'} holds format 'x' version 1; "
+        f"expected 'toolkit-asset-index' version {FORMAT_VERSION}"
+    )
+
+
+def test_load_of_a_corrupt_index_names_the_folder(tmp_path: Path) -> None:
+    folder = AssetIndex.from_frame(asset_frame()).save(tmp_path / "idx")
+    (folder / "names.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(MatchingError, match=f"the asset index in {folder} is corrupt"):
+        AssetIndex.load(folder)
+
+
+def test_required_columns_and_ids() -> None:
+    with pytest.raises(MatchingError) as caught:
+        AssetIndex.from_frame(pd.DataFrame({"id": ["1"], "label": ["x"]}))
+    assert str(caught.value) == (
+        "the asset table has no name column; required: id, name; found: id, label"
+    )
+    with pytest.raises(MatchingError, match=r"assets without an id at rows \[1\]"):
+        AssetIndex.from_frame(pd.DataFrame({"id": ["1", " "], "name": ["a", "b"]}))
+
+
+def test_plain_dataframe_without_geometry_is_indexed() -> None:
+    index = AssetIndex.from_frame(
+        pd.DataFrame({"id": [1, 2], "name": ["1 A St", "2 B St"], "propnum": [10, None]})
+    )
+    result = resolve(index, queries("2 b street", "10"), {"mode": "auto"})
+    assert result["asset_id"].tolist() == ["2", "1"]
+    geo = resolve(index, queries("-37, 144"), {"mode": "geo", "useExternalLookups": False})
+    assert geo.loc[0, "err"] == "no asset covers this location"
+
+
+def test_other_crs_is_reprojected_to_4326() -> None:
+    frame = gpd.GeoDataFrame(
+        {"id": ["P"], "name": ["1 A St"]},
+        geometry=[shapely.box(144.0, -37.001, 144.001, -37.0)],
+        crs=4326,
+    ).to_crs(3857)
+    index = AssetIndex.from_frame(frame)
+    assert shapely.get_coordinates(index.geometry[0]).min(axis=0) == pytest.approx([144.0, -37.001])
+
+
+def test_active_flags_from_text() -> None:
+    index = AssetIndex.from_frame(
+        pd.DataFrame(
+            {"id": list("abcd"), "name": list("wxyz"), "active": ["yes", "0", None, "false"]}
+        )
+    )
+    assert index.assets["active"].tolist() == [True, False, True, False]
