@@ -107,3 +107,30 @@ def test_another_sites_records_are_not_found(local, tmp_path) -> None:  # type: 
 def test_a_missing_site_is_not_made_up_when_create_is_off(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(NotFoundError, match="site 'ghost' does not exist"):
         LocalSite(tmp_path / "x.sqlite", "ghost", create=False)
+
+
+def test_lookup_and_rest_give_the_same_asset_object(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    parcels = Path(__file__).resolve().parent.parent / "sample_data" / "parcels.zip"
+    with LocalSite(tmp_path / "s.sqlite", "demo") as site:
+        site.run_import(ImportRequest("asset", "property-assets", parcels))
+        found = site.asset_lookup("102559", {"mode": "id"})["1"]["asset"]
+        stored = site.get_asset("102559")
+        batch = site.asset_lookup([{"code": "A", "str": "102559"}], {"mode": "id"}, "id")
+    spec_fields = (
+        "id",
+        "type",
+        "code",
+        "regionId",
+        "geo",
+        "source",
+        "friendly",
+        "name",
+        "friendlyType",
+        "extraInfo",
+        "infoLabel",
+        "infoUrl",
+        "regionName",
+    )
+    assert {k: found[k] for k in spec_fields} == {k: stored[k] for k in spec_fields}
+    assert found["accuracy"] == "100"
+    assert batch == {"A": {"reference": "A", "query": "102559", "asset": "102559", "err": None}}

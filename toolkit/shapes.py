@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import shapely
 
 from toolkit.filters import format_time
@@ -23,48 +24,75 @@ def envelope(models: Iterable[Mapping[str, Any]], total: int) -> dict[str, Any]:
     return {"models": keyed, "count": len(keyed), "total": str(total)}
 
 
-def _pair(x: float, y: float) -> dict[str, str]:
-    return {"longitude": repr(float(x)), "latitude": repr(float(y))}
-
-
 def geo_object(geometry: Any) -> dict[str, list[Any]]:
     """``{points, polygons, linestrings}`` of one geometry (empty lists when missing).
 
     ``points`` is ``[{longitude, latitude}]``; ``polygons`` a list of polygons, each
     a list of rings (exterior first), each ring a list of ``{longitude, latitude}``;
-    ``linestrings`` a list of paths of the same pairs. Numbers are strings.
+    ``linestrings`` a list of paths of the same pairs. Numbers are strings in their
+    shortest round-trip form.
     """
-    geo: dict[str, list[Any]] = {"points": [], "polygons": [], "linestrings": []}
-    if geometry is None or shapely.is_missing(geometry) or geometry.is_empty:
-        return geo
-    for part in shapely.get_parts(geometry):
-        kind = part.geom_type
-        if kind == "Point":
-            geo["points"].append(_pair(part.x, part.y))
-        elif kind == "LineString":
-            geo["linestrings"].append([_pair(x, y) for x, y in part.coords])
-        elif kind == "Polygon":
-            rings = [part.exterior, *part.interiors]
-            geo["polygons"].append([[_pair(x, y) for x, y in ring.coords] for ring in rings])
-        else:  # a nested collection
-            nested = geo_object(part)
-            for key in geo:
-                geo[key].extend(nested[key])
-    return geo
+    return geo_objects(np.array([geometry], dtype=object))[0]
+
+
+def geo_objects(geometries: np.ndarray) -> list[dict[str, list[Any]]]:
+    """``geo_object`` of many geometries, with the shapely work done in bulk."""
+    result: list[dict[str, list[Any]]] = [
+        {"points": [], "polygons": [], "linestrings": []} for _ in range(len(geometries))
+    ]
+    parts, owner = shapely.get_parts(np.asarray(geometries, dtype=object), return_index=True)
+    # Multi-part members of collections are split until only simple parts are left.
+    while len(parts):
+        nested = np.isin(shapely.get_type_id(parts), (4, 5, 6, 7))
+        if not nested.any():
+            break
+        inner, inner_owner = shapely.get_parts(parts[nested], return_index=True)
+        parts = np.concatenate([parts[~nested], inner])
+        owner = np.concatenate([owner[~nested], owner[nested][inner_owner]])
+    order = np.argsort(owner, kind="stable")
+    parts, owner = parts[order], owner[order]
+    kinds = shapely.get_type_id(parts)
+    points = kinds == 0
+    for at, pair in zip(owner[points], _pairs(shapely.get_coordinates(parts[points])), strict=True):
+        result[at]["points"].append(pair)
+    lines = np.isin(kinds, (1, 2))
+    for at, path in zip(owner[lines], _paths(parts[lines]), strict=True):
+        result[at]["linestrings"].append(path)
+    polygons = kinds == 3
+    rings, ring_owner = shapely.get_rings(parts[polygons], return_index=True)
+    paths = _paths(rings)
+    ring_counts = np.bincount(ring_owner, minlength=int(polygons.sum()))
+    starts = np.cumsum(ring_counts) - ring_counts
+    for at, start, count in zip(owner[polygons], starts, ring_counts, strict=True):
+        result[at]["polygons"].append(paths[start : start + count])
+    return result
+
+
+def _pairs(xy: np.ndarray) -> list[dict[str, str]]:
+    """Coordinates as ``{longitude, latitude}`` strings (shortest round-trip form)."""
+    text = xy.astype(str)
+    return [{"longitude": x, "latitude": y} for x, y in text.tolist()]
+
+
+def _paths(geometries: np.ndarray) -> list[list[dict[str, str]]]:
+    coords, which = shapely.get_coordinates(geometries, return_index=True)
+    pairs = _pairs(coords)
+    counts = np.bincount(which, minlength=len(geometries))
+    ends = np.cumsum(counts).tolist()
+    return [pairs[end - count : end] for end, count in zip(ends, counts.tolist(), strict=True)]
 
 
 def asset_json(
     fields: Mapping[str, Any],
-    geometry: Any,
+    geo: dict[str, list[Any]],
     extra_info: Mapping[str, Any],
     accuracy: str | None = None,
 ) -> dict[str, Any]:
-    """One asset in the shape of spec 2.2.
+    """One asset in the shape of spec 2.2, from its fields by spec name.
 
-    ``fields`` holds the asset's own fields by spec name (``id``, ``type``,
-    ``code``, ``name``, ``friendly``, ``regionId``, ``source``, ...).
-    ``extraInfo`` is ``[{"key": code name, "value": text}]`` for each code
-    that has a value.
+    ``extraInfo`` is ``[{"key": code name, "value": text}]`` for each code that
+    has a value. Defaults: ``source`` internal, ``friendly`` the name,
+    ``friendlyType`` the type.
     """
 
     def text(name: str, default: str | None = None) -> str | None:
@@ -78,7 +106,7 @@ def asset_json(
         "type": type_name,
         "code": text("code", ""),
         "regionId": text("regionId"),
-        "geo": geo_object(geometry),
+        "geo": geo,
         "source": text("source", "internal"),
         "accuracy": accuracy,
         "friendly": text("friendly", name),
@@ -111,7 +139,7 @@ def asset_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
             "regionId": row["region_id"],
             "source": row["source"],
         },
-        geometry,
+        geo_object(geometry),
         json.loads(row["extra_info"]),
     )
     record["active"] = row["status"] > 0

@@ -36,6 +36,7 @@ def site_asset_frame(store: SiteStore) -> gpd.GeoDataFrame:
             "name": raw["name"],
             "friendly": raw["friendly"],
             "regionId": raw["region_id"].astype("Int64").astype("str"),
+            "source": raw["source"],
         }
     )
     if len(raw):

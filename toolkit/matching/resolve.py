@@ -22,6 +22,7 @@ from toolkit.matching.geocoder import Geocoder, NoGeocoder
 from toolkit.matching.index import AssetIndex
 from toolkit.matching.modes import MODE_FUNCTIONS, ModeResult, QueryBatch
 from toolkit.matching.options import OUTPUTS, LookupOptions
+from toolkit.shapes import asset_json, geo_object, geo_objects
 
 RESULT_COLUMNS = (
     "reference",
@@ -342,43 +343,35 @@ def asset_object(
     accuracy: float | None,
     geo: dict[str, list[Any]] | None = None,
 ) -> dict[str, Any]:
-    """One asset in the shape of spec 2.2.
+    """One asset of the index in the shape of spec 2.2 (see ``toolkit.shapes``)."""
 
-    ``geo``: ``points`` is ``[{longitude, latitude}]`` (strings) for point geometries;
-    ``polygons`` is a list of polygons, each a list of rings (exterior first, then holes),
-    each ring a list of ``{longitude, latitude}``; ``linestrings`` a list of paths of the
-    same pairs; all in the geometry's own order. ``extraInfo`` is
-    ``[{"key": column, "value": text}]`` for each non-empty extraInfo code.
-    """
-
-    def text(name: str, default: str | None = None) -> str | None:
+    def text(name: str) -> str | None:
         value = index.output_column(name)[position]
-        return default if value is None else str(value)
+        return None if value is None else str(value)
 
-    name = text("name", "")
-    type_name = text("type", "")
-    return {
-        "id": text("id", ""),
-        "type": type_name,
-        "code": text("code", ""),
-        "regionId": text("regionId"),
-        "geo": geo_object(index.geometry[position]) if geo is None else geo,
-        "source": text("source", "internal"),
-        "accuracy": None
-        if accuracy is None or pd.isna(accuracy)
-        else accuracy_scale.as_text(accuracy),
-        "friendly": text("friendly", name),
-        "name": name,
-        "friendlyType": text("friendlyType", type_name),
-        "extraInfo": [
-            {"key": key, "value": value}
-            for key in index.extra_fields
-            if (value := text(f"extra:{key}")) is not None
-        ],
-        "infoLabel": text("infoLabel"),
-        "infoUrl": text("infoUrl"),
-        "regionName": text("regionName"),
+    fields = {
+        name: text(name)
+        for name in (
+            "id",
+            "type",
+            "code",
+            "regionId",
+            "source",
+            "friendly",
+            "name",
+            "friendlyType",
+            "infoLabel",
+            "infoUrl",
+            "regionName",
+        )
     }
+    extra = {key: text(f"extra:{key}") for key in index.extra_fields}
+    return asset_json(
+        fields,
+        geo_object(index.geometry[position]) if geo is None else geo,
+        extra,
+        None if accuracy is None or pd.isna(accuracy) else accuracy_scale.as_text(accuracy),
+    )
 
 
 def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -388,76 +381,13 @@ def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
         "longitude": repr(float(record["external_longitude"])),
         "latitude": repr(float(record["external_latitude"])),
     }
-    return {
-        "id": None,
-        "type": "",
-        "code": "",
-        "regionId": None,
-        "geo": {"points": [point], "polygons": [], "linestrings": []},
-        "source": "external",
-        "accuracy": None
-        if pd.isna(record["accuracy"])
-        else accuracy_scale.as_text(record["accuracy"]),
-        "friendly": label or "",
-        "name": label or "",
-        "friendlyType": "",
-        "extraInfo": [],
-        "infoLabel": None,
-        "infoUrl": None,
-        "regionName": None,
-    }
-
-
-def geo_object(geometry: Any) -> dict[str, list[Any]]:
-    """``{points, polygons, linestrings}`` of one geometry (empty lists when missing)."""
-    return geo_objects(np.array([geometry], dtype=object))[0]
-
-
-def geo_objects(geometries: np.ndarray) -> list[dict[str, list[Any]]]:
-    """``geo_object`` of many geometries, with the shapely work done in bulk."""
-    result: list[dict[str, list[Any]]] = [
-        {"points": [], "polygons": [], "linestrings": []} for _ in range(len(geometries))
-    ]
-    parts, owner = shapely.get_parts(np.asarray(geometries, dtype=object), return_index=True)
-    # Multi-part members of collections are split until only simple parts are left.
-    while len(parts):
-        nested = np.isin(shapely.get_type_id(parts), (4, 5, 6, 7))
-        if not nested.any():
-            break
-        inner, inner_owner = shapely.get_parts(parts[nested], return_index=True)
-        parts = np.concatenate([parts[~nested], inner])
-        owner = np.concatenate([owner[~nested], owner[nested][inner_owner]])
-    order = np.argsort(owner, kind="stable")
-    parts, owner = parts[order], owner[order]
-    kinds = shapely.get_type_id(parts)
-    points = kinds == 0
-    for at, pair in zip(owner[points], _pairs(shapely.get_coordinates(parts[points])), strict=True):
-        result[at]["points"].append(pair)
-    lines = np.isin(kinds, (1, 2))
-    for at, path in zip(owner[lines], _paths(parts[lines]), strict=True):
-        result[at]["linestrings"].append(path)
-    polygons = kinds == 3
-    rings, ring_owner = shapely.get_rings(parts[polygons], return_index=True)
-    paths = _paths(rings)
-    ring_counts = np.bincount(ring_owner, minlength=int(polygons.sum()))
-    starts = np.cumsum(ring_counts) - ring_counts
-    for at, start, count in zip(owner[polygons], starts, ring_counts, strict=True):
-        result[at]["polygons"].append(paths[start : start + count])
-    return result
-
-
-def _pairs(xy: np.ndarray) -> list[dict[str, str]]:
-    """Coordinates as ``{longitude, latitude}`` strings (shortest round-trip form)."""
-    text = xy.astype(str)
-    return [{"longitude": x, "latitude": y} for x, y in text.tolist()]
-
-
-def _paths(geometries: np.ndarray) -> list[list[dict[str, str]]]:
-    coords, which = shapely.get_coordinates(geometries, return_index=True)
-    pairs = _pairs(coords)
-    counts = np.bincount(which, minlength=len(geometries))
-    ends = np.cumsum(counts).tolist()
-    return [pairs[end - count : end] for end, count in zip(ends, counts.tolist(), strict=True)]
+    accuracy = record["accuracy"]
+    return asset_json(
+        {"id": None, "name": label or "", "friendly": label or "", "source": "external"},
+        {"points": [point], "polygons": [], "linestrings": []},
+        {},
+        None if pd.isna(accuracy) else accuracy_scale.as_text(accuracy),
+    )
 
 
 def lookup_one(

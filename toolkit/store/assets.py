@@ -162,8 +162,8 @@ class AssetStore:
         """Every asset of the site as columns (geometry as WKB), to build a matching index."""
         status = "AND status > 0" if active_only else ""
         return pd.read_sql_query(
-            "SELECT id, type, code, name, friendly, region_id, status, extra_info, geometry "
-            f"FROM asset WHERE site_id = ? {status} ORDER BY id",
+            "SELECT id, type, code, name, friendly, region_id, source, status, extra_info, "
+            f"geometry FROM asset WHERE site_id = ? {status} ORDER BY id",
             self.connection,
             params=(self.site_id,),
         )
