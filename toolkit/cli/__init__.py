@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.inspect_cmd",
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
+    "toolkit.cli.report_cmd",
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
