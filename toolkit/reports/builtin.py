@@ -294,7 +294,9 @@ def _matching_quality(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
         unlinked = _null_count(snapshot, "assetId")
         accuracy = pc.mean(snapshot.column("accuracy")).as_py()
         modes = pc.value_counts(snapshot.column("mode").combine_chunks()).to_pylist()
-        by_mode = {str(m["values"]): int(m["counts"]) for m in modes}
+        by_mode = {
+            ("none" if m["values"] is None else str(m["values"])): int(m["counts"]) for m in modes
+        }
         return [
             MetaEntry.count("linked", "Rows linked to an asset", rows - unlinked),
             MetaEntry.count("unlinked", "Rows without an asset", unlinked),

@@ -138,7 +138,7 @@ def _about_sheet(
     sheet.set_column(0, 0, 34)
     sheet.set_column(1, 1, 70)
     sheet.write_string(0, 0, str(header["name"]), title)
-    sheet.write_string(1, 0, "Rows", bold)
+    sheet.write_string(1, 0, "Data rows", bold)
     sheet.write_number(1, 1, rows)
     sheet.write_string(2, 0, "Data sheets", bold)
     sheet.write_string(2, 1, ", ".join(sheets), text)
