@@ -156,17 +156,20 @@ class ReportDefinition:
                 f"its parameters: {', '.join(known) or 'none'}"
             )
         typed: dict[str, Any] = {}
+        problems: list[str] = []  # every bad parameter at once, not one per attempt
         for param in self.params:
             value = raw.get(param.key)
             if value is None or value == "":
                 if param.required:
-                    raise OptionError(
-                        f"report {self.id} ({self.name}) needs parameter {param.key} "
-                        f"({param.label})"
-                    )
+                    problems.append(f"needs parameter {param.key} ({param.label})")
                 typed[param.key] = param.default
-            else:
+                continue
+            try:
                 typed[param.key] = param.parse(value)
+            except OptionError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise OptionError(f"report {self.id} ({self.name}): " + "; ".join(problems))
         return typed
 
     def params_json(self, typed: Mapping[str, Any]) -> dict[str, Any]:
