@@ -80,7 +80,7 @@ class DetachedProcessExecutor:
             "-m",
             "toolkit",
             "--store",
-            str(task.path),
+            str(Path(task.path).resolve()),
             "--site",
             task.site,
             "--quiet",

@@ -42,10 +42,14 @@ def _excel_days(column: pa.Array) -> pa.Array:
 
 def _risky(column: pa.Array) -> list[bool] | None:
     """Per cell, whether a spreadsheet would read it as a formula; None when no cell is."""
-    if not pc.any(pc.match_substring_regex(column, r"^[=+\-@\t\r]")).as_py():
+    starts = pc.fill_null(pc.match_substring_regex(column, r"^[=+\-@\t\r]"), False)
+    if not pc.any(starts).as_py():
         return None
-    text = pd.Series(column.to_pandas(), dtype="string")
-    return (neutralise_formulas(text) != text).fillna(False).tolist()
+    # Only the cells that start like a formula go through neutralise_formulas.
+    suspects = pd.Series(pc.filter(column, starts).to_pandas(), dtype="string")
+    mask = starts.to_numpy(zero_copy_only=False).copy()
+    mask[mask] = (neutralise_formulas(suspects) != suspects).fillna(False).to_numpy(dtype=bool)
+    return mask.tolist()
 
 
 def _widths(spec: list[dict[str, Any]], first: pa.RecordBatch | None) -> list[int]:
