@@ -14,19 +14,29 @@ from toolkit.reports.snapshot import Snapshot
 
 _NULL = pa.scalar("null")
 _CONTROL = r"[\x00-\x1f]"
+_NEEDS_ESCAPE = r'[\\"\x00-\x1f]'
+
+
+def _escaped(text: pa.Array) -> pa.Array:
+    """JSON escapes of strings that need some (backslash, quote, control characters)."""
+    escaped = pc.replace_substring(text, "\\", "\\\\")
+    for raw, spelled in (('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
+        escaped = pc.replace_substring(escaped, raw, spelled)
+    odd = pc.fill_null(pc.match_substring_regex(escaped, _CONTROL), False)
+    if pc.any(odd).as_py():
+        # Other control characters are rare: let the json module spell those few cells.
+        cells = [json.dumps(v)[1:-1] for v in pc.filter(text, odd).to_pylist()]
+        escaped = pc.replace_with_mask(escaped, odd, pa.array(cells, pa.string()))
+    return escaped
 
 
 def _json_text(column: pa.Array) -> pa.Array:
     """Each string as a JSON string literal, or ``null``."""
-    text = pc.replace_substring(column, "\\", "\\\\")
-    for raw, escaped in (('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
-        text = pc.replace_substring(text, raw, escaped)
-    odd = pc.fill_null(pc.match_substring_regex(text, _CONTROL), False)
-    if pc.any(odd).as_py():
-        # Other control characters are rare: let the json module spell those few cells.
-        spelled = [json.dumps(v)[1:-1] for v in pc.filter(column, odd).to_pylist()]
-        text = pc.replace_with_mask(text, odd, pa.array(spelled, pa.string()))
-    return pc.fill_null(pc.binary_join_element_wise('"', text, '"', ""), _NULL)
+    # Most cells need no escape; find the few that do and escape only those.
+    needs = pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), False)
+    if pc.any(needs).as_py():
+        column = pc.replace_with_mask(column, needs, _escaped(pc.filter(column, needs)))
+    return pc.fill_null(pc.binary_join_element_wise('"', column, '"', ""), _NULL)
 
 
 def _json_values(column: pa.Array) -> pa.Array:
