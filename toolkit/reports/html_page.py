@@ -103,8 +103,9 @@ def _map(snapshot: Snapshot, title: str) -> str:
     span = max(float(px.max()), float(py.max()), 1e-9)
     size, pad = 560.0, 12.0
     px, py = pad + px / span * size, pad + py / span * size
-    width = float(px.max()) + pad
-    height = float(py.max()) + pad
+    # One asset, or assets in a line, still get a frame one can see.
+    width = max(float(px.max()) + pad, 200.0)
+    height = max(float(py.max()) + pad, 200.0)
     path = "".join(f"M{a:.1f} {b:.1f}h0" for a, b in zip(px.tolist(), py.tolist(), strict=True))
     caption = f"{len(drawn):,} of {int(located.sum()):,} located assets drawn, north up"
     return (
