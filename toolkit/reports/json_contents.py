@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -15,8 +12,6 @@ import pyarrow.compute as pc
 
 from toolkit.reports.snapshot import Snapshot
 
-WORKERS = min(4, os.cpu_count() or 1)
-IN_FLIGHT = WORKERS + 1
 _NULL = pa.scalar("null")
 _CONTROL = r"[\x00-\x1f]"
 _NEEDS_ESCAPE = r'[\\"\x00-\x1f]'
@@ -92,17 +87,8 @@ def write_json(snapshot: Snapshot, header: Mapping[str, Any], schema: str, out: 
     head = json.dumps(contents_head(header, schema), ensure_ascii=False)
     out.write((head[:-1] + ', "data": [').encode("utf-8"))
     first = True
-    # Arrow's kernels release the GIL: build the next row groups' JSON on other cores while
-    # this one is written, keeping at most IN_FLIGHT row groups in memory.
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        pending: deque[Future[memoryview]] = deque()
-        for batch in snapshot.batches():
-            if not batch.num_rows:
-                continue
-            pending.append(pool.submit(_json_rows, batch, first))
+    for batch in snapshot.batches():
+        if batch.num_rows:
+            out.write(_json_rows(batch, first))
             first = False
-            if len(pending) >= IN_FLIGHT:
-                out.write(pending.popleft().result())
-        while pending:
-            out.write(pending.popleft().result())
     out.write(b"]}")
