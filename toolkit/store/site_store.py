@@ -9,6 +9,7 @@ from toolkit.store.database import Database
 from toolkit.store.events import EventStore, RegisterStore
 from toolkit.store.items import ItemStore
 from toolkit.store.jobs import JobStore
+from toolkit.store.reports import ReportStore
 from toolkit.store.users import UserStore
 
 
@@ -31,3 +32,4 @@ class SiteStore:
         self.jobs = JobStore(db, site_id)
         self.users = UserStore(connection, site_id)
         self.audit = AuditStore(connection, site_id)
+        self.reports = ReportStore(db, site_id)
