@@ -10,46 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from toolkit.jsontext import NULL, json_literals, text
 from toolkit.reports.snapshot import Snapshot
-
-_NULL = pa.scalar("null")
-_CONTROL = r"[\x00-\x1f]"
-_NEEDS_ESCAPE = r'[\\"\x00-\x1f]'
-
-
-def _escaped(text: pa.Array) -> pa.Array:
-    """JSON escapes of strings that need some (backslash, quote, control characters)."""
-    escaped = pc.replace_substring(text, "\\", "\\\\")
-    for raw, spelled in (('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
-        escaped = pc.replace_substring(escaped, raw, spelled)
-    odd = pc.fill_null(pc.match_substring_regex(escaped, _CONTROL), False)
-    if pc.any(odd).as_py():
-        # Other control characters are rare: let the json module spell those few cells.
-        cells = [json.dumps(v)[1:-1] for v in pc.filter(text, odd).to_pylist()]
-        escaped = pc.replace_with_mask(escaped, odd, pa.array(cells, pa.string()))
-    return escaped
-
-
-def _json_text(column: pa.Array) -> pa.Array:
-    """Each string as a JSON string literal, or ``null``."""
-    # Most cells need no escape; find the few that do and escape only those.
-    needs = pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), False)
-    if pc.any(needs).as_py():
-        column = pc.replace_with_mask(column, needs, _escaped(pc.filter(column, needs)))
-    return pc.fill_null(pc.binary_join_element_wise('"', column, '"', ""), _NULL)
-
-
-def _json_values(column: pa.Array) -> pa.Array:
-    """Each value of the column as JSON text (timestamps as integer epoch seconds)."""
-    kind = column.type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return _json_text(column)
-    if pa.types.is_timestamp(kind):
-        column = pc.divide(column.cast(pa.int64()), 1000)
-    elif pa.types.is_floating(kind):
-        # NaN and infinity are not JSON numbers; they are missing values.
-        column = pc.if_else(pc.is_finite(column), column, pa.scalar(None, kind))
-    return pc.fill_null(column.cast(pa.string()), _NULL)
 
 
 def _json_rows(batch: pa.RecordBatch, first: bool) -> memoryview:
@@ -60,9 +22,11 @@ def _json_rows(batch: pa.RecordBatch, first: bool) -> memoryview:
     parts: list[pa.Array | str] = []
     for position, name in enumerate(batch.schema.names):
         parts.append(("{" if position == 0 else ",") + json.dumps(name) + ":")
-        parts.append(_json_values(batch.column(position)))
+        parts.append(pc.fill_null(json_literals(batch.column(position)), NULL))
     parts.append("}")
-    rows = pc.binary_join_element_wise(",", *parts, "")
+    # Every row starts with its comma; the very first row's is skipped below.
+    pieces = [text(","), *(text(p) if isinstance(p, str) else p for p in parts)]
+    rows = pc.binary_join_element_wise(*pieces, text("")).cast(pa.string())
     if len(rows) == 0:
         return memoryview(b"")
     # No row is null, so the rows are exactly the bytes between the first and last offset.
