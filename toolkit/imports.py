@@ -10,13 +10,10 @@ writing; rollback-on-error writes nothing when any row is rejected.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import html
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,12 +23,18 @@ import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError, ToolkitError
 from toolkit.fieldjson import as_python, fields_json
-from toolkit.filters import format_time, parse_int
+from toolkit.import_request import (
+    DATA_ENCODINGS,
+    DATA_TYPES,
+    ImportRequest,
+    materialise_data,
+    request_from_spec,
+)
+from toolkit.import_results import job_object, result_html, write_rejects
 from toolkit.linking import link_rows
 from toolkit.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
 from toolkit.progress import Progress, no_progress
 from toolkit.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
-from toolkit.safe_output import safe_frame
 from toolkit.sources import read_source
 from toolkit.store import Actor, SiteStore
 from toolkit.store.assets import NewAssets, geometry_columns
@@ -40,11 +43,22 @@ from toolkit.store.items import ItemChanges, NewItems
 if TYPE_CHECKING:
     from toolkit.matching import AssetIndex
 
+# The request and the results are part of this module's API, defined beside it.
+__all__ = [
+    "DATA_ENCODINGS",
+    "DATA_TYPES",
+    "ImportRequest",
+    "ImportRunner",
+    "job_object",
+    "materialise_data",
+    "request_from_spec",
+    "result_html",
+    "write_rejects",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_ERRORS_IN_RESULT = 20
-DATA_TYPES = ("csv", "zip", "xlsx", "geojson", "gpkg")
-DATA_ENCODINGS = ("plain", "base64")
 ITEM_RECORD_FIELDS = ("status", "isTemplate", "assetId")
 ASSET_RECORD_FIELDS = ("id", "name", "code", "type", "friendly", "regionId", "status")
 USER_RECORD_FIELDS = (
@@ -57,105 +71,6 @@ USER_RECORD_FIELDS = (
     "positions",
     "status",
 )
-
-
-@dataclass(frozen=True)
-class ImportRequest:
-    """One import, by the spec's field names (snake case here), plus how to read the file."""
-
-    import_type: str
-    import_rule: str
-    source: Path
-    source_name: str | None = None
-    matching_id: str | None = None
-    overwrite_rule: str | None = None
-    event_id: int | None = None
-    region_id: int | None = None
-    dry_run: bool = False
-    rollback_on_error: bool = False
-    import_tag: str | None = None
-    message: str | None = None
-    layer: str | None = None
-    encoding: str | None = None
-    crs: str | None = None
-    rejects_path: Path | None = None
-
-    @property
-    def name(self) -> str:
-        return self.source_name or self.source.name
-
-    def spec_params(self) -> dict[str, Any]:
-        """The request as the spec's schedule fields, for the job record."""
-        return {
-            "importType": self.import_type,
-            "importRule": self.import_rule,
-            "source": self.name,
-            "matchingId": self.matching_id,
-            "overwriteRule": self.overwrite_rule,
-            "eventId": self.event_id,
-            "regionId": self.region_id,
-            "dryRun": int(self.dry_run),
-            "rollbackOnError": int(self.rollback_on_error),
-            "importTag": self.import_tag,
-            "message": self.message,
-        }
-
-
-def materialise_data(body: Mapping[str, Any], folder: Path) -> tuple[Path, str]:
-    """Write the spec's inline ``data`` (plain CSV or base64 file) to a file in ``folder``."""
-    data = body.get("data")
-    if not isinstance(data, str) or data == "":
-        raise OptionError("data is required: the import data as plain text or base64")
-    encoding = body.get("encoding") or "plain"
-    if encoding not in DATA_ENCODINGS:
-        raise OptionError(f"encoding {encoding!r} is not one of: {', '.join(DATA_ENCODINGS)}")
-    data_type = body.get("dataType")
-    if data_type is not None and data_type not in DATA_TYPES:
-        raise OptionError(f"dataType {data_type!r} is not one of: {', '.join(DATA_TYPES)}")
-    if encoding == "base64":
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise OptionError("data is not valid base64 (encoding is base64)") from None
-        data_type = data_type or ("zip" if raw[:2] == b"PK" else "csv")
-    else:
-        raw = data.encode("utf-8")
-        data_type = data_type or "csv"
-    path = folder / f"import-data.{data_type}"
-    path.write_bytes(raw)
-    return path, f"import data ({data_type})"
-
-
-def request_from_spec(body: Mapping[str, Any], source: Path, source_name: str) -> ImportRequest:
-    """An :class:`ImportRequest` from a ``mode=schedule`` body (spec 4.4), checked."""
-    for required in ("importType", "importRule"):
-        if not body.get(required):
-            raise OptionError(f"{required} is required")
-
-    def optional_int(name: str) -> int | None:
-        value = body.get(name)
-        return None if value in (None, "") else parse_int(name, value)
-
-    def flag(name: str) -> bool:
-        value = body.get(name, 0)
-        if value in (0, 1, "0", "1", True, False):
-            return bool(int(value))
-        raise OptionError(f"{name} {value!r} is not one of: 0, 1")
-
-    return ImportRequest(
-        import_type=str(body["importType"]),
-        import_rule=str(body["importRule"]),
-        source=source,
-        source_name=source_name,
-        matching_id=body.get("matchingId") or None,
-        overwrite_rule=body.get("overwriteRule") or None,
-        event_id=optional_int("eventId"),
-        region_id=optional_int("regionId"),
-        dry_run=flag("dryRun"),
-        rollback_on_error=flag("rollbackOnError"),
-        import_tag=body.get("importTag") or None,
-        message=body.get("message") or None,
-    )
 
 
 # Gives the matching index of the site's assets; called only when a rule links assets.
@@ -750,21 +665,6 @@ class ImportRunner:
         return job_object(row)
 
 
-def job_object(row: Any) -> dict[str, Any]:
-    return {
-        "code": row["code"],
-        "id": row["id"],
-        "status": row["status"],
-        "dateCreated": format_time(row["date_created"]),
-        "dateCompleted": format_time(row["date_completed"]),
-        "userId": row["user_id"],
-        "result": row["result"],
-        "importType": row["import_type"],
-        "importRule": row["import_rule"],
-        "summary": json.loads(row["summary"]) if row["summary"] else None,
-    }
-
-
 def register_fields(rule: ImportRule) -> list[dict[str, object]]:
     """The register's field definitions, as the rule declares them."""
     return [
@@ -772,68 +672,6 @@ def register_fields(rule: ImportRule) -> list[dict[str, object]]:
         for f in rule.fields
         if f.name not in ITEM_RECORD_FIELDS
     ]
-
-
-def result_html(summary: Mapping[str, Any]) -> str:
-    """The job's ``result``: an HTML summary in which every value is escaped."""
-    e = html.escape
-    counts = summary.get("counts", {})
-    lines = [
-        f"<p><b>{e(str(summary['status']))}</b>: {e(str(summary['importRule']))} import of "
-        f"{e(str(summary['source']))}{' (dry run)' if summary.get('dryRun') else ''}</p>"
-    ]
-    if summary.get("reason"):
-        lines.append(f"<p>{e(str(summary['reason']))}</p>")
-    if counts:
-        lines.append(
-            "<ul>"
-            + "".join(
-                f"<li>{e(name)}: {counts[name]}</li>"
-                for name in ("read", "inserted", "updated", "skipped", "retired", "rejected")
-                if name in counts
-            )
-            + "</ul>"
-        )
-    for note in summary.get("notes", []):
-        lines.append(f"<p>{e(str(note))}</p>")
-    errors = summary.get("errors", [])
-    if errors:
-        shown = len(errors)
-        total = summary.get("errorCount", shown)
-        lines.append(f"<p>First {shown} of {total} problem(s):</p>")
-        lines.append(
-            "<table><tr><th>row</th><th>column</th><th>value</th><th>reason</th></tr>"
-            + "".join(
-                f"<tr><td>{error['row']}</td><td>{e(str(error['column'] or ''))}</td>"
-                f"<td>{e(str(error['value'] or ''))}</td><td>{e(str(error['reason']))}</td></tr>"
-                for error in errors
-            )
-            + "</table>"
-        )
-    return "".join(lines)
-
-
-def write_rejects(
-    path: Path, frame: pd.DataFrame, rejections: pd.DataFrame, *, with_geometry: bool
-) -> None:
-    """The rejected rows as they were read, with ``row`` first and ``reason`` last.
-
-    Rows the reader could not split into columns (ragged) appear with their
-    number and reason only. ``with_geometry`` adds the geometry as WKT, for
-    sources whose geometry is not in a column already (a Shapefile).
-    """
-    described = rejections["reason"].astype(str)
-    has_column = rejections["column"].notna().to_numpy()
-    described = described.where(~has_column, rejections["column"].astype(str) + ": " + described)
-    reasons = described.groupby(rejections["row"].to_numpy()).agg("; ".join)
-    columns = [c for c in frame.columns if c != "geometry"]
-    out = frame[columns].reindex(reasons.index)
-    if with_geometry and "geometry" in frame.columns and frame.geometry.notna().any():
-        out["geometry_wkt"] = frame.geometry.to_wkt().reindex(reasons.index)
-    out.insert(0, "row", reasons.index)
-    out["reason"] = reasons.to_numpy()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    safe_frame(out).to_csv(path, index=False, encoding="utf-8")
 
 
 def _int_column(frame: pd.DataFrame, name: str, default: int) -> list[int]:
