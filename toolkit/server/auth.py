@@ -21,6 +21,7 @@ from toolkit.credentials import AuthenticationError
 TOKEN_TTL_S = 3600
 SECRET_NAME = "token-signing-key"
 ALGORITHM = "HS256"
+CLOCK_SKEW_S = 60
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -84,13 +85,21 @@ class TokenService:
                 token,
                 secret,
                 algorithms=[ALGORITHM],
-                # Expiry is checked against our clock below, so tests can move time.
-                options={"require": ["sub", "site", "iat", "exp"], "verify_exp": False},
+                # Times are checked against our clock below, so tests can move time.
+                options={
+                    "require": ["sub", "site", "iat", "exp"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                },
             )
         except jwt.PyJWTError:
             raise AuthenticationError("the access token is not valid for this site") from None
         if claims["site"] != site:
             raise AuthenticationError("the access token is not valid for this site")
-        if int(claims["exp"]) <= self.clock_s():
+        now = self.clock_s()
+        if int(claims["exp"]) <= now:
             raise AuthenticationError("the access token has expired; authenticate again")
+        if int(claims["iat"]) > now + CLOCK_SKEW_S:
+            raise AuthenticationError("the access token is not valid yet")
         return claims

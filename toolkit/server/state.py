@@ -14,12 +14,13 @@ from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_impor
 from toolkit.server.auth import TOKEN_TTL_S, TokenService
 from toolkit.server.limits import MAX_BODY_BYTES, RateLimiter, parse_rate
 from toolkit.site import LocalSite
+from toolkit.site_admin import BAD_CREDENTIALS
 from toolkit.site_writes import IndexCache
 from toolkit.store import Database, now_ms
 
 log = logging.getLogger("toolkit.server")
 
-UNKNOWN_SITE = "unknown site or invalid credentials"
+UNKNOWN_SITE = BAD_CREDENTIALS  # which sites a file holds is not told
 
 
 @dataclass(frozen=True)
