@@ -1,8 +1,9 @@
 """Damage assessments from the field, linked to property assets.
 
-Assets are linked by the property number when there is one, else by the
-row's point (latitude/longitude or WKT) inside a parcel, else by the address
-and suburb sounding like a parcel's address, with a fuzzy fallback.
+Assets are linked by an ``assetId`` column when the rows carry one (rows resolved
+offline before a push), else by the property number, else by the row's point
+(latitude/longitude or WKT) inside a parcel, else by the address and suburb
+sounding like a parcel's address, with a fuzzy fallback.
 """
 
 from toolkit.rules import AssetLink, FieldRule, ImportRule
@@ -31,6 +32,8 @@ RULE = ImportRule(
         FieldRule("notes", "Notes"),
     ),
     asset_link=AssetLink(
+        # Rows resolved offline before a push carry their asset's id; it wins when present.
+        id_column="assetId",
         lookup_column="Property Number",
         codefield="propnum",
         friendly_columns=("Address", "Suburb"),

@@ -34,6 +34,9 @@ def test_the_demo_builds_a_site_and_is_safe_to_repeat(tmp_path: Path) -> None:
     # Linked rows are all right (checked against the truth file below) and most rows link.
     assert items["linking"]["unlinked"] < 150
     assert Path(result["outputs"]["damage_assessments.csv rejected rows"]).exists()
+    html = Path(result["outputs"]["report damage_assessments (html)"]).read_text(encoding="utf-8")
+    assert "DA-000001" in html
+    assert Path(result["outputs"]["report matching_quality (xlsx)"]).stat().st_size > 10_000
 
     second = json.loads(CliRunner().invoke(cli, args).stdout)
     for job in second["jobs"]:

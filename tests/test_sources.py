@@ -474,3 +474,19 @@ def test_rows_without_wkt_take_their_coordinates(tmp_path: Path) -> None:
     assert (points.iloc[1].x, points.iloc[1].y) == (143.86, -37.57)
     assert points.iloc[2] is None
     assert report.problems == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a;b;c\n1;2;3\n4;5;6\n", ";"),
+        ("a|b\n1|2\n", "|"),
+        ("a\tb\tc,d\n1\t2\t3,4\n", "\t"),  # a comma inside values, tabs between them
+        ('a,b\n"x;y",2\n"z;w",3\n', ","),  # semicolons only inside quotes
+        ('name\n"a, b"\n', ","),
+    ],
+)
+def test_the_delimiter_is_found_cheaply_when_lines_agree(text: str, expected: str) -> None:
+    from toolkit.sources.csv import sniff_delimiter
+
+    assert sniff_delimiter(text) == expected

@@ -79,5 +79,18 @@ def run_demo(
         result.jobs.append(job)
         if (job.get("summary") or {}).get("counts", {}).get("rejected"):
             result.outputs[f"{name} rejected rows"] = str(rejects)
+    items_job = result.jobs[-1]["id"]
+    # What an analyst takes away: the damage assessments of the event, and how well their
+    # addresses matched the parcels.
+    for report_id, params, stem in (
+        (1, {"eventId": event["id"]}, "damage_assessments"),
+        (4, {"jobId": items_job}, "matching_quality"),
+    ):
+        instance = site.report_run({"reportId": report_id, "params": params})["id"]
+        for fmt in ("html", "xlsx"):
+            path = out_dir / f"{stem}.{fmt}"
+            with path.open("wb") as handle:
+                site.report_write(instance, fmt, handle)
+            result.outputs[f"report {stem} ({fmt})"] = str(path)
     result.outputs["site file"] = str(site.db.path)
     return result

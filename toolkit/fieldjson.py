@@ -14,59 +14,27 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# Control characters other than \n, \r and \t are rare; the cells holding them are
-# encoded one by one with json.dumps rather than taught to the vectorised escaper.
-_RARE_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f]"
-TEXT = pa.large_string()  # 64-bit offsets: a column of a million long objects stays safe
-
-
-def _s(text: str) -> pa.Scalar:
-    return pa.scalar(text, type=TEXT)
+from toolkit.jsontext import TEXT, json_literals, text
 
 
 def _json_text(column: pd.Series) -> pa.Array:
-    """JSON value text of each cell (null where missing)."""
+    """JSON value text of each cell of a pandas column (null where missing)."""
     dtype = column.dtype
     if pd.api.types.is_bool_dtype(dtype):
-        flags = pa.array(
-            column.astype("boolean").to_numpy(dtype=object, na_value=None), type=pa.bool_()
-        )
-        return pc.if_else(flags, _s("true"), _s("false"))
-    if pd.api.types.is_integer_dtype(dtype):
-        return pc.cast(pa.array(column.astype("Int64"), type=pa.int64()), TEXT)
-    if pd.api.types.is_float_dtype(dtype):
-        numbers = column.astype("Float64")
-        finite = numbers.where(np.isfinite(numbers.fillna(0).to_numpy(dtype=float)))
-        return pc.cast(pa.array(finite, type=pa.float64()), TEXT)
-    if pd.api.types.is_string_dtype(dtype):
-        text = pa.array(column.astype("string"), type=TEXT)
-        escaped = pc.replace_substring(text, "\\", "\\\\")
-        escaped = pc.replace_substring(escaped, '"', '\\"')
-        escaped = pc.replace_substring(escaped, "\n", "\\n")
-        escaped = pc.replace_substring(escaped, "\r", "\\r")
-        escaped = pc.replace_substring(escaped, "\t", "\\t")
-        quoted = pc.binary_join_element_wise(_s('"'), escaped, _s('"'), _s(""))
-        rare = pc.fill_null(pc.match_substring_regex(text, _RARE_CONTROL), False)
-        if pc.any(rare).as_py():
-            values = quoted.to_pylist()
-            originals = text.to_pylist()
-            for position in np.flatnonzero(rare.to_numpy(zero_copy_only=False)):
-                values[position] = json.dumps(originals[position], ensure_ascii=False)
-            quoted = pa.array(values, type=TEXT)
-        return quoted
-    # Anything else (lists, mixed objects): one json.dumps per present cell.
-    return pa.array(
-        [
-            None if v is None or v is pd.NA else json.dumps(v, ensure_ascii=False, default=str)
-            for v in column.astype(object).tolist()
-        ],
-        type=TEXT,
-    )
+        array = pa.array(column.astype("boolean"), type=pa.bool_())
+    elif pd.api.types.is_integer_dtype(dtype):
+        array = pa.array(column.astype("Int64"), type=pa.int64())
+    elif pd.api.types.is_float_dtype(dtype):
+        array = pa.array(column.astype("Float64"), type=pa.float64())
+    elif pd.api.types.is_string_dtype(dtype):
+        array = pa.array(column.astype("string"), type=TEXT)
+    else:
+        array = pa.array(column.astype(object).where(column.notna(), None).tolist())
+    return json_literals(array)
 
 
 def fields_json(values: pd.DataFrame, cleared: pd.DataFrame | None = None) -> pd.Series:
@@ -80,15 +48,15 @@ def fields_json(values: pd.DataFrame, cleared: pd.DataFrame | None = None) -> pd
     fragments = []
     for name in values.columns:
         key = "," + json.dumps(str(name), ensure_ascii=False) + ":"
-        fragment = pc.binary_join_element_wise(_s(key), _json_text(values[name]), _s(""))
+        fragment = pc.binary_join_element_wise(text(key), _json_text(values[name]), text(""))
         if cleared is not None and name in cleared.columns:
             mask = pa.array(cleared[name].to_numpy(dtype=bool))
-            fragment = pc.if_else(mask, _s(key + "null"), fragment)
-        fragments.append(pc.fill_null(fragment, _s("")))
+            fragment = pc.if_else(mask, text(key + "null"), fragment)
+        fragments.append(pc.fill_null(fragment, text("")))
     # One pass over all columns; the leading comma then becomes the opening brace.
-    joined = pc.binary_join_element_wise(*fragments, _s(""))
+    joined = pc.binary_join_element_wise(*fragments, text(""))
     objects = pc.binary_join_element_wise(
-        _s("{"), pc.utf8_slice_codeunits(joined, 1), _s("}"), _s("")
+        text("{"), pc.utf8_slice_codeunits(joined, 1), text("}"), text("")
     )
     return pd.Series(pd.arrays.ArrowStringArray(objects), index=values.index)
 

@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.cql import parse_cql
 from toolkit.errors import NotFoundError, OptionError
@@ -20,6 +20,7 @@ from toolkit.filters import format_time, parse_int, parse_query, parse_time
 from toolkit.import_tasks import ImportExecutor, inline_executor
 from toolkit.imports import ImportRequest, ImportRunner, job_object
 from toolkit.progress import Progress, no_progress
+from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_executor
 from toolkit.shapes import (
     asset_from_row,
     audit_from_row,
@@ -99,12 +100,18 @@ class LocalSite(SiteWrites, SiteAdmin):
         rule_paths: Iterable[str | Path] = (),
         create: bool = True,
         db: Database | None = None,
+        report_executor: ReportExecutor = inline_executor,
+        schema_base_url: str | None = None,
     ) -> None:
         self.db = db or Database(path)
         self._owns_db = db is None
         self.store = SiteStore(self.db, site, create=create)
         self.user_id = user_id
         self.rule_paths = tuple(rule_paths)
+        # Who executes queued report runs (inline, a thread, a detached worker), and the
+        # base URL a server puts in the reports' $schema (None: the packaged file).
+        self.report_executor = report_executor
+        self.schema_base_url = schema_base_url
         # One connection serves every thread of `toolkit serve`; SQLite calls on it are
         # serialised here, while long jobs run on their own connections.
         self.lock = threading.RLock()
@@ -379,3 +386,46 @@ class LocalSite(SiteWrites, SiteAdmin):
         if row is None:
             raise NotFoundError(f"audit log {audit_id} does not exist")
         return audit_from_row(row)
+
+    # --- reports ------------------------------------------------------------------------
+
+    def _reports(self) -> ReportRunner:
+        return ReportRunner(self.store, user_id=self.user_id)
+
+    def report_list(self) -> list[dict[str, Any]]:
+        """The catalogue: each report's id, name, description, parameters and chart."""
+        return self._reports().describe()
+
+    def report_run(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The spec's ``run``: queue an instance and hand it to the report executor."""
+        with self.lock:
+            instance_id = self._reports().queue(body)
+            scheduled = self.store.reports.get(instance_id)["result"]
+        owner = self.report_executor(
+            ReportTask(self.db.path, self.store.name, instance_id, self.user_id)
+        )
+        if owner is not None:
+            with self.lock:
+                self.store.reports.hand_over(instance_id, owner)
+        return {"code": 200, "result": scheduled, "id": str(instance_id)}
+
+    def report_work(self, instance_id: int | str) -> dict[str, Any]:
+        """Execute a queued instance in this process (what a worker does); the instance."""
+        return self._reports().execute(parse_int("id", str(instance_id)))
+
+    def report_status(self, instance_id: int | str) -> dict[str, Any]:
+        """The spec's ``status``: the instance object (2.8)."""
+        with self.lock:
+            return self._reports().status(instance_id)
+
+    def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]:
+        """The spec's ``fetch``: the instance plus ``contents`` (+ ``format`` unless JSON)."""
+        with self.lock:
+            return self._reports().fetch(instance_id, format, schema_base_url=self.schema_base_url)
+
+    def report_write(self, instance_id: int | str, format: str, out: BinaryIO) -> dict[str, Any]:
+        """Stream the contents, as the file itself, to ``out``; returns the instance."""
+        with self.lock:
+            return self._reports().write(
+                instance_id, format, out, schema_base_url=self.schema_base_url
+            )

@@ -24,18 +24,14 @@ import pandas as pd
 from toolkit.linking import join_address
 from toolkit.lookup import queries_from_file
 from toolkit.matching import AssetIndex, resolve
-from toolkit.sample import generate
+from toolkit.sample import KINDS, generate
 from toolkit.sources import read_source
 
-ADDRESS_KINDS = (
-    "exact",
-    "abbreviated",
-    "expanded",
-    "typo",
-    "unit",
-    "missing_suburb",
-    "swapped",
-    "case_space",
+# Rows whose only way to an asset is their address.
+ADDRESS_KINDS = tuple(
+    k
+    for k in KINDS
+    if not k.startswith("bad_") and k not in ("propnum_only", "coords_only", "wkt_only")
 )
 
 

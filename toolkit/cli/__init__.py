@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.lookup_cmd",
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
+    "toolkit.cli.report_cmd",
     "toolkit.cli.demo_cmd",
     "toolkit.cli.users_cmd",
     "toolkit.cli.serve_cmd",
@@ -77,15 +78,22 @@ class ToolkitGroup(click.Group):
 @click.option(
     "--site",
     envvar="TOOLKIT_SITE",
-    default=DEFAULT_SITE,
-    show_default=True,
-    help="Tenancy to work in: the X-Site of the API (env TOOLKIT_SITE).",
+    default=None,
+    help=f"Tenancy to work in: the X-Site of the API (env TOOLKIT_SITE; default "
+    f"{DEFAULT_SITE!r}, or the profile's).",
 )
 @click.option(
     "--url",
     envvar="TOOLKIT_URL",
     default=None,
     help="Base URL of a server of the API; without it the embedded site is used (env TOOLKIT_URL).",
+)
+@click.option(
+    "--profile",
+    envvar="TOOLKIT_PROFILE",
+    default=None,
+    help="Profile of the config file (TOOLKIT_CONFIG, else ~/.config/toolkit/config.toml) "
+    "naming a server, a site and where its credentials are (env TOOLKIT_PROFILE).",
 )
 @click.option(
     "--rules",
@@ -99,7 +107,12 @@ class ToolkitGroup(click.Group):
 @output_options
 @click.pass_context
 def cli(
-    ctx: click.Context, store: Path, site: str, url: str | None, rule_paths: tuple[Path, ...]
+    ctx: click.Context,
+    store: Path,
+    site: str | None,
+    url: str | None,
+    profile: str | None,
+    rule_paths: tuple[Path, ...],
 ) -> None:
     """Import, match and report on incident-management data, offline or against a server.
 
@@ -113,8 +126,10 @@ def cli(
     """
     settings = ctx.ensure_object(Settings)
     settings.store = store
-    settings.site = site
+    settings.site = site or DEFAULT_SITE
+    settings.site_given = site
     settings.url = url.rstrip("/") if url else None
+    settings.profile = profile
     settings.rule_paths = rule_paths
 
 

@@ -29,7 +29,9 @@ class Settings:
 
     store: Path = field(default_factory=lambda: Path(DEFAULT_STORE_NAME))
     site: str = DEFAULT_SITE
+    site_given: str | None = None
     url: str | None = None
+    profile: str | None = None
     json: bool = False
     quiet: bool = False
     verbose: bool = False
@@ -142,20 +144,32 @@ def _stderr_console() -> Any:
     return Console(stderr=True)
 
 
+def is_remote() -> bool:
+    """Whether the command works against a server (``--url``, ``TOOLKIT_URL`` or a profile)."""
+    current = settings()
+    return bool(current.url or current.profile)
+
+
 def open_site(*, create: bool = True) -> Any:
     """The site the command works on: the embedded site, or a server with ``--url``."""
     current = settings()
-    if current.url:
-        from toolkit.errors import OptionError
+    if is_remote():
+        from toolkit.client import load_profile
+        from toolkit.remote import RemoteSite
 
-        raise OptionError(
-            f"--url {current.url}: remote sites are not supported by this command yet; "
-            "drop --url (and TOOLKIT_URL) to use the embedded site"
+        return RemoteSite(
+            load_profile(current.profile, base_url=current.url, site=current.site_given)
         )
+    return open_local_site(create=create)
+
+
+def open_local_site(*, create: bool = True) -> Any:
+    """The embedded site, whatever ``--url`` says (for what only exists locally)."""
     import getpass
 
     from toolkit.site import LocalSite
 
+    current = settings()
     return LocalSite(
         current.store,
         current.site,

@@ -9,7 +9,9 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import (
+    is_remote,
     note,
+    open_local_site,
     open_site,
     output_options,
     print_json,
@@ -95,8 +97,28 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @click.option("--layer", help="Layer (Shapefile in a zip, GeoPackage) or sheet (XLSX) to read.")
 @click.option("--encoding", help="Text encoding of the file, when detection gets it wrong.")
 @click.option("--crs", help="CRS of a source that does not say, e.g. EPSG:7855.")
+@click.option(
+    "--assets",
+    "assets_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --url: assets to link items to offline before sending (default: the "
+    "embedded site's assets, if it has any).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --url: push again even if the journal says this file was pushed.",
+)
+@click.option(
+    "--poll-interval",
+    type=float,
+    default=None,
+    help="With --url: seconds between status checks (at least 60, the spec's limit).",
+)
 @output_options
-def import_command(file: Path, **options: Any) -> None:
+def import_command(
+    file: Path, assets_file: Path | None, force: bool, poll_interval: float | None, **options: Any
+) -> None:
     """Import FILE into the site as one job, and report what happened.
 
     The job reads the file, checks every row against the rule, links items to
@@ -115,6 +137,9 @@ def import_command(file: Path, **options: Any) -> None:
     from toolkit.imports import ImportRequest
 
     request = ImportRequest(source=file, **options)
+    if is_remote():
+        _push(request, assets_file, force, poll_interval)
+        return
     with open_site() as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
     if settings().json:
@@ -258,3 +283,76 @@ def rules_show(name: str) -> None:
         click.echo("  assets linked by, in order: " + "; then ".join(ways))
     if rule.get("keepOtherColumns"):
         click.echo("  other columns are kept as text fields under their heading")
+
+
+def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: float | None) -> None:
+    """``toolkit import --url ...``: check and link offline, then push in chunks."""
+    import os
+
+    from toolkit.push import MIN_POLL_INTERVAL_S, Pusher
+
+    minimum = float(os.environ.get("TOOLKIT_MIN_POLL_INTERVAL", MIN_POLL_INTERVAL_S))
+    interval = minimum if poll_interval is None else poll_interval
+    if interval < minimum:
+        raise click.UsageError(
+            f"--poll-interval {interval:g}: the service allows a status check at most once "
+            f"every {minimum:g} seconds"
+        )
+
+    def local_index() -> Any:
+        if assets_file is not None:
+            from toolkit.lookup import index_from_file
+
+            return index_from_file(assets_file)
+        if settings().store.exists():
+            with open_local_site(create=False) as local:
+                return local.asset_index()
+        return None
+
+    with open_site() as site, progress_bar() as progress:
+        pusher = Pusher(
+            site,
+            rule_paths=settings().rule_paths,
+            asset_index=local_index,
+            poll_interval_s=interval,
+            progress=progress,
+        )
+        result = pusher.push(request, force=force)
+    document = result.to_dict()
+    if settings().json:
+        print_json(document)
+    else:
+        offline = document["offline"]
+        click.echo(
+            f"Push of {document['source']}: {document['status']}"
+            + (" (dry run: nothing sent)" if result.dry_run else "")
+            + (
+                " (already pushed: nothing sent; --force to push again)"
+                if result.already_done
+                else ""
+            )
+        )
+        click.echo(
+            f"  offline: read {offline['read']}, rejected {offline['rejectedRows']}"
+            + (
+                ", assets " + ", ".join(f"{k} {v}" for k, v in offline["linking"].items())
+                if offline.get("linking")
+                else ""
+            )
+        )
+        for problem in offline["rejected"][:20]:
+            column = f" {problem['column']}" if problem.get("column") else ""
+            click.echo(f"    row {problem['row']}{column}: {problem['reason']}")
+        for chunk in document["chunks"]:
+            counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
+            click.echo(
+                f"  chunk {chunk['index'] + 1} rows {chunk['rows'][0]}-{chunk['rows'][1]}: "
+                f"job {chunk.get('jobId')} {chunk.get('status')} "
+                + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+            )
+        if document["counts"]:
+            click.echo(
+                "  total: " + ", ".join(f"{k} {v}" for k, v in document["counts"].items() if v)
+            )
+    if not result.ok and not result.dry_run:
+        raise click.exceptions.Exit(1)

@@ -221,6 +221,9 @@ MIGRATIONS: tuple[str, ...] = (
         user_id TEXT,
         params TEXT,
         result TEXT NOT NULL DEFAULT '',
+        -- The contents' describing part (name, filter, meta, spec) as JSON, while the rows
+        -- themselves are a Parquet snapshot in the folder beside the site file.
+        header TEXT,
         row_count INTEGER,
         time_taken REAL,
         pid INTEGER,
@@ -229,6 +232,7 @@ MIGRATIONS: tuple[str, ...] = (
         date_run INTEGER,
         date_completed INTEGER
     );
+    CREATE INDEX report_instance_site ON report_instance(site_id, id);
     """,
 )
 

@@ -11,6 +11,7 @@ from toolkit.store.events import EventStore, RegisterStore
 from toolkit.store.items import ItemStore
 from toolkit.store.jobs import JobStore
 from toolkit.store.media import MediaStore
+from toolkit.store.reports import ReportStore
 from toolkit.store.users import UserStore
 
 
@@ -35,3 +36,4 @@ class SiteStore:
         self.audit = AuditStore(connection, site_id)
         self.auth = AuthStore(db, site_id)
         self.media = MediaStore(db, site_id)
+        self.reports = ReportStore(db, site_id)

@@ -1,0 +1,208 @@
+"""`toolkit report`: the catalogue, runs, their status, and their contents as files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolkit.cli import cli
+from toolkit.cli.context import note, open_site, output_options, print_json, print_table, settings
+
+FORMATS = ("json", "csv", "html", "xlsx")
+
+
+def _params(pairs: tuple[str, ...]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--param")
+        params[key.strip()] = value
+    return params
+
+
+def _instance_lines(instance: dict[str, Any]) -> list[str]:
+    params = ", ".join(f"{k}={v}" for k, v in (instance.get("params") or {}).items())
+    lines = [
+        f"Report instance {instance['id']} (report {instance['reportId']}, {instance['name']}): "
+        f"{instance['status']}",
+        f"  {instance['result']}",
+        f"  params: {params or 'none'}",
+    ]
+    if instance["dateRun"]:
+        lines.append(
+            f"  run {instance['dateRun']}, completed {instance['dateCompleted'] or '-'}, "
+            f"rows {instance['rowCount'] or '-'}, took {instance['timeTaken'] or '-'} s"
+        )
+    return lines
+
+
+def _show(instance: dict[str, Any]) -> None:
+    if settings().json:
+        print_json(instance)
+    else:
+        click.echo("\n".join(_instance_lines(instance)))
+
+
+@cli.group("report")
+def report_group() -> None:
+    """Run reports and fetch their contents as JSON, CSV, XLSX or HTML.
+
+    \b
+    Examples:
+      toolkit report list
+      toolkit report run 1 --param eventId=1 --wait
+      toolkit report fetch 7 --format xlsx -o items.xlsx
+    """
+
+
+@report_group.command("list")
+@output_options
+def report_list() -> None:
+    """List the reports: id, name, parameters (* = required) and what each shows.
+
+    \b
+    Examples:
+      toolkit report list
+      toolkit report list --json
+    """
+    with open_site() as site:
+        reports = site.report_list()
+    if settings().json:
+        print_json(reports)
+        return
+    rows = []
+    for report in reports:
+        params = []
+        for p in report["params"]:
+            kind = "|".join(p["choices"]) if p["choices"] else p["type"]
+            default = f"={p['default']}" if p["default"] is not None else ""
+            params.append(f"{p['key']}{'*' if p['required'] else ''} ({kind}{default})")
+        rows.append({**report, "params": ", ".join(params) or "none"})
+    print_table(rows, ["id", "name", "params", "description"], title="Reports")
+
+
+@report_group.command("run")
+@click.argument("report_id", type=int, required=False)
+@click.option("--instance", "instance_id", type=int, help="Repeat this earlier run instead.")
+@click.option(
+    "--param",
+    "pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A report parameter (repeatable); with --instance, overrides the earlier run's.",
+)
+@click.option("--wait", is_flag=True, help="Run now and return when the run has finished.")
+@output_options
+def report_run(
+    report_id: int | None, instance_id: int | None, pairs: tuple[str, ...], wait: bool
+) -> None:
+    """Run report REPORT_ID (or repeat --instance ID) and print the new instance's id.
+
+    Without --wait the run is QUEUED and a background worker executes it after this
+    command returns; follow it with `toolkit report status ID`. With --wait the run
+    happens now and its final state is printed; exit status 1 when it FAILED.
+
+    \b
+    Examples:
+      toolkit report run 1 --param eventId=1 --param status=active
+      toolkit report run 2 --wait --json
+      toolkit report run --instance 7 --param dateFrom=2026-02-01 --wait
+    """
+    if (report_id is None) == (instance_id is None):
+        raise click.UsageError("give a REPORT_ID or --instance ID (one of them)")
+    body: dict[str, Any] = {"params": _params(pairs)}
+    if report_id is not None:
+        body["reportId"] = report_id
+    else:
+        body["reportInstanceId"] = instance_id
+    from toolkit.reports import DetachedProcessExecutor, inline_executor
+
+    with open_site() as site:
+        site.report_executor = inline_executor if wait else DetachedProcessExecutor()
+        queued = site.report_run(body)
+        instance = site.report_status(queued["id"]) if wait else None
+    if instance is None:
+        if settings().json:
+            print_json(queued)
+        else:
+            click.echo(f"Report instance {queued['id']}: {queued['result']}")
+        note(f"Follow it with: toolkit report status {queued['id']}")
+        return
+    _show(instance)
+    if instance["status"] == "FAILED":
+        raise click.exceptions.Exit(1)
+
+
+@report_group.command("status")
+@click.argument("instance_id", type=int)
+@output_options
+def report_status(instance_id: int) -> None:
+    """Show report instance INSTANCE_ID: QUEUED, RUNNING, COMPLETED or FAILED.
+
+    \b
+    Examples:
+      toolkit report status 7
+      toolkit report status 7 --json
+    """
+    with open_site() as site:
+        _show(site.report_status(instance_id))
+
+
+@report_group.command("fetch")
+@click.argument("instance_id", type=int)
+@click.option("--format", "format_", type=click.Choice(FORMATS), default="json", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the file itself here (streamed); without it the fetch object is printed.",
+)
+@output_options
+def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
+    """Fetch the contents of COMPLETED report instance INSTANCE_ID.
+
+    With -o the decoded file is written (a large report streams to disk); without
+    it the spec's fetch object is printed as JSON: the instance plus `contents`
+    (an object for JSON, Base64 of the file for the other formats).
+
+    \b
+    Examples:
+      toolkit report fetch 7 --format xlsx -o items.xlsx
+      toolkit report fetch 7 --format csv -o items.csv
+      toolkit report fetch 7 > contents.json
+    """
+    with open_site() as site:
+        if output is None:
+            print_json(site.report_fetch(instance_id, format_))
+            return
+        output.parent.mkdir(parents=True, exist_ok=True)
+        partial = output.with_name(output.name + ".partial")
+        try:
+            with partial.open("wb") as out:
+                instance = site.report_write(instance_id, format_, out)
+            partial.replace(output)
+        finally:
+            partial.unlink(missing_ok=True)
+    if settings().json:
+        print_json({**instance, "format": format_, "file": str(output)})
+    note(f"Wrote {output} ({output.stat().st_size:,} bytes, {instance['rowCount']} rows)")
+
+
+@report_group.command("work", hidden=True)
+@click.argument("instance_id", type=int)
+@output_options
+def report_work(instance_id: int) -> None:
+    """Execute queued report instance INSTANCE_ID in this process (the background worker).
+
+    \b
+    Examples:
+      toolkit report work 7
+    """
+    with open_site(create=False) as site:
+        instance = site.report_work(instance_id)
+    _show(instance)
+    if instance["status"] == "FAILED":
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,369 @@
+"""Pushing an import to a server: offline checks first, then chunks under the size limit.
+
+1. Offline, everything that can be: the file is read, the rule applied and, when local
+   assets are known, each item row linked to its asset, so the rows sent carry an
+   ``assetId`` and the officer sees the rejected and unlinked rows before anything is
+   sent (a dry run stops there).
+2. The good rows are cut into chunks whose request stays under the API's 10 MB limit
+   after JSON escaping, never splitting a row; each chunk is one import job.
+3. A journal beside the input records each chunk's hash and job id, so an interrupted
+   run resumes without sending a completed chunk again, and pushing the same file again
+   does nothing unless forced.
+4. Jobs are polled no more often than once a minute (the spec's limit), and their
+   results combined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from toolkit.errors import OptionError, RemoteError, ToolkitError
+from toolkit.imports import ImportRequest
+from toolkit.linking import link_rows
+from toolkit.matching import AssetIndex
+from toolkit.progress import Progress, no_progress
+from toolkit.rules import apply_rule, load_rule
+from toolkit.sources import read_source
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+# Room for the request's other fields and the JSON around the data.
+ENVELOPE_BYTES = 64 * 1024
+MIN_POLL_INTERVAL_S = 60.0
+JOURNAL_VERSION = 1
+ASSET_ID_COLUMN = "assetId"
+DONE = ("COMPLETE", "FAILED")
+
+
+# --- chunking ------------------------------------------------------------------------------
+
+
+def _csv_cells(column: pd.Series) -> pa.Array:
+    """CSV text of each cell: quoted (quotes doubled) when it holds , " or a line break."""
+    text = pa.array(column.astype("string"), type=pa.large_string())
+    text = pc.fill_null(text, pa.scalar("", pa.large_string()))
+    needs = pc.match_substring_regex(text, '[",\\r\\n]')
+    quoted = pc.binary_join_element_wise(
+        pa.scalar('"', pa.large_string()),
+        pc.replace_substring(text, '"', '""'),
+        pa.scalar('"', pa.large_string()),
+        pa.scalar("", pa.large_string()),
+    )
+    return pc.if_else(needs, quoted, text)
+
+
+def csv_lines(frame: pd.DataFrame) -> tuple[str, list[str]]:
+    """The header line and one CSV line per row of ``frame`` (all columns as text)."""
+    names = pd.Series([str(c) for c in frame.columns], dtype="string")
+    header = ",".join(_csv_cells(names).to_pylist())
+    cells = [_csv_cells(frame[c]) for c in frame.columns]
+    lines = pc.binary_join_element_wise(*cells, pa.scalar(",", pa.large_string()))
+    return header, lines.to_pylist()
+
+
+def json_escaped_bytes(lines: list[str]) -> np.ndarray:
+    """Bytes each line takes inside a JSON string (UTF-8, with its escapes), plus its newline."""
+    array = pa.array(lines, type=pa.large_string())
+    size = pc.binary_length(pc.cast(array, pa.large_binary())).to_numpy(zero_copy_only=False)
+    extra = np.zeros(len(lines), dtype=np.int64)
+    for pattern, cost in (('"', 1), ("\\", 1), ("\n", 1), ("\r", 1), ("\t", 1)):
+        extra += pc.count_substring(array, pattern).to_numpy(zero_copy_only=False) * cost
+    other_controls = pc.count_substring_regex(array, r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+    extra += other_controls.to_numpy(zero_copy_only=False) * 5  # \u00XX for one byte
+    return size.astype(np.int64) + extra + 2  # the "\n" between lines, escaped
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One job's worth of rows: their source row numbers and the CSV text to send."""
+
+    index: int
+    rows: tuple[int, int]
+    count: int
+    data: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data.encode("utf-8")).hexdigest()
+
+
+def plan_chunks(
+    header: str, lines: list[str], rows: np.ndarray, *, max_bytes: int = MAX_REQUEST_BYTES
+) -> list[Chunk]:
+    """Cut ``lines`` into chunks whose JSON-escaped data stays under ``max_bytes``."""
+    budget = max_bytes - ENVELOPE_BYTES - int(json_escaped_bytes([header])[0])
+    sizes = json_escaped_bytes(lines) if lines else np.zeros(0, dtype=np.int64)
+    too_big = np.flatnonzero(sizes > budget)
+    if too_big.size:
+        raise OptionError(
+            f"row {int(rows[too_big[0]])} alone is over the {max_bytes // 1024 // 1024} MB "
+            "request limit; it cannot be sent in any chunk"
+        )
+    chunks: list[Chunk] = []
+    start = 0
+    totals = np.cumsum(sizes)
+    while start < len(lines):
+        offset = totals[start - 1] if start else 0
+        end = int(np.searchsorted(totals, offset + budget, side="right"))
+        end = max(end, start + 1)
+        text = header + "\n" + "\n".join(lines[start:end]) + "\n"
+        chunks.append(Chunk(len(chunks), (int(rows[start]), int(rows[end - 1])), end - start, text))
+        start = end
+    return chunks
+
+
+# --- the journal ---------------------------------------------------------------------------
+
+
+@dataclass
+class Journal:
+    """What a push has done, kept beside its input file as ``<file>.push.json``."""
+
+    path: Path
+    key: dict[str, Any]
+    chunks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, source: Path, key: dict[str, Any]) -> Journal:
+        path = source.with_name(source.name + ".push.json")
+        if path.exists():
+            try:
+                document = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise OptionError(
+                    f"{path}: the push journal is damaged ({exc}); "
+                    "move it away to push from the start"
+                ) from exc
+            if document.get("version") == JOURNAL_VERSION and document.get("key") == key:
+                return cls(path, key, document.get("chunks", {}))
+        return cls(path, key)
+
+    def save(self) -> None:
+        document = {"version": JOURNAL_VERSION, "key": self.key, "chunks": self.chunks}
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps(document, indent=2), encoding="utf-8")
+        temporary.replace(self.path)  # atomic: a crash never leaves half a journal
+
+    def entry(self, chunk: Chunk) -> dict[str, Any] | None:
+        return self.chunks.get(chunk.sha256)
+
+
+# --- the push ------------------------------------------------------------------------------
+
+
+@dataclass
+class PushResult:
+    """Every chunk's job, the offline findings, and the combined counts."""
+
+    source: str
+    chunks: list[dict[str, Any]]
+    offline: dict[str, Any]
+    dry_run: bool = False
+    already_done: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(c.get("status") == "COMPLETE" for c in self.chunks)
+
+    def counts(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for chunk in self.chunks:
+            counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
+            for name, value in counts.items():
+                total[name] = total.get(name, 0) + int(value)
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "status": "COMPLETE" if self.ok else "FAILED",
+            "dryRun": self.dry_run,
+            "alreadyPushed": self.already_done,
+            "offline": self.offline,
+            "counts": self.counts(),
+            "chunks": self.chunks,
+        }
+
+
+class Pusher:
+    """Pushes import files to a server (a :class:`toolkit.remote.RemoteSite`)."""
+
+    def __init__(
+        self,
+        site: Any,
+        *,
+        rule_paths: tuple[Path, ...] = (),
+        asset_index: Callable[[], AssetIndex | None] | None = None,
+        poll_interval_s: float = MIN_POLL_INTERVAL_S,
+        max_bytes: int = MAX_REQUEST_BYTES,
+        progress: Progress = no_progress,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.site = site
+        self.rule_paths = rule_paths
+        self.asset_index = asset_index
+        self.poll_interval_s = poll_interval_s
+        self.max_bytes = max_bytes
+        self.progress = progress
+        self.sleep = sleep
+        self.clock = clock
+
+    def prepare(self, request: ImportRequest) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """Read, check and link offline; the rows to send and what was found."""
+        rule = load_rule(request.import_rule, self.rule_paths)
+        if rule.import_type != request.import_type:
+            raise OptionError(
+                f"importRule {rule.name!r} imports {rule.import_type}s, not "
+                f"{request.import_type}s; pass importType {rule.import_type}"
+            )
+        if request.source.suffix.lower() not in (".csv", ".txt"):
+            raise OptionError(
+                f"{request.source}: pushing sends CSV; convert it first, or import it into "
+                "the embedded site and push from there"
+            )
+        frame, report = read_source(request.source, encoding=request.encoding)
+        prepared = apply_rule(rule, frame, path=request.name)
+        rejected = prepared.rejections
+        problems = [
+            {"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
+            for p in report.problems
+            if p.row is not None and p.row not in frame.index
+        ]
+        offline: dict[str, Any] = {"read": len(frame), "rejected": [], "linking": None}
+        rows = frame.drop(columns=[c for c in ("geometry",) if c in frame.columns])
+        if rule.asset_link is not None and self.asset_index is not None:
+            index = self.asset_index()
+            if index is not None and len(index):
+                linked = link_rows(index, frame, prepared, rule, reference_field=rule.matching_id)
+                offline["linking"] = linked.counts()
+                offline["unlinked"] = [
+                    {"row": int(r), "reason": str(why)}
+                    for r, why in linked.reasons.dropna().head(20).items()
+                ]
+                ids = linked.asset_ids.astype("string")
+                rows = rows.assign(**{ASSET_ID_COLUMN: ids.where(ids.notna(), pd.NA)})
+        bad_rows = set(rejected["row"].tolist()) | {p["row"] for p in problems}
+        offline["rejected"] = problems + [
+            {
+                "row": int(r.row),
+                "column": r.column,
+                "value": None if pd.isna(r.value) else str(r.value),
+                "reason": r.reason,
+            }
+            for r in rejected.itertuples(index=False)
+        ]
+        offline["rejectedRows"] = len(bad_rows)
+        keep = ~rows.index.isin(list(bad_rows))
+        return rows[keep], offline
+
+    def push(self, request: ImportRequest, *, force: bool = False) -> PushResult:
+        rows, offline = self.prepare(request)
+        if request.dry_run:
+            return PushResult(request.name, [], offline, dry_run=True)
+        header, lines = csv_lines(rows.astype("string"))
+        chunks = plan_chunks(header, lines, rows.index.to_numpy(), max_bytes=self.max_bytes)
+        key = {
+            "sourceSha256": hashlib.sha256(request.source.read_bytes()).hexdigest(),
+            "site": getattr(self.site, "name", None),
+            "url": getattr(getattr(self.site, "profile", None), "base_url", None),
+            "params": {k: v for k, v in request.spec_params().items() if k != "source"},
+        }
+        journal = Journal.open(request.source, key)
+        if force:
+            journal.chunks = {}
+        done = [journal.entry(c) for c in chunks]
+        if chunks and all(e is not None and e.get("status") == "COMPLETE" for e in done):
+            result = [dict(e, index=c.index) for c, e in zip(chunks, done, strict=True) if e]
+            return PushResult(request.name, result, offline, already_done=True)
+
+        for chunk in chunks:
+            entry = journal.entry(chunk)
+            if entry is not None and entry.get("jobId") is not None:
+                continue  # sent before: only its result is awaited
+            self.progress("send", chunk.index, len(chunks))
+            body = self._schedule_body(request, chunk, len(chunks))
+            # Recorded before sending: an interrupted send is resent, which repeats nothing
+            # with a matching id (matches update to the same values, or are skipped).
+            journal.chunks[chunk.sha256] = {
+                "index": chunk.index,
+                "rows": list(chunk.rows),
+                "count": chunk.count,
+                "jobId": None,
+                "status": "SENDING",
+            }
+            journal.save()
+            answer = self.site.import_schedule(body)
+            job_id = answer.get("id")
+            if job_id is None:
+                raise RemoteError(f"the server scheduled chunk {chunk.index + 1} without a job id")
+            journal.chunks[chunk.sha256].update(jobId=job_id, status="NOT_STARTED")
+            journal.save()
+        self.progress("send", len(chunks), len(chunks))
+        self._await(chunks, journal)
+        results = [dict(journal.chunks[c.sha256], index=c.index) for c in chunks]
+        return PushResult(request.name, results, offline)
+
+    @staticmethod
+    def _schedule_body(request: ImportRequest, chunk: Chunk, total: int) -> dict[str, Any]:
+        overwrite = request.overwrite_rule
+        if overwrite == "deleteAndInsert" and chunk.index > 0:
+            # Only the first chunk retires what was there; the others must not retire the
+            # first chunk's rows again.
+            overwrite = "updateAndInsert"
+        body: dict[str, Any] = {
+            "importType": request.import_type,
+            "importRule": request.import_rule,
+            "data": chunk.data,
+            "dataType": "csv",
+            "encoding": "plain",
+            "dryRun": 0,
+            "rollbackOnError": int(request.rollback_on_error),
+            "message": (request.message or f"toolkit push of {request.name}")
+            + f" (chunk {chunk.index + 1} of {total}, rows {chunk.rows[0]}-{chunk.rows[1]})",
+        }
+        optional = {
+            "matchingId": request.matching_id,
+            "overwriteRule": overwrite,
+            "eventId": request.event_id,
+            "regionId": request.region_id,
+            "importTag": request.import_tag,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return body
+
+    def _await(self, chunks: list[Chunk], journal: Journal) -> None:
+        """Poll every unfinished job, no more than once per poll interval."""
+        waiting = [c for c in chunks if journal.chunks[c.sha256].get("status") not in DONE]
+        last_poll = -float("inf")
+        while waiting:
+            pause = self.poll_interval_s - (self.clock() - last_poll)
+            if pause > 0:
+                self.sleep(pause)
+            last_poll = self.clock()
+            for chunk in list(waiting):
+                entry = journal.chunks[chunk.sha256]
+                try:
+                    job = self.site.import_status(int(entry["jobId"]))
+                except ToolkitError as exc:
+                    log.warning("status of job %s: %s; will ask again", entry["jobId"], exc)
+                    continue
+                entry["status"] = job.get("status")
+                entry["job"] = job
+                if entry["status"] in DONE:
+                    waiting.remove(chunk)
+            journal.save()
+            self.progress("wait", len(chunks) - len(waiting), len(chunks))

@@ -1,0 +1,194 @@
+"""RemoteSite: the one interface over HTTP, against any server of the service's API.
+
+The methods and their JSON are those of :class:`toolkit.site.LocalSite`; requests
+follow the spec's paths and, where it is silent, the choices in the README's API
+notes. Operations the API does not offer (creating events, listing registers) say
+so plainly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolkit.client import ApiClient, Profile
+from toolkit.errors import NotFoundError, OptionError, RemoteError
+
+
+def _quoted(value: object) -> str:
+    from urllib.parse import quote
+
+    return quote(str(value), safe="")
+
+
+class RemoteSite:
+    """The spec's operations on one site of a server."""
+
+    def __init__(self, profile: Profile, *, client: ApiClient | None = None) -> None:
+        self.profile = profile
+        self.client = client or ApiClient(profile)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> RemoteSite:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def name(self) -> str:
+        return self.profile.site
+
+    def _get_one(self, path: str, what: str) -> Any:
+        try:
+            return self.client.get_json(path)
+        except RemoteError as exc:
+            if exc.status == 404:
+                raise NotFoundError(f"{what} does not exist on {self.profile.base_url}") from exc
+            raise
+
+    @staticmethod
+    def _unsupported(what: str) -> OptionError:
+        return OptionError(f"the service's API has no way to {what}; do it on the server")
+
+    # --- ping, lookup -------------------------------------------------------------------
+
+    def ping(self) -> dict[str, Any]:
+        response = self.client.request("GET", "/api/json/ping", authenticated=False)
+        body = response.json()
+        # The spec allows a bare timestamp; give callers one shape.
+        return body if isinstance(body, dict) else {"status": 200, "timestamp": body, "auth": None}
+
+    def asset_lookup(
+        self,
+        queries: str | list[dict[str, Any]],
+        options: dict[str, Any] | None = None,
+        output: str = "asset",
+    ) -> dict[str, Any]:
+        options = dict(options or {})
+        if isinstance(queries, str):
+            params = {
+                "query": queries,
+                "output": output,
+                **{
+                    k: (str(v).lower() if isinstance(v, bool) else v)
+                    for k, v in options.items()
+                    if not isinstance(v, dict)
+                },
+            }
+            return self.client.get_json("/api/json/asset-lookup", params)
+        body = {"options": options, "query": queries}
+        return self.client.request(
+            "POST", "/api/json/asset-lookup", json=body, params={"output": output}
+        ).json()
+
+    # --- imports ------------------------------------------------------------------------
+
+    def import_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Schedule an import job (``mode=schedule``); never blindly repeated."""
+        return self.client.post_json(
+            "/api/json/import", {**body, "mode": "schedule"}, repeatable=False
+        )
+
+    def import_status(self, job_id: int | None = None) -> Any:
+        body: dict[str, Any] = {"mode": "status"}
+        if job_id is not None:
+            body["id"] = job_id
+        return self.client.post_json("/api/json/import", body)
+
+    # --- events -------------------------------------------------------------------------
+
+    def create_event(self, values: dict[str, Any], message: str | None = None) -> dict[str, Any]:
+        raise self._unsupported("create events")
+
+    def get_event(self, event_id: int) -> dict[str, Any]:
+        return self._get_one(f"/api/json/event/id/{_quoted(event_id)}", f"event {event_id}")
+
+    def list_events(self, params: dict[str, str]) -> dict[str, Any]:
+        return self.client.get_json("/api/json/event", params)
+
+    def update_event(
+        self,
+        event_id: int,
+        changes: dict[str, Any],
+        *,
+        replace: bool = False,
+        message: str | None = None,
+    ) -> dict[str, Any]:
+        method = "PUT" if replace else "PATCH"
+        return self.client.request(
+            method, f"/api/json/event/id/{_quoted(event_id)}", json=dict(changes)
+        ).json()
+
+    def list_registers(self) -> list[dict[str, Any]]:
+        raise self._unsupported("list registers")
+
+    # --- items --------------------------------------------------------------------------
+
+    def list_items(self, params: dict[str, str]) -> dict[str, Any]:
+        return self.client.get_json("/api/json/item", params)
+
+    def get_item(self, item_id: int) -> dict[str, Any]:
+        return self._get_one(f"/api/json/item/id/{_quoted(item_id)}", f"item {item_id}")
+
+    def create_item(self, record: dict[str, Any]) -> dict[str, Any]:
+        return self.client.post_json("/api/json/item", record, repeatable=False)
+
+    def replace_item(self, item_id: int, record: dict[str, Any]) -> dict[str, Any]:
+        return self.client.request(
+            "PUT", f"/api/json/item/id/{_quoted(item_id)}", json=record
+        ).json()
+
+    def patch_item(self, item_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+        return self.client.request(
+            "PATCH", f"/api/json/item/id/{_quoted(item_id)}", json=changes
+        ).json()
+
+    # --- assets -------------------------------------------------------------------------
+
+    def list_assets(self, params: dict[str, str]) -> dict[str, Any]:
+        return self.client.get_json("/api/json/asset", params)
+
+    def get_asset(self, asset_id: int | str) -> dict[str, Any]:
+        return self._get_one(f"/api/json/asset/id/{_quoted(asset_id)}", f"asset {asset_id}")
+
+    def asset_types(self) -> Any:
+        return self.client.get_json("/api/json/asset-type")
+
+    # --- audit log, media ---------------------------------------------------------------
+
+    def list_audit_logs(self, params: dict[str, str]) -> dict[str, Any]:
+        return self.client.get_json("/api/json/audit-log", params)
+
+    def get_audit_log(self, audit_id: int) -> dict[str, Any]:
+        return self._get_one(f"/api/json/audit-log/id/{_quoted(audit_id)}", f"audit log {audit_id}")
+
+    def upload_media(
+        self, name: str, content: bytes, content_type: str = "application/octet-stream"
+    ) -> dict[str, Any]:
+        return self.client.request(
+            "POST",
+            "/api/binary/file",
+            data={"name": name},
+            files={"file": (name, content, content_type)},
+            repeatable=False,
+        ).json()
+
+    def download_media(self, file_id: int) -> tuple[bytes, str]:
+        response = self.client.request("GET", f"/api/binary/file/id/{_quoted(file_id)}")
+        return response.content, response.headers.get("Content-Type", "")
+
+    # --- reports ------------------------------------------------------------------------
+
+    def report_run(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.client.post_json("/api/json/report", {**body, "mode": "run"}, repeatable=False)
+
+    def report_status(self, instance_id: int | str) -> dict[str, Any]:
+        return self.client.post_json("/api/json/report", {"mode": "status", "id": int(instance_id)})
+
+    def report_fetch(self, instance_id: int | str, fmt: str) -> dict[str, Any]:
+        return self.client.post_json(
+            "/api/json/report",
+            {"mode": "fetch", "reportInstanceId": int(instance_id), "format": fmt},
+        )

@@ -1,0 +1,37 @@
+"""Reports: the catalogue, asynchronous runs, and contents as JSON, CSV, XLSX and HTML.
+
+Modules: ``catalogue`` (what a report is), ``builtin`` (the reports, by stable id),
+``runner`` (queue, execute, render), ``execution`` (who executes a queued run),
+``snapshot`` (the Parquet rows of a run), ``json_contents``, ``csv_file``,
+``xlsx_file``, ``html_page`` (one renderer each), ``schema`` (``$schema``).
+"""
+
+from __future__ import annotations
+
+from toolkit.reports.builtin import CATALOGUE
+from toolkit.reports.execution import (
+    DetachedProcessExecutor,
+    ReportExecutor,
+    ReportTask,
+    ThreadExecutor,
+    inline_executor,
+    run_task,
+)
+from toolkit.reports.runner import FORMATS, MEDIA_TYPES, ReportRunner, instance_object
+from toolkit.reports.schema import load_schema, schema_url
+
+__all__ = [
+    "CATALOGUE",
+    "FORMATS",
+    "MEDIA_TYPES",
+    "DetachedProcessExecutor",
+    "ReportExecutor",
+    "ReportRunner",
+    "ReportTask",
+    "ThreadExecutor",
+    "inline_executor",
+    "instance_object",
+    "load_schema",
+    "run_task",
+    "schema_url",
+]

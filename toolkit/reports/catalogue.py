@@ -1,0 +1,217 @@
+"""What a report is: its row fields, its typed parameters, how it gathers rows.
+
+A report definition is data plus one ``gather`` function. Parameters arrive as
+JSON values or command-line text and are checked here, so every face (CLI,
+server, Python) refuses the same bad values with the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import pandas as pd
+
+from toolkit.errors import NotFoundError, OptionError
+from toolkit.filters import format_time, parse_bool, parse_int, parse_time
+
+if TYPE_CHECKING:
+    from toolkit.reports.snapshot import Snapshot
+    from toolkit.store import SiteStore
+
+FieldType = Literal["integer", "number", "text", "timestamp", "boolean"]
+FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
+ParamType = Literal["integer", "text", "timestamp", "boolean", "choice"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One row field of a report: the spec's ``{key, label, type}``."""
+
+    key: str
+    label: str
+    type: FieldType = "text"
+
+    def describe(self) -> dict[str, str]:
+        return {"key": self.key, "label": self.label, "type": self.type}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter (filter) of a report."""
+
+    key: str
+    label: str
+    type: ParamType = "text"
+    choices: tuple[str, ...] = ()
+    required: bool = False
+    default: Any = None
+
+    def parse(self, value: Any) -> Any:
+        """The typed value (timestamps as epoch milliseconds), or an OptionError."""
+        name = f"parameter {self.key}"
+        if self.type == "integer":
+            if isinstance(value, bool):
+                raise OptionError(f"{name} {value!r} is not a whole number")
+            return parse_int(name, value)
+        if self.type == "boolean":
+            return parse_bool(name, value)
+        if self.type == "timestamp":
+            return parse_time(name, value)
+        text = str(value)
+        if self.type == "choice" and text not in self.choices:
+            raise OptionError(f"{name} {text!r} is not one of: {', '.join(self.choices)}")
+        return text
+
+    def to_json(self, value: Any) -> Any:
+        """How the value is kept in the instance's ``params``."""
+        return format_time(value) if self.type == "timestamp" and value is not None else value
+
+    def display(self, value: Any) -> str:
+        if value is None:
+            return "any"
+        if self.type == "timestamp":
+            return str(format_time(value))
+        if self.type == "boolean":
+            return "yes" if value else "no"
+        return str(value)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "label": self.label,
+            "type": self.type,
+            "choices": list(self.choices),
+            "required": self.required,
+            "default": self.default,
+        }
+
+
+@dataclass(frozen=True)
+class Chart:
+    """The chart an HTML page draws: ``bars`` of counts per value of ``key``, or a
+    ``map`` of the points in the ``longitude``/``latitude`` fields."""
+
+    kind: Literal["bars", "map"]
+    title: str
+    key: str | None = None
+
+
+@dataclass
+class Gathered:
+    """What a report's ``gather`` returns: the fields of this run (they can depend on the
+    parameters), the rows as frames keyed by field key, and the data-quality metadata
+    computed from the finished snapshot."""
+
+    spec: tuple[Field, ...]
+    chunks: Iterator[pd.DataFrame]
+    meta: Callable[[Snapshot], list[MetaEntry]] = field(default=lambda _snapshot: [])
+
+
+@dataclass(frozen=True)
+class MetaEntry:
+    """One data-quality fact: the spec's ``{key, label, value, display}``."""
+
+    key: str
+    label: str
+    value: Any
+    display: str
+
+    @classmethod
+    def count(cls, key: str, label: str, value: int) -> MetaEntry:
+        return cls(key, label, int(value), f"{int(value):,}")
+
+    @classmethod
+    def share(cls, key: str, label: str, part: int, whole: int) -> MetaEntry:
+        ratio = part / whole if whole else None
+        return cls(key, label, ratio, "n/a" if ratio is None else f"{ratio:.1%}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "value": self.value, "display": self.display}
+
+
+Gather = Callable[["SiteStore", Mapping[str, Any]], Gathered]
+
+
+@dataclass(frozen=True)
+class ReportDefinition:
+    """A built-in report: stable integer id, name, parameters, chart, and how to gather."""
+
+    id: int
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    gather: Gather
+    chart: Chart | None = None
+
+    def parse_params(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Typed parameters with defaults filled; unknown, missing or bad ones are errors."""
+        raw = dict(raw or {})
+        known = {p.key: p for p in self.params}
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            raise OptionError(
+                f"report {self.id} ({self.name}) has no parameter {', '.join(unknown)}; "
+                f"its parameters: {', '.join(known) or 'none'}"
+            )
+        typed: dict[str, Any] = {}
+        problems: list[str] = []  # every bad parameter at once, not one per attempt
+        for param in self.params:
+            value = raw.get(param.key)
+            if value is None or value == "":
+                if param.required:
+                    problems.append(f"needs parameter {param.key} ({param.label})")
+                typed[param.key] = param.default
+                continue
+            try:
+                typed[param.key] = param.parse(value)
+            except OptionError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise OptionError(f"report {self.id} ({self.name}): " + "; ".join(problems))
+        return typed
+
+    def params_json(self, typed: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters as the instance keeps them: only those with a value."""
+        return {
+            p.key: p.to_json(typed.get(p.key)) for p in self.params if typed.get(p.key) is not None
+        }
+
+    def filters(self, typed: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The contents' ``filter``: every parameter and its value in this run."""
+        return [
+            MetaEntry(
+                p.key, p.label, p.to_json(typed.get(p.key)), p.display(typed.get(p.key))
+            ).describe()
+            for p in self.params
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "params": [p.describe() for p in self.params],
+            "chart": None if self.chart is None else self.chart.kind,
+        }
+
+
+class Catalogue:
+    """The reports by id."""
+
+    def __init__(self, definitions: tuple[ReportDefinition, ...]) -> None:
+        self.by_id = {d.id: d for d in definitions}
+        if len(self.by_id) != len(definitions):
+            raise ValueError("two reports share an id")
+
+    def get(self, report_id: Any) -> ReportDefinition:
+        number = parse_int("reportId", report_id)
+        definition = self.by_id.get(number)
+        if definition is None:
+            known = ", ".join(f"{d.id} ({d.name})" for d in self.by_id.values())
+            raise NotFoundError(f"report {number} does not exist; reports: {known}")
+        return definition
+
+    def __iter__(self) -> Iterator[ReportDefinition]:
+        return iter(self.by_id.values())

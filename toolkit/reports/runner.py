@@ -1,0 +1,245 @@
+"""Report runs: queue an instance, execute it into a snapshot, render the snapshot.
+
+``queue`` checks the request and records a QUEUED instance; ``execute`` (in
+whatever thread or process an executor chose) moves it to RUNNING, gathers the
+rows into a Parquet snapshot, computes the metadata and marks it COMPLETED, or
+FAILED with the reason. Rendering reads only the snapshot and the instance.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any, BinaryIO, Literal, get_args
+
+from toolkit.errors import NotFoundError, OptionError, ToolkitError
+from toolkit.filters import format_time, parse_int
+from toolkit.reports.builtin import CATALOGUE
+from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
+from toolkit.reports.csv_file import write_csv
+from toolkit.reports.html_page import write_html
+from toolkit.reports.json_contents import write_json
+from toolkit.reports.schema import schema_url
+from toolkit.reports.snapshot import Snapshot, SnapshotWriter
+from toolkit.reports.xlsx_file import write_xlsx
+from toolkit.store import SiteStore
+
+log = logging.getLogger(__name__)
+
+Format = Literal["json", "csv", "html", "xlsx"]
+FORMATS: tuple[str, ...] = get_args(Format)
+MEDIA_TYPES = {
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "html": "text/html; charset=utf-8",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+
+
+def instance_object(row: Mapping[str, Any], catalogue: Catalogue = CATALOGUE) -> dict[str, Any]:
+    """The spec's report instance (2.8), plus ``reportId`` and ``name``."""
+    definition = catalogue.by_id.get(row["report_id"])
+    return {
+        "code": row["code"],
+        "id": str(row["id"]),
+        "status": row["status"],
+        "dateRun": format_time(row["date_run"]),
+        "dateCompleted": format_time(row["date_completed"]),
+        "userId": row["user_id"],
+        "result": row["result"],
+        "timeTaken": None if row["time_taken"] is None else f"{row['time_taken']:.3f}",
+        "rowCount": None if row["row_count"] is None else str(row["row_count"]),
+        "params": json.loads(row["params"]) if row["params"] is not None else None,
+        "reportId": row["report_id"],
+        "name": definition.name if definition else None,
+    }
+
+
+class ReportRunner:
+    """Report runs of one site."""
+
+    def __init__(
+        self,
+        store: SiteStore,
+        *,
+        user_id: str | None = None,
+        catalogue: Catalogue = CATALOGUE,
+    ) -> None:
+        self.store = store
+        self.user_id = user_id
+        self.catalogue = catalogue
+
+    # --- queueing -------------------------------------------------------------------------
+
+    def queue(self, body: Mapping[str, Any]) -> int:
+        """Record a QUEUED instance for the spec's ``run`` body; bad requests record nothing.
+
+        ``reportId`` runs a report; ``reportInstanceId`` repeats an earlier run with its
+        parameters, each overridden by ``params`` (a null override removes a parameter).
+        """
+        given = {k for k in ("reportId", "reportInstanceId") if body.get(k) is not None}
+        if len(given) != 1:
+            raise OptionError("a report run needs exactly one of reportId and reportInstanceId")
+        overrides = body.get("params") or {}
+        if not isinstance(overrides, Mapping):
+            raise OptionError(f"params must be an object of parameter values, not {overrides!r}")
+        if "reportId" in given:
+            definition = self.catalogue.get(body["reportId"])
+            raw = dict(overrides)
+        else:
+            previous = self._row(body["reportInstanceId"], "reportInstanceId")
+            definition = self.catalogue.get(previous["report_id"])
+            raw = {**json.loads(previous["params"] or "{}"), **overrides}
+        raw = {k: v for k, v in raw.items() if v is not None}
+        typed = definition.parse_params(raw)
+        return self.store.reports.create(
+            report_id=definition.id,
+            params=definition.params_json(typed),
+            user_id=self.user_id,
+            result=f"report {definition.id} ({definition.name}) is scheduled",
+        )
+
+    def _row(self, instance_id: Any, name: str = "id") -> Any:
+        number = parse_int(name, instance_id)
+        row = self.store.reports.get(number)
+        if row is None:
+            raise NotFoundError(f"report instance {number} does not exist")
+        return row
+
+    # --- executing ------------------------------------------------------------------------
+
+    def execute(self, instance_id: int) -> dict[str, Any]:
+        """Run a QUEUED instance here and now; returns the instance as it ends.
+
+        Failures do not raise: they are the instance's FAILED state and reason.
+        An instance another worker has claimed is left to it.
+        """
+        row = self._row(instance_id)
+        if not self.store.reports.start(row["id"]):
+            return self.status(row["id"])
+        started = time.perf_counter()
+        try:
+            definition = self.catalogue.get(row["report_id"])
+            header, rows = self._snapshot(row["id"], definition, json.loads(row["params"] or "{}"))
+        except Exception as exc:  # every failure ends the instance, never the worker
+            taken = time.perf_counter() - started
+            if isinstance(exc, ToolkitError):
+                reason, code = str(exc), 400
+            else:
+                log.exception("report instance %s failed", row["id"])
+                reason, code = f"internal error: {type(exc).__name__}: {exc}", 500
+            self.store.reports.fail(row["id"], reason=reason, code=code, time_taken=taken)
+            return self.status(row["id"])
+        taken = time.perf_counter() - started
+        self.store.reports.complete(
+            row["id"],
+            row_count=rows,
+            time_taken=taken,
+            header=header,
+            result=f"completed: {rows:,} rows in {taken:.2f} s",
+        )
+        return self.status(row["id"])
+
+    def _snapshot(
+        self, instance_id: int, definition: ReportDefinition, params: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], int]:
+        typed = definition.parse_params(params)
+        gathered = definition.gather(self.store, typed)
+        path = self.store.reports.snapshot_path(instance_id)
+        with SnapshotWriter(path, gathered.spec) as writer:
+            for frame in gathered.chunks:
+                writer.write(frame)
+        generated = self.store.db.clock()
+        with Snapshot(path, gathered.spec) as snapshot:
+            meta = [
+                MetaEntry.count("rowCount", "Rows", snapshot.row_count),
+                MetaEntry(
+                    "dateGenerated",
+                    "Data as of",
+                    generated // 1000,
+                    str(format_time(generated)),
+                ),
+                *gathered.meta(snapshot),
+            ]
+            rows = snapshot.row_count
+        chart = definition.chart
+        header = {
+            "name": definition.name,
+            "meta": [m.describe() for m in meta],
+            "filter": definition.filters(typed),
+            "spec": [f.describe() for f in gathered.spec],
+            "chart": None
+            if chart is None
+            else {"kind": chart.kind, "title": chart.title, "key": chart.key},
+        }
+        return header, rows
+
+    # --- reading --------------------------------------------------------------------------
+
+    def status(self, instance_id: Any) -> dict[str, Any]:
+        return instance_object(self._row(instance_id), self.catalogue)
+
+    def _completed(self, instance_id: Any) -> tuple[Any, dict[str, Any], Snapshot]:
+        row = self._row(instance_id)
+        if row["status"] != "COMPLETED":
+            raise OptionError(
+                f"report instance {row['id']} is {row['status']}; only a COMPLETED run has "
+                f"contents ({row['result']})"
+            )
+        header = json.loads(row["header"])
+        spec = [Field(f["key"], f["label"], f["type"]) for f in header["spec"]]
+        path = self.store.reports.snapshot_path(row["id"])
+        if not path.exists():
+            raise NotFoundError(
+                f"report instance {row['id']}: its snapshot {path} is gone; run it again "
+                f"with reportInstanceId {row['id']}"
+            )
+        return row, header, Snapshot(path, spec)
+
+    def write(
+        self,
+        instance_id: Any,
+        format: str,
+        out: BinaryIO,
+        *,
+        schema_base_url: str | None = None,
+        rows_per_sheet: int | None = None,
+    ) -> dict[str, Any]:
+        """Render the contents to ``out`` as the file itself (streamed); returns the instance."""
+        if format not in FORMATS:
+            raise OptionError(f"format {format!r} is not one of: {', '.join(FORMATS)}")
+        row, header, snapshot = self._completed(instance_id)
+        with snapshot:
+            if format == "json":
+                write_json(snapshot, header, schema_url(schema_base_url), out)
+            elif format == "csv":
+                write_csv(snapshot, header, out)
+            elif format == "xlsx":
+                options = {} if rows_per_sheet is None else {"rows_per_sheet": rows_per_sheet}
+                write_xlsx(snapshot, header, out, **options)
+            else:
+                page = write_html(snapshot, header, generated=str(format_time(row["date_run"])))
+                out.write(page.encode("utf-8"))
+        return instance_object(row, self.catalogue)
+
+    def fetch(
+        self, instance_id: Any, format: str = "json", *, schema_base_url: str | None = None
+    ) -> dict[str, Any]:
+        """The spec's fetch: the instance plus ``contents`` (an object for JSON, else the
+        file in Base64 with ``format``). It is one JSON document, so it is held whole;
+        use :meth:`write` to stream a large report to a file."""
+        with tempfile.TemporaryFile() as spool:
+            instance = self.write(instance_id, format, spool, schema_base_url=schema_base_url)
+            spool.seek(0)
+            if format == "json":
+                return {**instance, "contents": json.load(io.TextIOWrapper(spool, "utf-8"))}
+            encoded = base64.b64encode(spool.read()).decode("ascii")
+        return {**instance, "format": format, "contents": encoded}
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [d.describe() for d in self.catalogue]

@@ -1,0 +1,114 @@
+"""The rows of a report run, kept as a Parquet file and read back in row groups.
+
+A run writes its rows once; every fetch renders the same snapshot, in any
+format, by streaming row groups, so memory stays bounded however many rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from toolkit.reports.catalogue import Field
+
+ROW_GROUP_ROWS = 65_536
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "integer": pa.int64(),
+    "number": pa.float64(),
+    "text": pa.string(),
+    "timestamp": pa.timestamp("ms", tz="UTC"),
+    "boolean": pa.bool_(),
+}
+
+
+def arrow_schema(spec: Sequence[Field]) -> pa.Schema:
+    return pa.schema([pa.field(f.key, ARROW_TYPES[f.type]) for f in spec])
+
+
+def to_batch(frame: pd.DataFrame, spec: Sequence[Field]) -> pa.RecordBatch:
+    """The frame's columns (named by field key) in the field types; timestamps arrive
+    as epoch milliseconds, booleans as 0/1, as SQLite gives them."""
+    arrays = []
+    for f in spec:
+        column = frame[f.key]
+        if f.type == "timestamp":
+            millis = pa.array(column, pa.int64(), from_pandas=True)
+            arrays.append(millis.cast(ARROW_TYPES["timestamp"]))
+        elif f.type == "boolean":
+            arrays.append(pa.array(column, pa.int64(), from_pandas=True).cast(pa.bool_()))
+        elif f.type == "text" and not pd.api.types.is_string_dtype(column):
+            # Mixed SQLite values (numbers in a JSON text field) become their text.
+            text = column.astype("string")
+            arrays.append(pa.array(text, pa.string(), from_pandas=True))
+        else:
+            arrays.append(pa.array(column, ARROW_TYPES[f.type], from_pandas=True))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(spec))
+
+
+class SnapshotWriter:
+    """Writes row batches to ``path`` through a temporary file, renamed when complete,
+    so a failed run never leaves a half snapshot that looks whole."""
+
+    def __init__(self, path: Path, spec: Sequence[Field]) -> None:
+        self.path = path
+        self.spec = tuple(spec)
+        self.partial = path.with_name(path.name + ".partial")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = pq.ParquetWriter(self.partial, arrow_schema(self.spec), compression="zstd")
+        self.rows = 0
+
+    def write(self, frame: pd.DataFrame) -> None:
+        if len(frame):
+            self.write_table(pa.Table.from_batches([to_batch(frame, self.spec)]))
+
+    def write_table(self, table: pa.Table) -> None:
+        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self.rows += table.num_rows
+
+    def __enter__(self) -> SnapshotWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, _exc: object, _tb: TracebackType | None
+    ) -> None:
+        self.writer.close()
+        if kind is None:
+            self.partial.replace(self.path)
+        else:
+            self.partial.unlink(missing_ok=True)
+
+
+class Snapshot:
+    """A finished snapshot, read a row group at a time."""
+
+    def __init__(self, path: Path, spec: Sequence[Field]) -> None:
+        self.path = path
+        self.spec = tuple(spec)
+        self.file = pq.ParquetFile(path)
+
+    @property
+    def row_count(self) -> int:
+        return int(self.file.metadata.num_rows)
+
+    def batches(self, rows: int = ROW_GROUP_ROWS) -> Iterator[pa.RecordBatch]:
+        """Every row, ``rows`` at a time; a snapshot without rows yields nothing."""
+        yield from self.file.iter_batches(batch_size=rows)
+
+    def column(self, key: str) -> pa.ChunkedArray:
+        """One whole column (reports read few, narrow columns for metadata and charts)."""
+        return self.file.read(columns=[key]).column(0)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

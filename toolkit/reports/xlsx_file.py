@@ -1,0 +1,186 @@
+"""XLSX contents: typed cells, a styled frozen header with an autofilter, sensible widths,
+a sheet describing the run, and as many data sheets as the rows need.
+
+xlsxwriter's constant-memory mode streams each sheet row by row, so memory stays
+bounded; it has no column API, so cells are written one by one (as any xlsxwriter
+program does), with everything that can be done on whole columns done first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import xlsxwriter
+
+from toolkit.reports.csv_file import labels
+from toolkit.reports.snapshot import Snapshot
+from toolkit.safe_output import neutralise_formulas
+
+MAX_DATA_ROWS = 1_048_575  # Excel's 1,048,576 rows, less the header
+EXCEL_EPOCH_DAYS = 25_569.0  # 1970-01-01 as an Excel serial day
+MS_PER_DAY = 86_400_000.0
+WORKBOOK_OPTIONS = {
+    "constant_memory": True,
+    # Text is only ever text: never a formula, link or number because of how it looks.
+    "strings_to_formulas": False,
+    "strings_to_urls": False,
+    "strings_to_numbers": False,
+}
+MIN_WIDTH, MAX_WIDTH = 8, 60
+TYPE_WIDTHS = {"integer": 10, "number": 14, "timestamp": 20, "boolean": 9}
+
+
+def _excel_days(column: pa.Array) -> pa.Array:
+    millis = column.cast(pa.int64()).cast(pa.float64())
+    return pc.add(pc.divide(millis, MS_PER_DAY), EXCEL_EPOCH_DAYS)
+
+
+def _risky(column: pa.Array) -> list[bool] | None:
+    """Per cell, whether a spreadsheet would read it as a formula; None when no cell is."""
+    starts = pc.fill_null(pc.match_substring_regex(column, r"^[=+\-@\t\r]"), False)
+    if not pc.any(starts).as_py():
+        return None
+    # Only the cells that start like a formula go through neutralise_formulas.
+    suspects = pd.Series(pc.filter(column, starts).to_pandas(), dtype="string")
+    mask = starts.to_numpy(zero_copy_only=False).copy()
+    mask[mask] = (neutralise_formulas(suspects) != suspects).fillna(False).to_numpy(dtype=bool)
+    return mask.tolist()
+
+
+def _widths(spec: list[dict[str, Any]], first: pa.RecordBatch | None) -> list[int]:
+    widths = []
+    for position, field in enumerate(spec):
+        width = max(TYPE_WIDTHS.get(field["type"], MIN_WIDTH), len(field["label"]) + 3)
+        if field["type"] == "text" and first is not None and first.num_rows:
+            longest = pc.max(pc.utf8_length(first.column(position).slice(0, 1000))).as_py()
+            width = max(width, (longest or 0) + 2)
+        widths.append(min(max(width, MIN_WIDTH), MAX_WIDTH))
+    return widths
+
+
+class _DataSheets:
+    """The data sheets: a new one every ``rows_per_sheet`` rows, each with its header."""
+
+    def __init__(
+        self,
+        workbook: xlsxwriter.Workbook,
+        header: Mapping[str, Any],
+        total_rows: int,
+        rows_per_sheet: int,
+        widths: list[int],
+    ) -> None:
+        self.spec = list(header["spec"])
+        self.labels = labels(header)
+        count = max(1, math.ceil(total_rows / rows_per_sheet))
+        self.heading = workbook.add_format(
+            {"bold": True, "font_color": "#FFFFFF", "bg_color": "#1F4E78", "border": 1}
+        )
+        self.date = workbook.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
+        self.quoted = workbook.add_format({"quote_prefix": True})
+        self.sheets = []
+        for number in range(count):
+            name = "Data" if count == 1 else f"Data {number + 1}"
+            sheet = workbook.add_worksheet(name)
+            rows = min(rows_per_sheet, total_rows - number * rows_per_sheet)
+            for position, width in enumerate(widths):
+                sheet.set_column(position, position, width)
+            for position, label in enumerate(self.labels):
+                sheet.write_string(0, position, label, self.heading)
+            sheet.freeze_panes(1, 0)
+            sheet.autofilter(0, 0, max(rows, 1), len(self.spec) - 1)
+            self.sheets.append(sheet)
+        self.rows_per_sheet = rows_per_sheet
+        self.names = [s.get_name() for s in self.sheets]
+
+    def write(self, batch: pa.RecordBatch, start: int) -> None:
+        """Write ``batch``, whose first row is data row ``start`` (0-based) of the report."""
+        done = 0
+        while done < batch.num_rows:
+            sheet_number, offset = divmod(start + done, self.rows_per_sheet)
+            take = min(batch.num_rows - done, self.rows_per_sheet - offset)
+            self._write_rows(self.sheets[sheet_number], batch.slice(done, take), offset + 1)
+            done += take
+
+    def _write_rows(self, sheet: Any, batch: pa.RecordBatch, first_row: int) -> None:
+        cells: list[tuple[Callable[..., Any], list[Any], Any, list[bool] | None]] = []
+        for field, column in zip(self.spec, batch.columns, strict=True):
+            kind = field["type"]
+            if kind == "timestamp":
+                cells.append((sheet.write_number, _excel_days(column).to_pylist(), self.date, None))
+            elif kind in ("integer", "number"):
+                cells.append((sheet.write_number, column.to_pylist(), None, None))
+            elif kind == "boolean":
+                cells.append((sheet.write_boolean, column.to_pylist(), None, None))
+            else:
+                cells.append((sheet.write_string, column.to_pylist(), None, _risky(column)))
+        quoted = self.quoted
+        for index in range(batch.num_rows):
+            row = first_row + index
+            for position, (write, values, cell_format, risky) in enumerate(cells):
+                value = values[index]
+                if value is None:
+                    continue
+                if risky is not None and risky[index]:
+                    write(row, position, value, quoted)
+                else:
+                    write(row, position, value, cell_format)
+
+
+def _about_sheet(
+    workbook: xlsxwriter.Workbook, header: Mapping[str, Any], rows: int, sheets: list[str]
+) -> None:
+    sheet = workbook.add_worksheet("About")
+    title = workbook.add_format({"bold": True, "font_size": 14})
+    bold = workbook.add_format({"bold": True})
+    # User-given values (parameters, rule names) are text whatever they look like.
+    text = workbook.add_format({"quote_prefix": True, "text_wrap": True, "valign": "top"})
+    sheet.set_column(0, 0, 34)
+    sheet.set_column(1, 1, 70)
+    sheet.write_string(0, 0, str(header["name"]), title)
+    sheet.write_string(1, 0, "Data rows", bold)
+    sheet.write_number(1, 1, rows)
+    sheet.write_string(2, 0, "Data sheets", bold)
+    sheet.write_string(2, 1, ", ".join(sheets), text)
+    row = 4
+    for heading, entries in (("Filters", header["filter"]), ("Metadata", header["meta"])):
+        sheet.write_string(row, 0, heading, title)
+        row += 1
+        for entry in entries:
+            sheet.write_string(row, 0, str(entry["label"]), bold)
+            sheet.write_string(row, 1, str(entry["display"]), text)
+            row += 1
+        row += 1
+
+
+def write_xlsx(
+    snapshot: Snapshot,
+    header: Mapping[str, Any],
+    out: BinaryIO | str,
+    *,
+    rows_per_sheet: int = MAX_DATA_ROWS,
+) -> None:
+    """Write the workbook to ``out`` (a path or a binary file)."""
+    if not 1 <= rows_per_sheet <= MAX_DATA_ROWS:
+        raise ValueError(f"rows_per_sheet {rows_per_sheet} is not in 1..{MAX_DATA_ROWS}")
+    total = snapshot.row_count
+    batches = snapshot.batches()
+    first = next(batches, None)
+    workbook = xlsxwriter.Workbook(out, WORKBOOK_OPTIONS)
+    workbook.set_properties({"title": str(header["name"]), "comments": "written by toolkit"})
+    try:
+        data = _DataSheets(workbook, header, total, rows_per_sheet, _widths(header["spec"], first))
+        _about_sheet(workbook, header, total, data.names)
+        start = 0
+        if first is not None:
+            data.write(first, 0)
+            start = first.num_rows
+        for batch in batches:
+            data.write(batch, start)
+            start += batch.num_rows
+    finally:
+        workbook.close()

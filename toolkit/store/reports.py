@@ -1,0 +1,279 @@
+"""Report instances of one site, and the set-wise queries that gather report rows.
+
+An instance moves ``QUEUED -> RUNNING -> COMPLETED | FAILED``; each move is its
+own small committed transaction. The rows of a completed run are a Parquet
+snapshot in :attr:`ReportStore.folder` (``<site file>.reports/``), owned here
+like the rest of the site's data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from toolkit.store.database import Database
+from toolkit.store.sql import Where, json_path
+
+# Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
+# keep a million-row report in bounded memory.
+CHUNK_ROWS = 50_000
+
+
+class ReportStore:
+    """The report instances of one site, and the data reports are made of."""
+
+    def __init__(self, db: Database, site_id: int) -> None:
+        self.db = db
+        self.site_id = site_id
+
+    # --- instances ------------------------------------------------------------------------
+
+    @property
+    def folder(self) -> Path:
+        """Where snapshots live: beside the site file, one folder for the whole file."""
+        return self.db.path.with_name(self.db.path.name + ".reports")
+
+    def snapshot_path(self, instance_id: int) -> Path:
+        return self.folder / f"{instance_id}.parquet"
+
+    def create(
+        self, *, report_id: int, params: dict[str, object], user_id: str | None, result: str
+    ) -> int:
+        """A new QUEUED instance, owned by this process until an executor takes it."""
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO report_instance (site_id, report_id, status, code, user_id, params, "
+                "result, pid, host, date_created) VALUES (?, ?, 'QUEUED', 200, ?, ?, ?, ?, ?, ?)",
+                (
+                    self.site_id,
+                    report_id,
+                    user_id,
+                    json.dumps(params, ensure_ascii=False),
+                    result,
+                    os.getpid(),
+                    socket.gethostname(),
+                    self.db.clock(),
+                ),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def hand_over(self, instance_id: int, pid: int) -> None:
+        """A queued instance now belongs to process ``pid`` (a detached worker).
+
+        Crash recovery fails a queued instance whose owner has gone; the owner must be
+        the worker, not the short-lived command that queued it.
+        """
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE report_instance SET pid = ? WHERE id = ? AND status = 'QUEUED'",
+                (pid, instance_id),
+            )
+
+    def start(self, instance_id: int) -> bool:
+        """Claim a QUEUED instance for this process; False when another run took it."""
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE report_instance SET status = 'RUNNING', pid = ?, host = ?, date_run = ? "
+                "WHERE id = ? AND site_id = ? AND status = 'QUEUED'",
+                (os.getpid(), socket.gethostname(), self.db.clock(), instance_id, self.site_id),
+            )
+            return cursor.rowcount == 1
+
+    def complete(
+        self,
+        instance_id: int,
+        *,
+        row_count: int,
+        time_taken: float,
+        header: dict[str, object],
+        result: str,
+    ) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE report_instance SET status = 'COMPLETED', code = 200, row_count = ?, "
+                "time_taken = ?, header = ?, result = ?, date_completed = ? WHERE id = ?",
+                (
+                    row_count,
+                    time_taken,
+                    json.dumps(header, ensure_ascii=False),
+                    result,
+                    self.db.clock(),
+                    instance_id,
+                ),
+            )
+
+    def fail(self, instance_id: int, *, reason: str, code: int, time_taken: float | None) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE report_instance SET status = 'FAILED', code = ?, result = ?, "
+                "time_taken = ?, date_completed = ? WHERE id = ?",
+                (code, reason, time_taken, self.db.clock(), instance_id),
+            )
+
+    def get(self, instance_id: int) -> sqlite3.Row | None:
+        return self.db.connection.execute(
+            "SELECT * FROM report_instance WHERE id = ? AND site_id = ?",
+            (instance_id, self.site_id),
+        ).fetchone()
+
+    # --- report data: chunks of rows, gathered set-wise -----------------------------------
+
+    def _chunks(self, sql: str, params: Sequence[object]) -> Iterator[pd.DataFrame]:
+        yield from pd.read_sql_query(
+            sql, self.db.connection, params=list(params), chunksize=CHUNK_ROWS
+        )
+
+    def item_rows(
+        self,
+        *,
+        event_id: int,
+        register_id: str | None,
+        register_fields: Sequence[str],
+        status: str,
+        created_from: int | None,
+        created_to: int | None,
+        is_template: bool | None,
+    ) -> Iterator[pd.DataFrame]:
+        """Items of an event with their asset's name; each register field as a column
+        ``f0, f1, ...`` (in ``register_fields`` order), else the fields as JSON text."""
+        where = Where()
+        where.add("i.site_id = ?", self.site_id)
+        where.add("i.event_id = ?", event_id)
+        if register_id is not None:
+            where.add("i.register_id = ?", register_id)
+        if status == "active":
+            where.add("i.status > 0")
+        elif status == "inactive":
+            where.add("i.status <= 0")
+        if created_from is not None:
+            where.add("i.date_created >= ?", created_from)
+        if created_to is not None:
+            where.add("i.date_created <= ?", created_to)
+        if is_template is not None:
+            where.add("i.is_template = ?", int(is_template))
+        extract_params: list[object] = [json_path(name) for name in register_fields]
+        extracted = "".join(
+            f", json_extract(i.fields, ?) AS f{n}" for n in range(len(register_fields))
+        )
+        if not register_fields:
+            extracted = ", i.fields AS fields"
+        sql = (
+            "SELECT i.id, i.register_id, i.event_id, i.region_id, i.asset_id, "
+            "a.name AS asset_name, a.friendly AS asset_friendly, i.status, i.is_template, "
+            f"i.tags, i.date_created, i.date_modified{extracted} "
+            "FROM item i LEFT JOIN asset a ON a.id = i.asset_id AND a.site_id = i.site_id "
+            f"WHERE {where.sql()} ORDER BY i.id"
+        )
+        return self._chunks(sql, [*extract_params, *where.params])
+
+    def impacted_asset_rows(
+        self, *, event_id: int | None, register_id: str | None, asset_type: str | None
+    ) -> Iterator[pd.DataFrame]:
+        """Assets with active items (spec 2.2 "impacted"), with counts and geometry (WKB)."""
+        join = Where()
+        join.add("i.asset_id = a.id")
+        join.add("i.site_id = a.site_id")
+        join.add("i.status > 0")
+        if event_id is not None:
+            join.add("i.event_id = ?", event_id)
+        if register_id is not None:
+            join.add("i.register_id = ?", register_id)
+        where = Where()
+        where.add("a.site_id = ?", self.site_id)
+        if asset_type is not None:
+            where.add("a.type = ?", asset_type)
+        sql = (
+            "SELECT a.id, a.type, a.code, a.name, a.friendly, a.region_id, a.status, "
+            "count(i.id) AS active_items, count(DISTINCT i.register_id) AS registers, "
+            "min(i.date_created) AS first_item, max(i.date_modified) AS last_change, a.geometry "
+            f"FROM asset a JOIN item i ON {join.sql()} WHERE {where.sql()} "
+            "GROUP BY a.id ORDER BY a.id"
+        )
+        return self._chunks(sql, [*join.params, *where.params])
+
+    def active_asset_count(self, asset_type: str | None) -> int:
+        where = Where()
+        where.add("site_id = ?", self.site_id)
+        where.add("status > 0")
+        if asset_type is not None:
+            where.add("type = ?", asset_type)
+        return int(
+            self.db.connection.execute(
+                f"SELECT count(*) FROM asset WHERE {where.sql()}", where.params
+            ).fetchone()[0]
+        )
+
+    def import_job_rows(
+        self, *, status: str | None, import_type: str | None
+    ) -> Iterator[pd.DataFrame]:
+        """Import jobs with the counts of their summaries."""
+        where = Where()
+        where.add("site_id = ?", self.site_id)
+        if status is not None:
+            where.add("status = ?", status)
+        if import_type is not None:
+            where.add("import_type = ?", import_type)
+        counts = "".join(
+            f", json_extract(summary, '$.counts.{name}') AS {name}"
+            for name in ("read", "inserted", "updated", "skipped", "retired", "rejected")
+        )
+        sql = (
+            "SELECT id, status, import_type, import_rule, user_id, "
+            "json_extract(summary, '$.source') AS source, "
+            "json_extract(summary, '$.overwriteRule') AS overwrite_rule, "
+            f"json_extract(summary, '$.dryRun') AS dry_run{counts}, "
+            "json_extract(summary, '$.reason') AS reason, date_created, date_completed, "
+            "(date_completed - date_created) / 1000.0 AS seconds "
+            f"FROM import_job WHERE {where.sql()} ORDER BY id"
+        )
+        return self._chunks(sql, where.params)
+
+    def link_rows(self, job_id: int) -> Iterator[pd.DataFrame]:
+        """How each row of an import job was linked to an asset, in row order."""
+        sql = (
+            "SELECT l.row, l.reference, l.query, l.asset_id, a.name AS asset_name, l.mode, "
+            "l.accuracy, l.candidates, l.err FROM import_link l "
+            "JOIN import_job j ON j.id = l.job_id "
+            "LEFT JOIN asset a ON a.id = l.asset_id AND a.site_id = j.site_id "
+            "WHERE l.job_id = ? AND j.site_id = ? ORDER BY l.row"
+        )
+        return self._chunks(sql, (job_id, self.site_id))
+
+    def audit_rows(
+        self,
+        *,
+        event_id: int | None,
+        item_id: int | None,
+        import_job_id: int | None,
+        record_type: str | None,
+        action: str | None,
+        created_from: int | None,
+        created_to: int | None,
+    ) -> Iterator[pd.DataFrame]:
+        where = Where()
+        where.add("site_id = ?", self.site_id)
+        for column, value in (
+            ("event_id", event_id),
+            ("item_id", item_id),
+            ("import_job_id", import_job_id),
+            ("record_type", record_type),
+            ("action", action),
+        ):
+            if value is not None:
+                where.add(f"{column} = ?", value)
+        if created_from is not None:
+            where.add("date_created >= ?", created_from)
+        if created_to is not None:
+            where.add("date_created <= ?", created_to)
+        sql = (
+            "SELECT id, date_created, user_id, action, record_type, record_id, item_id, "
+            "event_id, import_job_id, message, changes "
+            f"FROM audit_log WHERE {where.sql()} ORDER BY id"
+        )
+        return self._chunks(sql, where.params)
