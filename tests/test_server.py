@@ -890,10 +890,92 @@ def test_openapi_document_lists_exactly_the_routes(world: World, api: httpx.Clie
     json.dumps(document)  # plain JSON
 
 
-def test_report_schema_is_served_or_named_missing(api: httpx.Client) -> None:
-    answer = api.get("/api/json/schemas/report-contents.v1.json")
-    schema = Path(__file__).resolve().parent.parent / "toolkit/schemas/report-contents.v1.json"
-    if schema.exists():
-        assert answer.status_code == 200 and answer.json() == json.loads(schema.read_text())
-    else:
-        _error(answer, 404)
+REPORT_FIELDS = [
+    "code",
+    "id",
+    "status",
+    "dateRun",
+    "dateCompleted",
+    "userId",
+    "result",
+    "timeTaken",
+    "rowCount",
+    "params",
+]
+
+
+def _wait_for_report(api: httpx.Client, instance: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while True:
+        status = api.post("/api/json/report", json={"mode": "status", "id": int(instance)}).json()
+        if status["status"] in ("COMPLETED", "FAILED") or time.monotonic() > deadline:
+            return dict(status)
+        time.sleep(0.05)
+
+
+def test_reports_run_in_the_background_and_are_fetched(world: World, api: httpx.Client) -> None:
+    import jsonschema
+
+    queued = api.post(
+        "/api/json/report", json={"mode": "run", "reportId": 1, "params": {"eventId": world.event}}
+    )
+    assert queued.status_code == 200, queued.text
+    run = queued.json()
+    assert set(run) == {"code", "result", "id"} and run["code"] == 200
+    assert isinstance(run["id"], str) and run["id"].isdigit()
+    done = _wait_for_report(api, run["id"])
+    assert list(done)[: len(REPORT_FIELDS)] == REPORT_FIELDS
+    assert done["status"] == "COMPLETED" and done["userId"] == "api"
+    assert done["rowCount"].isdigit() and int(done["rowCount"]) >= 40
+    fetched = api.post(
+        "/api/json/report",
+        json={"mode": "fetch", "reportInstanceId": int(run["id"]), "format": "json"},
+    ).json()
+    contents = fetched["contents"]
+    assert set(contents) >= {"$schema", "name", "meta", "filter", "spec", "data"}
+    assert contents["$schema"] == f"{world.url}/api/json/schemas/report-contents.v1.json"
+    schema = api.get("/api/json/schemas/report-contents.v1.json")
+    assert schema.status_code == 200
+    jsonschema.validate(contents, schema.json())
+    assert len(contents["data"]) == int(done["rowCount"])
+    csv = api.post(
+        "/api/json/report",
+        json={"mode": "fetch", "reportInstanceId": int(run["id"]), "format": "csv"},
+    ).json()
+    assert csv["format"] == "csv"
+    assert base64.b64decode(csv["contents"]).decode("utf-8-sig").count("\n") >= 40
+    assert "needs duty" in _error(
+        api.post(
+            "/api/json/report",
+            json={"mode": "run", "reportId": 1, "params": {"eventId": world.other_event}},
+        ),
+        403,
+    )
+    assert "mode" in _error(api.post("/api/json/report", json={"mode": "cancel"}), 400)
+    _error(api.post("/api/json/report", json={"mode": "status", "id": 987654}), 404)
+    with world.client("beta", token=world.token("beta")) as beta:
+        _error(beta.post("/api/json/report", json={"mode": "status", "id": int(run["id"])}), 404)
+
+
+# --- the toolkit's own client against this server -------------------------------------------
+
+
+def test_the_remote_client_reads_what_the_local_site_reads(world: World) -> None:
+    from toolkit.client import Credentials, Profile
+    from toolkit.remote import RemoteSite
+
+    profile = Profile(world.url, "alpha", Credentials(api_key=world.api_key))
+    params = {"registerId": "damage-assessment", "eventId": str(world.event), "limit": "7"}
+    with RemoteSite(profile) as remote, LocalSite(world.path, "alpha") as local:
+        assert remote.list_items(params) == local.list_items(params)
+        assert remote.get_item(world.item_ids[3]) == local.get_item(world.item_ids[3])
+        assert remote.list_assets({"limit": "3"}) == local.list_assets({"limit": "3"})
+        assert remote.get_event(world.event) == local.get_event(world.event)
+        assert remote.asset_types() == local.asset_types()
+        queries = [{"code": "a", "str": "1 SMITH STREET BALLARAT CENTRAL"}]
+        options = {"mode": "soundex", "maxRank": 3}
+        assert remote.asset_lookup(queries, options, "id") == local.asset_lookup(
+            queries, options, "id"
+        )
+        uploaded = remote.upload_media("note.txt", b"remote bytes", "text/plain")
+        assert remote.download_media(uploaded["id"]) == local.download_media(uploaded["id"])

@@ -1,6 +1,6 @@
 """Who runs a scheduled import job: the caller chooses (inline, or a pool of threads).
 
-``LocalSite.schedule_import`` records the job ``NOT_STARTED`` and hands an
+``LocalSite.import_schedule`` records the job ``NOT_STARTED`` and hands an
 :class:`ImportTask` to its executor. Each task opens its own connection, so it
 can run in any thread; its temporary data folder is removed when it ends. A
 job cut off by the process ending is turned ``FAILED`` by the site's orphan
@@ -66,7 +66,7 @@ def run_import_task(task: ImportTask) -> None:
 
 
 def inline_executor(task: ImportTask) -> None:
-    """Run the job before ``schedule_import`` returns."""
+    """Run the job before ``import_schedule`` returns."""
     run_import_task(task)
 
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from toolkit.cql import parse_cql
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.filters import format_time, parse_int, parse_query, parse_time
-from toolkit.import_tasks import ImportExecutor, inline_executor
+from toolkit.import_tasks import ImportExecutor
+from toolkit.import_tasks import inline_executor as inline_import_executor
 from toolkit.imports import ImportRequest, ImportRunner, job_object
 from toolkit.progress import Progress, no_progress
 from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_executor
@@ -88,7 +89,7 @@ class LocalSite(SiteWrites, SiteAdmin):
 
     # Who runs scheduled imports (``toolkit serve`` sets a thread pool), and a matching
     # index kept in memory across calls (``toolkit serve`` shares one between threads).
-    import_executor: ImportExecutor = staticmethod(inline_executor)  # type: ignore[assignment]
+    import_executor: ImportExecutor = staticmethod(inline_import_executor)  # type: ignore[assignment]
     index_cache: IndexCache | None = None
 
     def __init__(

@@ -355,9 +355,13 @@ class SiteWrites:
             raise NotFoundError(f"media file {media_id} does not exist")
         return content
 
+    def download_media(self, media_id: int) -> tuple[bytes, str]:
+        """The file's bytes and content type (as ``RemoteSite.download_media``)."""
+        return self.media_content(media_id), self.get_media(media_id)["contentType"]
+
     # --- scheduled imports ------------------------------------------------------------------
 
-    def schedule_import(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def import_schedule(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``mode=schedule`` (4.4): record the job and hand it to the executor; the job."""
         body = _object("import", body)
         unknown = sorted(set(body) - set(SCHEDULE_FIELDS))

@@ -32,8 +32,8 @@ from toolkit.cli.context import note, output_options, settings
 )
 @click.option(
     "--base-url",
-    help="The URL clients reach this server at (for the $schema of report contents); "
-    "default http://HOST:PORT.",
+    help="The URL clients reach this server at, for the $schema of report contents "
+    "(default: the URL each request came to).",
 )
 @output_options
 def serve(
@@ -80,7 +80,7 @@ def serve(
             auth_rate_limit=auth_rate_limit,
             workers=workers,
             rule_paths=current.rule_paths,
-            base_url=base_url or f"http://{host}:{port}",
+            base_url=base_url,
         ),
     )
     if not current.quiet:

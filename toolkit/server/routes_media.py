@@ -23,8 +23,9 @@ def download(call: Call) -> Response:
     meta = call.local.get_media(media_id)
     return Response(
         call.local.media_content(media_id),
-        media_type=meta["contentType"],
         headers={
+            # Exactly the stored type: Starlette would add a charset to text types.
+            "Content-Type": meta["contentType"],
             "Content-Disposition": f"attachment; filename*=UTF-8''{quote(meta['name'])}",
             "X-Content-Type-Options": "nosniff",
         },

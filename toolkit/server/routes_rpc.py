@@ -61,7 +61,9 @@ def asset_lookup_post(call: Call) -> Any:
     options = body.get("options") or {}
     if not isinstance(options, Mapping):
         raise OptionError("options must be an object")
-    return call.local.asset_lookup(queries, dict(options), str(body.get("output", "asset")))
+    # ``output`` in the body, or as a GET parameter as in the single-query form.
+    output = body.get("output") or call.params.get("output") or "asset"
+    return call.local.asset_lookup(queries, dict(options), str(output))
 
 
 def import_command(call: Call) -> Any:
@@ -72,7 +74,7 @@ def import_command(call: Call) -> Any:
         if body.get("importType") == "item":
             event_id = body.get("eventId")
             call.require_duty(int(event_id) if str(event_id).isdigit() else None)
-        return call.local.schedule_import(body)
+        return call.local.import_schedule(body)
     if mode == "status":
         unknown = sorted(set(body) - {"mode", "id"})
         if unknown:
@@ -98,12 +100,20 @@ def report_command(call: Call) -> Any:
     if not hasattr(site, "report_run"):
         raise ApiError(501, "reports are not available in this build of the toolkit")
     if mode == "run":
+        params = body.get("params")
+        if isinstance(params, dict) and params.get("eventId") is not None:
+            # A report of an event's register items is register data: duty is needed.
+            event = params["eventId"]
+            call.require_duty(int(event) if str(event).isdigit() else None)
         return site.report_run({k: v for k, v in body.items() if k != "mode"})
     if mode == "status":
         if "id" not in body:
             raise OptionError("id is required: the report instance id")
         return site.report_status(body["id"])
     if mode == "fetch":
+        # $schema points at this server: the configured URL, else the one the client used.
+        base = call.state.settings.base_url or str(call.request.base_url)
+        site.schema_base_url = base.rstrip("/")  # type: ignore[attr-defined]
         if "reportInstanceId" not in body:
             raise OptionError("reportInstanceId is required")
         return site.report_fetch(body["reportInstanceId"], str(body.get("format", "json")))

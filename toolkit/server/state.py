@@ -99,7 +99,6 @@ class ServerState:
         site.import_executor = self._run_import  # type: ignore[method-assign]
         if self.reports is not None:
             site.report_executor = self.reports  # type: ignore[attr-defined]
-            site.schema_base_url = self.settings.base_url  # type: ignore[attr-defined]
 
     def _run_import(self, task: ImportTask) -> None:
         site_id = self.sites.get(task.site).store.site_id  # the request's thread has it open
