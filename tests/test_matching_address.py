@@ -115,3 +115,20 @@ def test_sounds_like_keys_compare_numbers_exactly_and_order_only_at_rank_two() -
 def test_empty_addresses_have_no_keys() -> None:
     keys = address_keys(pd.Series(["", "  ", None], dtype="str"))
     assert (keys[["exact_full", "sound_street", "block"]].to_numpy() == 0).all()
+
+
+def test_saint_and_mount_match_their_short_forms() -> None:
+    texts = pd.Series(
+        [
+            "18 Saint Patricks Avenue",
+            "18 ST PATRICKS AVE",
+            "2 Mount Clear Rd",
+            "2 MT CLEAR ROAD",
+            "5 ST KILDA ST",
+        ]
+    )
+    normalised = normalise(texts).tolist()
+    assert normalised[0] == normalised[1]
+    assert normalised[2] == normalised[3]
+    parsed = parse(pd.Series(["5 ST KILDA ST", "5 SAINT KILDA STREET"]))
+    assert parsed.iloc[0].to_dict() == parsed.iloc[1].to_dict()

@@ -135,6 +135,10 @@ def clean_text(texts: pa.Array) -> pa.Array:
         text, r"^ *(?:" + _UNIT_WORDS + r" *)?([0-9]+[A-Z]?|[A-Z]) */ *([0-9])", r"UNIT \1 \2"
     )
     text = _sub(text, r"^ *" + _UNIT_WORDS + r" *([0-9]+[A-Z]?|[A-Z]) +([0-9])", r"UNIT \1 \2")
+    # Name words written out or short (SAINT JOHNS / ST JOHNS, MOUNT CLEAR / MT CLEAR) take
+    # one form, on both sides of a match; a non-final ST is then read as Saint, not Street.
+    text = _sub(text, r"\bSAINT\b", "ST")
+    text = _sub(text, r"\bMOUNT\b", "MT")
     # A slash or dash left over is punctuation, not a unit or a range.
     text = _sub(text, r"/", " ")
     text = _sub(text, r"(^|[^0-9])-", r"\1 ")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import shapely
 
 from toolkit.filters import Page
@@ -158,15 +159,38 @@ class AssetStore:
         ).fetchone()
         return f"{count}-{modified}-{top}"
 
+    FRAME_COLUMNS = (
+        "id",
+        "type",
+        "code",
+        "name",
+        "friendly",
+        "region_id",
+        "source",
+        "status",
+        "extra_info",
+        "geometry",
+    )
+
     def frame(self, *, active_only: bool = True) -> pd.DataFrame:
         """Every asset of the site as columns (geometry as WKB), to build a matching index."""
         status = "AND status > 0" if active_only else ""
-        return pd.read_sql_query(
-            "SELECT id, type, code, name, friendly, region_id, source, status, extra_info, "
-            f"geometry FROM asset WHERE site_id = ? {status} ORDER BY id",
-            self.connection,
-            params=(self.site_id,),
+        rows = self.connection.execute(
+            f"SELECT {', '.join(self.FRAME_COLUMNS)} FROM asset WHERE site_id = ? {status} "
+            "ORDER BY id",
+            (self.site_id,),
+        ).fetchall()
+        # Columns straight from the tuples into Arrow: far cheaper than pandas' row-wise reader.
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(self.FRAME_COLUMNS)
+        table = pa.table(
+            {
+                name: pa.array(values, type=pa.binary() if name == "geometry" else None)
+                if values
+                else pa.array([], type=pa.binary() if name == "geometry" else pa.string())
+                for name, values in zip(self.FRAME_COLUMNS, columns, strict=True)
+            }
         )
+        return table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get)
 
     def query(
         self,
