@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.cql import parse_cql
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.filters import format_time, parse_int, parse_query, parse_time
+from toolkit.import_tasks import ImportExecutor
+from toolkit.import_tasks import inline_executor as inline_import_executor
 from toolkit.imports import ImportRequest, ImportRunner, job_object
 from toolkit.progress import Progress, no_progress
 from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_executor
@@ -27,6 +29,8 @@ from toolkit.shapes import (
     event_from_row,
     item_from_row,
 )
+from toolkit.site_admin import SiteAdmin
+from toolkit.site_writes import IndexCache, SiteWrites
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
@@ -80,8 +84,13 @@ EVENT_UPDATABLE = {
 }
 
 
-class LocalSite:
+class LocalSite(SiteWrites, SiteAdmin):
     """The spec's operations on one site of an embedded site file."""
+
+    # Who runs scheduled imports (``toolkit serve`` sets a thread pool), and a matching
+    # index kept in memory across calls (``toolkit serve`` shares one between threads).
+    import_executor: ImportExecutor = staticmethod(inline_import_executor)  # type: ignore[assignment]
+    index_cache: IndexCache | None = None
 
     def __init__(
         self,
@@ -144,6 +153,8 @@ class LocalSite:
 
     def asset_index(self) -> AssetIndex:
         """The matching index of this site's active assets (cached beside the site file)."""
+        if self.index_cache is not None:
+            return self.index_cache.get(self.store)
         from toolkit.site_index import site_asset_index
 
         return site_asset_index(self.store)
@@ -282,7 +293,10 @@ class LocalSite:
 
     # --- items --------------------------------------------------------------------------
 
-    def list_items(self, params: Mapping[str, str]) -> dict[str, Any]:
+    def list_items(
+        self, params: Mapping[str, str], *, within_events: Collection[int] | None = None
+    ) -> dict[str, Any]:
+        """The item collection (4.6); ``within_events`` limits it to those events (duty)."""
         query = parse_query(params, ITEM_FILTERS, aliases=ITEM_ALIASES)
         f = query.filters
         if "registerId" not in f:
@@ -298,6 +312,7 @@ class LocalSite:
             since=query.since,
             until=query.until,
             cql=cql,
+            within_events=within_events,
         )
         fields = self._register_fields(register_id)
         return envelope((item_from_row(r, fields) for r in rows), total)
@@ -351,7 +366,10 @@ class LocalSite:
 
     # --- audit log ----------------------------------------------------------------------
 
-    def list_audit_logs(self, params: Mapping[str, str]) -> dict[str, Any]:
+    def list_audit_logs(
+        self, params: Mapping[str, str], *, within_events: Collection[int] | None = None
+    ) -> dict[str, Any]:
+        """Audit entries (4.9); ``within_events`` keeps those of these events or of none."""
         query = parse_query(params, AUDIT_FILTERS)
         f = query.filters
         rows, total = self.store.audit.query(
@@ -360,6 +378,7 @@ class LocalSite:
             event_id=f.get("eventId"),  # type: ignore[arg-type]
             item_id=f.get("itemId"),  # type: ignore[arg-type]
             import_job_id=f.get("importJobId"),  # type: ignore[arg-type]
+            within_events=within_events,
         )
         return envelope((audit_from_row(r) for r in rows), total)
 

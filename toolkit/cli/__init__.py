@@ -30,6 +30,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.records_cmd",
     "toolkit.cli.report_cmd",
     "toolkit.cli.demo_cmd",
+    "toolkit.cli.users_cmd",
+    "toolkit.cli.serve_cmd",
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

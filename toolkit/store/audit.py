@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 
 from toolkit.filters import Page
 from toolkit.store.sql import Where, page_sql
@@ -28,9 +29,14 @@ class AuditStore:
         event_id: int | None = None,
         item_id: int | None = None,
         import_job_id: int | None = None,
+        within_events: Collection[int] | None = None,
     ) -> tuple[list[sqlite3.Row], int]:
+        """One page of entries; ``within_events`` keeps entries of those events or of none."""
         where = Where()
         where.add("site_id = ?", self.site_id)
+        if within_events is not None:
+            events = sorted(within_events)
+            where.add(f"event_id IS NULL OR event_id IN ({', '.join('?' * len(events))})", *events)
         if audit_id is not None:
             where.add("id = ?", audit_id)
         if event_id is not None:

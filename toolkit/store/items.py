@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -91,6 +91,18 @@ class ItemStore:
             columns["tags"] = [changes.tags] * len(changes.ids)
         return self.table.update_many(conn, changes.ids, changes.fields_patch, columns, actor, now)
 
+    def update_one(
+        self,
+        conn: sqlite3.Connection,
+        item_id: int,
+        fields_patch: str,
+        columns: Mapping[str, object],
+        actor: Actor,
+        now: int,
+    ) -> None:
+        """Patch one item's fields and set its own columns exactly (None clears), audited."""
+        self.table.update_one(conn, item_id, fields_patch, columns, actor, now)
+
     def retire_many(
         self, conn: sqlite3.Connection, ids: Sequence[int], actor: Actor, now: int
     ) -> int:
@@ -135,10 +147,17 @@ class ItemStore:
         until: TimeBound | None = None,
         cql: Node | None = None,
         asset_id: int | None = None,
+        within_events: Collection[int] | None = None,
     ) -> tuple[list[sqlite3.Row], int]:
-        """One page of items matching the filters, and the size of the whole matching set."""
+        """One page of items matching the filters, and the size of the whole matching set.
+
+        ``within_events`` limits the items to those events (a user's duty).
+        """
         where = Where()
         where.add("site_id = ?", self.site_id)
+        if within_events is not None:
+            events = sorted(within_events)
+            where.add(f"event_id IN ({', '.join('?' * len(events))})", *events)
         if register_id is not None:
             where.add("register_id = ?", register_id)
         if event_id is not None:

@@ -217,6 +217,55 @@ class RecordTable:
         conn.execute("DROP TABLE temp.record_change")
         return len(ids) - unchanged
 
+    def update_one(
+        self,
+        conn: sqlite3.Connection,
+        record_id: int,
+        patch: str,
+        columns: Mapping[str, object],
+        actor: Actor,
+        now: int,
+    ) -> None:
+        """Patch the JSON column (RFC 7396) and set ``columns`` exactly, None included.
+
+        Unlike :meth:`update_many` a None here clears the column (a REST PUT or PATCH
+        that unlinks an asset). Audited like :meth:`update_many`.
+        """
+        kind = self.kind
+        names = list(columns)
+        patch_parts = [f"'{kind.json_column}', json(?)"] + [
+            f"'{kind.audit_columns.get(n, n)}', ?" for n in names
+        ]
+        changes = (
+            f"json_object('before', {_audit_object(kind, 'r')}, "
+            f"'patch', json_object({', '.join(patch_parts)}))"
+        )
+        item_id = kind.item_id_sql.format(t="r")
+        event_id = kind.event_id_sql.format(t="r")
+        conn.execute(
+            "INSERT INTO audit_log (site_id, date_created, user_id, action, record_type, "
+            "record_id, item_id, event_id, changes, message, import_job_id) "
+            f"SELECT r.site_id, ?, ?, 'update', '{kind.record_type}', r.id, {item_id}, "
+            f"{event_id}, {changes}, ?, ? FROM {kind.table} r WHERE r.id = ? AND r.site_id = ?",
+            (
+                now,
+                actor.user_id,
+                patch,
+                *columns.values(),
+                actor.message,
+                actor.import_job_id,
+                record_id,
+                self.site_id,
+            ),
+        )
+        sets = [f"{kind.json_column} = json_patch({kind.json_column}, ?)"]
+        sets += [f"{n} = ?" for n in names]
+        conn.execute(
+            f"UPDATE {kind.table} SET {', '.join(sets)}, date_modified = ? "
+            "WHERE id = ? AND site_id = ?",
+            (patch, *columns.values(), now, record_id, self.site_id),
+        )
+
     def retire_many(
         self, conn: sqlite3.Connection, ids: Sequence[int], actor: Actor, now: int
     ) -> int:

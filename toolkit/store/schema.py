@@ -130,11 +130,23 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE api_key (
         id INTEGER PRIMARY KEY,
         user_id INTEGER NOT NULL REFERENCES user(id),
+        -- The public part of the key finds its row, and only a slow salted hash of the whole
+        -- key is kept, so a stolen site file does not give working keys.
         prefix TEXT NOT NULL UNIQUE,
         key_hash TEXT NOT NULL,
         label TEXT,
         revoked INTEGER NOT NULL DEFAULT 0,
-        date_created INTEGER NOT NULL
+        date_created INTEGER NOT NULL,
+        date_revoked INTEGER
+    );
+
+    -- Per-site secrets of `toolkit serve` (the token signing key), never printed or logged.
+    CREATE TABLE site_secret (
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        date_created INTEGER NOT NULL,
+        PRIMARY KEY (site_id, name)
     );
 
     CREATE TABLE audit_log (

@@ -5,10 +5,12 @@ from __future__ import annotations
 from toolkit.errors import NotFoundError
 from toolkit.store.assets import AssetStore
 from toolkit.store.audit import AuditStore
+from toolkit.store.auth import AuthStore
 from toolkit.store.database import Database
 from toolkit.store.events import EventStore, RegisterStore
 from toolkit.store.items import ItemStore
 from toolkit.store.jobs import JobStore
+from toolkit.store.media import MediaStore
 from toolkit.store.reports import ReportStore
 from toolkit.store.users import UserStore
 
@@ -32,4 +34,6 @@ class SiteStore:
         self.jobs = JobStore(db, site_id)
         self.users = UserStore(connection, site_id)
         self.audit = AuditStore(connection, site_id)
+        self.auth = AuthStore(db, site_id)
+        self.media = MediaStore(db, site_id)
         self.reports = ReportStore(db, site_id)

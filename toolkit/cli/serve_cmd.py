@@ -1,0 +1,93 @@
+"""``toolkit serve``: the service's HTTP API over the embedded site file."""
+
+from __future__ import annotations
+
+import click
+
+from toolkit.cli import cli
+from toolkit.cli.context import note, output_options, settings
+
+
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
+@click.option(
+    "--rate-limit",
+    default="600/minute",
+    show_default=True,
+    help="Requests per token: COUNT/second|minute|hour, or none.",
+)
+@click.option(
+    "--auth-rate-limit",
+    default="60/minute",
+    show_default=True,
+    help="auth calls per client address, or none.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Import jobs and report runs running at once in the background.",
+)
+@click.option(
+    "--base-url",
+    help="The URL clients reach this server at, for the $schema of report contents "
+    "(default: the URL each request came to).",
+)
+@output_options
+def serve(
+    host: str,
+    port: int,
+    rate_limit: str,
+    auth_rate_limit: str,
+    workers: int,
+    base_url: str | None,
+) -> None:
+    """Serve the API of the service over the embedded site file (every site in it).
+
+    Clients choose the site with X-Site and log in with POST /api/json/auth as a
+    user set up with `toolkit user ...`. The API is described at
+    /api/json/openapi.json. Logs one line per request, never headers or bodies.
+
+    \b
+    Examples:
+      toolkit serve
+      toolkit --store staging.sqlite serve --host 0.0.0.0 --port 9000 --rate-limit 1200/minute
+      toolkit serve --workers 4 --base-url https://staging.example.org
+    """
+    import logging
+
+    import uvicorn
+
+    from toolkit.server import ServerSettings, create_app
+    from toolkit.server.limits import parse_rate
+
+    current = settings()
+    parse_rate(rate_limit)  # a bad value is a clear error before anything starts
+    parse_rate(auth_rate_limit)
+    if not current.store.exists():
+        from toolkit.errors import StoreError
+
+        raise StoreError(
+            f"{current.store}: no site file here; create one (e.g. toolkit demo, or "
+            "toolkit user add) or pass --store"
+        )
+    app = create_app(
+        current.store,
+        settings=ServerSettings(
+            rate_limit=rate_limit,
+            auth_rate_limit=auth_rate_limit,
+            workers=workers,
+            rule_paths=current.rule_paths,
+            base_url=base_url,
+        ),
+    )
+    if not current.quiet:
+        logging.getLogger("toolkit.server").setLevel(logging.INFO)
+        logging.getLogger("toolkit.server.access").setLevel(logging.INFO)
+        if not logging.getLogger().handlers:
+            logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    note(f"serving {current.store} at http://{host}:{port}/api/json/ (Ctrl+C to stop)")
+    # Our own access log replaces uvicorn's, which would print query strings.
+    uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")

@@ -1,0 +1,301 @@
+"""Accounts of API users on the embedded site: users, passwords, TOTP, API keys, duty.
+
+Secrets never come from the command line (it ends up in shell history and
+process lists): a password is read from ``TOOLKIT_PASSWORD`` or stdin. A new API
+key or TOTP secret is printed once, and only its hash (or the secret) is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from toolkit.cli import cli
+from toolkit.cli.context import note, open_site, output_options, print_json, print_table, settings
+
+PASSWORD_ENV = "TOOLKIT_PASSWORD"
+
+
+def _show_user(user: dict[str, Any]) -> None:
+    if settings().json:
+        print_json(user)
+        return
+    duty = ", ".join(f"{d['eventId']}:{d['position']}" for d in user.get("duty", [])) or "-"
+    click.echo(
+        f"{user['username']} (id {user['id']}): positions {', '.join(user['positions']) or '-'}; "
+        f"approved {'yes' if user['approved'] else 'no'}; terms "
+        f"{'accepted' if user['termsAccepted'] else 'not accepted'}; password "
+        f"{'set' if user['hasPassword'] else 'not set'}; TOTP "
+        f"{'yes' if user['hasTotp'] else 'no'}; duty {duty}"
+    )
+
+
+@cli.group("user")
+def user_group() -> None:
+    """Set up users of the API (spec section 5) on the embedded site.
+
+    An API user needs the position "API User", approval and accepted terms, a
+    password or an API key, and duty in each event whose register data it uses.
+
+    \b
+    Examples:
+      toolkit user add apiuser --position "API User" --approved --terms-accepted
+      TOOLKIT_PASSWORD=... toolkit user password apiuser
+      toolkit user totp apiuser
+      toolkit user list
+    """
+
+
+@user_group.command("add")
+@click.argument("username")
+@click.option("--position", "positions", multiple=True, help="A position (repeatable).")
+@click.option("--approved", is_flag=True, help="Approved by the operator and the customer.")
+@click.option("--terms-accepted", is_flag=True, help="The API terms of use are accepted.")
+@click.option("--first-name")
+@click.option("--last-name")
+@click.option("--email")
+@output_options
+def user_add(
+    username: str,
+    positions: tuple[str, ...],
+    approved: bool,
+    terms_accepted: bool,
+    first_name: str | None,
+    last_name: str | None,
+    email: str | None,
+) -> None:
+    """Add the user USERNAME.
+
+    \b
+    Examples:
+      toolkit user add apiuser --position "API User" --approved --terms-accepted
+    """
+    with open_site() as site:
+        _show_user(
+            site.add_user(
+                username,
+                positions=positions,
+                approved=approved,
+                terms_accepted=terms_accepted,
+                first_name=first_name,
+                last_name=last_name,
+                email=email,
+            )
+        )
+
+
+@user_group.command("update")
+@click.argument("username")
+@click.option("--position", "positions", multiple=True, help="The positions (replace all).")
+@click.option("--approved/--not-approved", default=None)
+@click.option("--terms-accepted/--terms-not-accepted", default=None)
+@click.option("--status", type=int, help="Positive is active; 0 disables the account.")
+@output_options
+def user_update(
+    username: str,
+    positions: tuple[str, ...],
+    approved: bool | None,
+    terms_accepted: bool | None,
+    status: int | None,
+) -> None:
+    """Change positions, approval, terms or status of USERNAME.
+
+    \b
+    Examples:
+      toolkit user update apiuser --position "API User" --position "Field Inspector"
+      toolkit user update apiuser --not-approved
+    """
+    with open_site() as site:
+        _show_user(
+            site.update_user(
+                username,
+                positions=positions or None,
+                approved=approved,
+                terms_accepted=terms_accepted,
+                status=status,
+            )
+        )
+
+
+@user_group.command("password")
+@click.argument("username")
+@output_options
+def user_password(username: str) -> None:
+    """Set the password of USERNAME from $TOOLKIT_PASSWORD or stdin (never an argument).
+
+    On a terminal the password is asked for twice, hidden.
+
+    \b
+    Examples:
+      TOOLKIT_PASSWORD="$(pass show staging/apiuser)" toolkit user password apiuser
+      printf '%s\\n' "$SECRET" | toolkit user password apiuser
+    """
+    password = os.environ.get(PASSWORD_ENV)
+    if password is None:
+        if sys.stdin.isatty():
+            password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        else:
+            password = sys.stdin.readline().rstrip("\r\n")
+    with open_site() as site:
+        user = site.set_password(username, password)
+    note(f"password of {user['username']} set")
+    if settings().json:
+        print_json(user)
+
+
+@user_group.command("totp")
+@click.argument("username")
+@click.option("--remove", is_flag=True, help="Remove the user's TOTP device instead.")
+@output_options
+def user_totp(username: str, remove: bool) -> None:
+    """Register a TOTP device for USERNAME and print its secret, once.
+
+    From then on logging in needs mfaCode, the six digits of any TOTP app.
+
+    \b
+    Examples:
+      toolkit user totp apiuser
+      toolkit user totp apiuser --remove
+    """
+    with open_site() as site:
+        if remove:
+            _show_user(site.remove_totp(username))
+            return
+        device = site.register_totp(username)
+    if settings().json:
+        print_json(device)
+        return
+    click.echo(f"TOTP secret of {device['username']} (shown once): {device['secret']}")
+    click.echo(f"otpauth URI: {device['uri']}")
+
+
+@user_group.command("list")
+@output_options
+def user_list() -> None:
+    """List the users of the site (never their secrets).
+
+    \b
+    Examples:
+      toolkit user list --json
+    """
+    with open_site() as site:
+        users = site.list_users()
+    if settings().json:
+        print_json(users)
+        return
+    rows = [{**u, "positions": ", ".join(u["positions"]), "approved": u["approved"]} for u in users]
+    columns = ["id", "username", "positions", "approved", "termsAccepted", "hasPassword"]
+    print_table(rows, [*columns, "hasTotp", "status"], title="users")
+
+
+@cli.group("api-key")
+def api_key_group() -> None:
+    """Issue and revoke API keys for machine logins (auth with apiKey).
+
+    \b
+    Examples:
+      toolkit api-key issue apiuser --label "nightly import"
+      toolkit api-key list
+      toolkit api-key revoke 3
+    """
+
+
+@api_key_group.command("issue")
+@click.argument("username")
+@click.option("--label", help="What the key is for.")
+@output_options
+def api_key_issue(username: str, label: str | None) -> None:
+    """Issue an API key for USERNAME and print it, once (only its hash is kept).
+
+    \b
+    Examples:
+      toolkit api-key issue apiuser --label ci
+    """
+    with open_site() as site:
+        key = site.issue_api_key(username, label)
+    if settings().json:
+        print_json(key)
+        return
+    note(f"API key {key['id']} (prefix {key['prefix']}) for {key['username']}; shown once:")
+    click.echo(key["key"])
+
+
+@api_key_group.command("revoke")
+@click.argument("key")
+@output_options
+def api_key_revoke(key: str) -> None:
+    """Revoke the API key KEY (its id or prefix); its tokens stop working at once.
+
+    \b
+    Examples:
+      toolkit api-key revoke 3
+    """
+    with open_site() as site:
+        revoked = site.revoke_api_key(key)
+    if settings().json:
+        print_json(revoked)
+        return
+    note(f"API key {revoked['id']} (prefix {revoked['prefix']}) revoked")
+
+
+@api_key_group.command("list")
+@click.option("--user", "username", help="Only this user's keys.")
+@output_options
+def api_key_list(username: str | None) -> None:
+    """List API keys (prefixes and labels, never the keys).
+
+    \b
+    Examples:
+      toolkit api-key list --user apiuser
+    """
+    with open_site() as site:
+        keys = site.list_api_keys(username)
+    if settings().json:
+        print_json(keys)
+        return
+    print_table(keys, ["id", "username", "prefix", "label", "revoked", "dateCreated"], title="keys")
+
+
+@cli.group("duty")
+def duty_group() -> None:
+    """Put users on duty in events: reading or writing register data needs it.
+
+    \b
+    Examples:
+      toolkit duty add apiuser --event-id 1 --position "Field Inspector"
+      toolkit duty remove apiuser --event-id 1
+    """
+
+
+@duty_group.command("add")
+@click.argument("username")
+@click.option("--event-id", type=int, required=True)
+@click.option("--position", required=True, help="The position the user holds in the event.")
+@output_options
+def duty_add(username: str, event_id: int, position: str) -> None:
+    """Put USERNAME on duty in an event.
+
+    \b
+    Examples:
+      toolkit duty add apiuser --event-id 1 --position "API User"
+    """
+    with open_site() as site:
+        _show_user(site.put_on_duty(username, event_id, position))
+
+
+@duty_group.command("remove")
+@click.argument("username")
+@click.option("--event-id", type=int, required=True)
+@output_options
+def duty_remove(username: str, event_id: int) -> None:
+    """End every duty of USERNAME in an event.
+
+    \b
+    Examples:
+      toolkit duty remove apiuser --event-id 1
+    """
+    with open_site() as site:
+        _show_user(site.take_off_duty(username, event_id))

@@ -1,0 +1,86 @@
+"""The ASGI app of ``toolkit serve``: the spec's API over the sites of one site file."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from toolkit.server import routes_media, routes_records, routes_rpc
+from toolkit.server.errors import (
+    error_response,
+    http_exception_handler,
+    unexpected_exception_handler,
+)
+from toolkit.server.limits import AccessLogMiddleware, BodyLimitMiddleware
+from toolkit.server.state import ServerSettings, ServerState
+from toolkit.store import Database
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+OPENAPI_FILE = SCHEMAS / "openapi.json"
+REPORT_SCHEMA_NAME = "report-contents.v1.json"
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of the API, shipped as data in the package."""
+    return json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
+
+
+async def openapi(_request: Request) -> Response:
+    return JSONResponse(openapi_document())
+
+
+async def report_schema(_request: Request) -> Response:
+    path = SCHEMAS / REPORT_SCHEMA_NAME
+    if not path.exists():
+        return error_response(404, f"{REPORT_SCHEMA_NAME} is not shipped with this build")
+    return FileResponse(path, media_type="application/schema+json")
+
+
+def create_app(store_path: str | Path, *, settings: ServerSettings | None = None) -> Starlette:
+    """The app serving every site of the file at ``store_path`` (which must exist)."""
+    settings = settings or ServerSettings()
+    path = Path(store_path)
+    # Open (and migrate) the file once up front, so a bad path fails at start, not per call.
+    Database(path).close()
+    state = ServerState(path, settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            state.shutdown()
+
+    routes = [
+        *routes_rpc.ROUTES,
+        *routes_records.ROUTES,
+        *routes_media.ROUTES,
+        Route("/api/json/openapi.json", openapi, methods=["GET"]),
+        Route(f"/api/json/schemas/{REPORT_SCHEMA_NAME}", report_schema, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(AccessLogMiddleware),
+            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        ],
+        exception_handlers={
+            HTTPException: http_exception_handler,
+            Exception: unexpected_exception_handler,
+        },
+        lifespan=lifespan,
+    )
+    app.state.server = state
+    return app

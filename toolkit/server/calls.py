@@ -1,0 +1,170 @@
+"""One request, from the wire to a ``LocalSite`` method and back.
+
+:func:`endpoint` turns a plain function of a :class:`Call` into a Starlette
+endpoint: it reads and parses the JSON body (400 when malformed), checks the
+rate limit, then in a worker thread opens the thread's site, checks the token
+and the account, and runs the function. What the function returns is sent as
+JSON; a ``Response`` is sent as it is; any exception becomes ``{status, message}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from toolkit.credentials import AuthenticationError, PermissionDeniedError
+from toolkit.errors import OptionError
+from toolkit.server.auth import bearer_token
+from toolkit.server.errors import ApiError, response_for
+from toolkit.server.state import ServerState
+from toolkit.site import LocalSite
+
+
+@dataclass
+class Call:
+    """What an endpoint function gets: the request's parts, its site and its user."""
+
+    request: Request
+    state: ServerState
+    site_name: str | None
+    body: Any = None
+    site: LocalSite | None = None
+    user: dict[str, Any] | None = None
+    _duty: set[int] | None = field(default=None, repr=False)
+
+    @property
+    def params(self) -> dict[str, str]:
+        """GET parameters as text; a repeated parameter is an error, never silently dropped."""
+        items = self.request.query_params.multi_items()
+        names = [name for name, _ in items]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise OptionError(f"parameter(s) given more than once: {', '.join(repeated)}")
+        return dict(items)
+
+    def path_int(self, name: str = "id") -> int:
+        value = self.request.path_params[name]
+        if not str(value).isdigit():
+            raise OptionError(f"{name} {value!r} is not a whole number")
+        return int(value)
+
+    @property
+    def local(self) -> LocalSite:
+        assert self.site is not None
+        return self.site
+
+    def duty(self) -> set[int]:
+        """The events the user is on duty in (spec 5, rule 5)."""
+        if self._duty is None:
+            assert self.user is not None
+            self._duty = self.local.duty_events(self.user["id"])
+        return self._duty
+
+    def require_duty(self, event_id: int | None) -> None:
+        if event_id is None or int(event_id) not in self.duty():
+            raise PermissionDeniedError(
+                f"reading or writing register data of event {event_id} needs duty in that event"
+            )
+
+
+Handler = Callable[[Call], Any]
+
+
+def endpoint(
+    handler: Handler, *, authenticated: bool = True, body: str = "json", site: bool = True
+) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint running ``handler`` in a worker thread.
+
+    ``body``: ``json`` (parse the body as JSON), ``form`` (multipart, parsed by the
+    handler's ``form`` step) or ``none``. ``site``: the call needs ``X-Site``.
+    """
+
+    async def run(request: Request) -> Response:
+        state: ServerState = request.app.state.server
+        try:
+            site_name = request.headers.get("x-site")
+            if site and not site_name:
+                raise ApiError(400, "the X-Site header is required: the site (tenancy) to use")
+            call = Call(request, state, site_name)
+            if body == "json" and request.method in ("POST", "PUT", "PATCH"):
+                call.body = parse_json(await request.body())
+            elif body == "form":
+                call.body = await read_form(request)
+            token = bearer_token(request.headers.get("authorization"))
+            if authenticated:
+                if token is None:
+                    raise AuthenticationError(
+                        "an access token is required: POST /api/json/auth, then send "
+                        "Authorization: Bearer <token>"
+                    )
+                state.limiter.check("token:" + token)
+            result = await run_in_threadpool(_in_thread, handler, call, token, authenticated)
+        except Exception as exc:  # every failure answers {status, message}
+            return response_for(exc, f"{request.method} {request.url.path}")
+        if isinstance(result, Response):
+            return result
+        return JSONResponse(result)
+
+    run.__name__ = handler.__name__
+    run.__doc__ = handler.__doc__
+    return run
+
+
+def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: bool) -> Any:
+    state = call.state
+    if call.site_name:
+        if authenticated:
+            assert token is not None
+            if state.tokens.site_of(token) != call.site_name:
+                raise AuthenticationError("the access token is not valid for this site")
+        call.site = state.sites.get(call.site_name)
+        if authenticated:
+            assert token is not None
+            secret = state.tokens.secret(call.site_name, call.site.store.auth.secret)
+            claims = state.tokens.verify(token, secret, call.site_name)
+            call.user = call.site.api_user(int(claims["sub"]), claims.get("key"))
+    site = call.site
+    if site is None:
+        return handler(call)
+    # The thread's site is used by one request at a time; writes are audited as the user.
+    site.user_id = call.user["username"] if call.user else None
+    try:
+        return handler(call)
+    finally:
+        site.user_id = None
+
+
+def parse_json(raw: bytes) -> Any:
+    if not raw.strip():
+        raise OptionError("the request body is empty; a JSON object is expected")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise OptionError("the request body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+
+
+async def read_form(request: Request) -> dict[str, Any]:
+    """A multipart upload's parts: ``name`` (text) and ``file`` (bytes, content type)."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        raise OptionError("a file upload is multipart/form-data with parts name and file")
+    async with request.form(max_files=1, max_fields=10) as form:
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise OptionError("the upload has no part 'file' holding the file")
+        name = form.get("name")
+        return {
+            "name": name if isinstance(name, str) else upload.filename or "",
+            "content": await upload.read(),
+            "content_type": upload.content_type,
+        }

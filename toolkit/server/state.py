@@ -1,0 +1,141 @@
+"""What a running server holds: its settings, a site per thread, tokens, limits, workers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.credentials import AuthenticationError
+from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
+from toolkit.server.auth import TOKEN_TTL_S, TokenService
+from toolkit.server.limits import MAX_BODY_BYTES, RateLimiter, parse_rate
+from toolkit.site import LocalSite
+from toolkit.site_admin import BAD_CREDENTIALS
+from toolkit.site_writes import IndexCache
+from toolkit.store import Database, now_ms
+
+log = logging.getLogger("toolkit.server")
+
+UNKNOWN_SITE = BAD_CREDENTIALS  # which sites a file holds is not told
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How ``toolkit serve`` behaves; every field has the default the command uses."""
+
+    rate_limit: str | None = "600/minute"  # per token
+    auth_rate_limit: str | None = "60/minute"  # auth calls per client address
+    max_body_bytes: int = MAX_BODY_BYTES
+    token_ttl_s: int = TOKEN_TTL_S
+    workers: int = 2  # background import jobs and report runs at once
+    rule_paths: tuple[str | Path, ...] = ()
+    # Epoch milliseconds, the store's clock type; injected by tests to expire tokens.
+    clock: Callable[[], int] = field(default=now_ms)
+    base_url: str | None = None  # where clients reach us, for report contents' $schema
+
+
+class SitePool:
+    """One ``LocalSite`` (one SQLite connection) per thread and site, made on first use.
+
+    SQLite connections are never shared between threads; the matching index is.
+    """
+
+    def __init__(self, path: Path, configure: Callable[[LocalSite], None]) -> None:
+        self.path = path
+        self.configure = configure
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._databases: list[Database] = []
+
+    def get(self, name: str) -> LocalSite:
+        sites: dict[str, LocalSite] | None = getattr(self._local, "sites", None)
+        if sites is None:
+            sites = self._local.sites = {}
+        site = sites.get(name)
+        if site is not None:
+            return site
+        db: Database | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = Database(self.path)
+            with self._lock:
+                self._databases.append(db)
+        if db.site_id(name) is None:
+            # The same answer as bad credentials: which sites a file holds is not told.
+            raise AuthenticationError(UNKNOWN_SITE)
+        site = LocalSite(self.path, name, db=db, create=False)
+        self.configure(site)
+        sites[name] = site
+        return site
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._databases:
+                db.close()
+            self._databases.clear()
+
+
+class ServerState:
+    """Everything the endpoints share."""
+
+    def __init__(self, store_path: Path, settings: ServerSettings) -> None:
+        self.store_path = store_path
+        self.settings = settings
+        self.clock_s: Callable[[], float] = lambda: settings.clock() / 1000
+        self.tokens = TokenService(self.clock_s, settings.token_ttl_s)
+        self.limiter = RateLimiter(parse_rate(settings.rate_limit), self.clock_s)
+        self.auth_limiter = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
+        self.index_cache = IndexCache()
+        self.imports = ThreadPoolImportExecutor(settings.workers)
+        self.reports: Any = _report_executor()
+        self.sites = SitePool(store_path, self._configure)
+
+    def _configure(self, site: LocalSite) -> None:
+        site.rule_paths = tuple(self.settings.rule_paths)
+        site.index_cache = self.index_cache
+        site.import_executor = self._run_import  # type: ignore[method-assign]
+        if self.reports is not None:
+            site.report_executor = self.reports  # type: ignore[attr-defined]
+
+    def _run_import(self, task: ImportTask) -> None:
+        site_id = self.sites.get(task.site).store.site_id  # the request's thread has it open
+
+        def done(finished: ImportTask) -> None:
+            if finished.request.import_type == "asset":
+                # New assets: the next lookup rebuilds the index instead of waiting.
+                self.index_cache.forget(site_id)
+
+        self.imports(
+            ImportTask(
+                task.path,
+                task.site,
+                task.job_id,
+                task.request,
+                task.user_id,
+                task.rule_paths,
+                task.folder,
+                done,
+            )
+        )
+
+    def shutdown(self) -> None:
+        """Let background jobs finish, then close every connection."""
+        self.imports.shutdown(wait=True)
+        if self.reports is not None and hasattr(self.reports, "join"):
+            self.reports.join()
+        self.sites.close()
+
+
+def _report_executor() -> Any:
+    """The reports' thread executor, when the reports package is present."""
+    try:
+        from toolkit.reports import ThreadExecutor  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return ThreadExecutor()
+
+
+__all__ = ["ServerSettings", "ServerState", "SitePool", "run_import_task"]

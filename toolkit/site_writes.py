@@ -1,0 +1,449 @@
+"""The writing half of the one interface: items by REST, media, scheduled imports.
+
+:class:`SiteWrites` is mixed into ``LocalSite``; every method takes and returns
+the spec's JSON shapes so a remote client can offer the same methods. Every
+write is audited by the record stores.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from toolkit.errors import NotFoundError, OptionError
+from toolkit.filters import format_time, parse_int
+from toolkit.import_tasks import ImportExecutor, ImportTask
+from toolkit.imports import ImportRunner, materialise_data, request_from_spec
+from toolkit.store import Actor, Database, SiteStore
+from toolkit.store.items import NewItems
+
+if TYPE_CHECKING:
+    from toolkit.matching import AssetIndex
+
+# The item's own fields (spec 2.3) as POST/PUT/PATCH accept them; output-only fields are
+# accepted and ignored so that a record read with GET can be sent back as it is.
+ITEM_INPUT = (
+    "registerId",
+    "type",
+    "eventId",
+    "regionId",
+    "assetId",
+    "status",
+    "isTemplate",
+    "tags",
+)
+ITEM_OUTPUT_ONLY = ("id", "dateCreated", "dateModified")
+ASSET_INPUTS = ("asset_lookup", "asset_friendly", "asset_codefield")
+# Register fields of type ``media`` carry lists of file ids; every register has ``photos``.
+DEFAULT_MEDIA_FIELD = "photos"
+SCHEDULE_FIELDS = (
+    "mode",
+    "importType",
+    "importRule",
+    "data",
+    "dataType",
+    "encoding",
+    "matchingId",
+    "overwriteRule",
+    "eventId",
+    "regionId",
+    "dryRun",
+    "rollbackOnError",
+    "importTag",
+    "message",
+)
+# How asset_friendly is looked up: the service's sounds-like search, words in any order.
+FRIENDLY_OPTIONS = {"mode": "soundex", "maxRank": 3, "useExternalLookups": False}
+INDEX_RECHECK_S = 2.0
+
+
+class IndexCache:
+    """Matching indexes kept in memory between requests, shared by threads.
+
+    The site's asset stamp (a scan of its assets) is checked at most every
+    ``recheck_s`` seconds; :meth:`forget` drops a site's index at once (after an
+    asset import finishes in this process).
+    """
+
+    def __init__(self, recheck_s: float = INDEX_RECHECK_S) -> None:
+        self.recheck_s = recheck_s
+        self._lock = threading.Lock()
+        self._entries: dict[int, tuple[str, float, AssetIndex]] = {}
+
+    def get(self, store: SiteStore) -> AssetIndex:
+        from toolkit.site_index import site_asset_index
+
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(store.site_id)
+        if entry is not None and now - entry[1] < self.recheck_s:
+            return entry[2]
+        stamp = store.assets.stamp()
+        index = entry[2] if entry is not None and entry[0] == stamp else site_asset_index(store)
+        with self._lock:
+            self._entries[store.site_id] = (stamp, now, index)
+        return index
+
+    def forget(self, site_id: int) -> None:
+        with self._lock:
+            self._entries.pop(site_id, None)
+
+
+class SiteWrites:
+    """Item writes, media and scheduled imports of ``LocalSite``."""
+
+    db: Database
+    store: SiteStore
+    user_id: str | None
+    rule_paths: tuple[str | Path, ...]
+    import_executor: ImportExecutor
+    lock: threading.RLock
+
+    def get_item(self, item_id: int) -> dict[str, Any]: ...  # provided by LocalSite
+    def asset_index(self) -> AssetIndex: ...  # provided by LocalSite
+    def import_status(self, job_id: int | None = None) -> Any: ...  # provided by LocalSite
+
+    # --- register items ---------------------------------------------------------------------
+
+    def create_item(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
+        """POST an item (4.6): the saved record with its final values."""
+        values = _object("item", values)
+        register_id = _register_of(values)
+        if register_id is None:
+            raise OptionError("an item needs registerId (alias type)")
+        fields = self._register_field_types(register_id)
+        event_id = self._event_of(values, required=True)
+        own = self._own_columns(values, fields, replace=True)
+        patch = self._fields_patch(values, fields, stored={}, replace=False)
+        asset_id = self._asset_of(values)
+        with self.lock, self.db.transaction() as conn:
+            item_id = self.store.items.insert_many(
+                conn,
+                NewItems(
+                    register_id=register_id,
+                    event_id=event_id,
+                    region_id=own["region_id"],
+                    asset_id=[asset_id],
+                    status=[own["status"] if own["status"] is not None else 1],
+                    is_template=[own["is_template"]],
+                    tags=own["tags"],
+                    fields=[_drop_nulls(patch)],
+                ),
+                Actor(self.user_id, message),
+                self.db.clock(),
+            )[0]
+        return self.get_item(item_id)
+
+    def replace_item(
+        self, item_id: int, values: Mapping[str, Any], message: str | None = None
+    ) -> dict[str, Any]:
+        """PUT an item: a full record; every field not given becomes null."""
+        return self._update_item(item_id, _object("item", values), replace=True, message=message)
+
+    def patch_item(
+        self, item_id: int, changes: Mapping[str, Any], message: str | None = None
+    ) -> dict[str, Any]:
+        """PATCH an item: only the fields given change (null clears a field)."""
+        return self._update_item(item_id, _object("item", changes), replace=False, message=message)
+
+    def _update_item(
+        self, item_id: int, values: Mapping[str, Any], *, replace: bool, message: str | None
+    ) -> dict[str, Any]:
+        row = self.store.items.get(item_id)
+        if row is None:
+            raise NotFoundError(f"item {item_id} does not exist")
+        if "id" in values and str(values["id"]) != str(item_id):
+            raise OptionError(
+                f"the body's id {values['id']!r} is not the item {item_id} of the path"
+            )
+        register_id = _register_of(values)
+        if register_id is not None and register_id != row["register_id"]:
+            raise OptionError(
+                f"an item cannot move between registers (it is in {row['register_id']!r})"
+            )
+        fields = self._register_field_types(row["register_id"])
+        if replace:
+            missing = [n for n in ("eventId", "status") if values.get(n) in (None, "")]
+            if missing:
+                raise OptionError(
+                    f"a full update (PUT) of an item needs {' and '.join(missing)}; "
+                    "to change some fields only, use PATCH"
+                )
+        columns = self._own_columns(values, fields, replace=replace)
+        if replace or "eventId" in values:
+            columns["event_id"] = self._event_of(values, required=True)
+        if replace and columns["status"] is None:
+            raise OptionError("status cannot be null")
+        if replace or any(n in values for n in ("assetId", *ASSET_INPUTS)):
+            columns["asset_id"] = self._asset_of(values)
+        stored = json.loads(row["fields"])
+        patch = self._fields_patch(values, fields, stored=stored, replace=replace)
+        if not replace:
+            # A change-set changes only what it names.
+            own_names = {"region_id": "regionId", "status": "status", "is_template": "isTemplate"}
+            own_names["tags"] = "tags"
+            columns = {
+                c: v
+                for c, v in columns.items()
+                if c in ("event_id", "asset_id") or own_names.get(c) in values
+            }
+            if "status" in columns and columns["status"] is None:
+                raise OptionError("status cannot be null; retire an item with status 0")
+        with self.lock, self.db.transaction() as conn:
+            self.store.items.update_one(
+                conn,
+                item_id,
+                json.dumps(patch, ensure_ascii=False),
+                columns,
+                Actor(self.user_id, message),
+                self.db.clock(),
+            )
+        return self.get_item(item_id)
+
+    def _register_field_types(self, register_id: str) -> dict[str, dict[str, Any]]:
+        row = self.store.registers.get(register_id)
+        if row is None:
+            raise NotFoundError(f"register {register_id!r} does not exist in this site")
+        fields = {f["name"]: f for f in json.loads(row["fields"])}
+        fields.setdefault(DEFAULT_MEDIA_FIELD, {"name": DEFAULT_MEDIA_FIELD, "type": "media"})
+        return fields
+
+    def _event_of(self, values: Mapping[str, Any], *, required: bool) -> int | None:
+        value = values.get("eventId")
+        if value in (None, ""):
+            if required:
+                raise OptionError("an item needs eventId: items are stored within events")
+            return None
+        event_id = parse_int("eventId", value)
+        if self.store.events.get(event_id) is None:
+            raise NotFoundError(f"eventId {event_id} is not an event of this site")
+        return event_id
+
+    def _own_columns(
+        self, values: Mapping[str, Any], fields: Mapping[str, Any], *, replace: bool
+    ) -> dict[str, Any]:
+        unknown = sorted(
+            set(values) - set(ITEM_INPUT) - set(ITEM_OUTPUT_ONLY) - set(ASSET_INPUTS) - set(fields)
+        )
+        if unknown:
+            raise OptionError(
+                f"unknown item field(s) {', '.join(unknown)}; this register's fields: "
+                f"{', '.join(fields)}; the item's own: {', '.join(ITEM_INPUT)}"
+            )
+        status = values.get("status")
+        region = values.get("regionId")
+        tags = values.get("tags")
+        if tags is not None and (
+            not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)
+        ):
+            raise OptionError(f"tags {tags!r} must be a list of strings")
+        template = values.get("isTemplate")
+        if template is not None and not isinstance(template, bool):
+            raise OptionError(f"isTemplate {template!r} must be true or false")
+        return {
+            "region_id": None if region in (None, "") else parse_int("regionId", region),
+            "status": None if status in (None, "") else parse_int("status", status),
+            "is_template": int(bool(template)),
+            "tags": json.dumps(tags or [], ensure_ascii=False),
+        }
+
+    def _fields_patch(
+        self,
+        values: Mapping[str, Any],
+        fields: Mapping[str, Mapping[str, Any]],
+        *,
+        stored: Mapping[str, Any],
+        replace: bool,
+    ) -> dict[str, Any]:
+        """The JSON merge patch of the register fields (a PUT nulls what it does not give)."""
+        names = list(fields) + [n for n in stored if n not in fields] if replace else []
+        patch: dict[str, Any] = dict.fromkeys(names)
+        problems: list[str] = []
+        media: list[int] = []
+        for name, definition in fields.items():
+            if name not in values:
+                continue
+            value, problem = _field_value(name, definition, values[name])
+            if problem:
+                problems.append(problem)
+            elif definition.get("type") == "media" and value:
+                media.extend(value)
+            patch[name] = value
+        missing = self.store.media.missing(media)
+        if missing:
+            problems.append(
+                f"media file id(s) {', '.join(map(str, missing))} do not exist in this site; "
+                "upload with POST /api/binary/file first"
+            )
+        if problems:
+            raise OptionError("; ".join(problems))
+        return patch
+
+    def _asset_of(self, values: Mapping[str, Any]) -> int | None:
+        """The asset to link: ``assetId``, else ``asset_lookup``, else ``asset_friendly``."""
+        asset_id = values.get("assetId")
+        if asset_id not in (None, ""):
+            number = parse_int("assetId", asset_id)
+            if self.store.assets.get(number) is None:
+                raise NotFoundError(f"assetId {asset_id} is not an asset of this site")
+            return number
+        lookup, friendly = values.get("asset_lookup"), values.get("asset_friendly")
+        codefield = values.get("asset_codefield")
+        if lookup not in (None, ""):
+            options: dict[str, Any] = {"mode": "code", "useExternalLookups": False}
+            if codefield:
+                options["codeField"] = str(codefield)
+            return self._lookup_asset("asset_lookup", str(lookup), options)
+        if codefield not in (None, ""):
+            raise OptionError("asset_codefield needs asset_lookup")
+        if friendly not in (None, ""):
+            return self._lookup_asset("asset_friendly", str(friendly), FRIENDLY_OPTIONS)
+        return None
+
+    def _lookup_asset(self, name: str, query: str, options: Mapping[str, Any]) -> int:
+        from toolkit.matching import resolve
+
+        index = self.asset_index()
+        resolved = resolve(index, pd.DataFrame({"query": pd.array([query], dtype="str")}), options)
+        position = int(resolved["asset_position"].iloc[0])
+        if position < 0:
+            reason = resolved["err"].iloc[0]
+            raise OptionError(f"{name} {query!r} matches no asset: {reason}")
+        return int(index.output_column("id")[position])
+
+    # --- media ------------------------------------------------------------------------------
+
+    def upload_media(
+        self, name: str, content: bytes, content_type: str | None = None
+    ) -> dict[str, Any]:
+        """Store a file (4.10); returns ``{id, name, contentType, size, sha256, ...}``."""
+        name = (name or "").strip()
+        if not name:
+            raise OptionError("a media file needs a name (the multipart part 'name')")
+        if len(name) > 255:
+            raise OptionError("a media file name is at most 255 characters")
+        kind = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        media_id = self.store.media.add(name, kind, content, Actor(self.user_id))
+        return self.get_media(media_id)
+
+    def get_media(self, media_id: int) -> dict[str, Any]:
+        row = self.store.media.get(media_id)
+        if row is None:
+            raise NotFoundError(f"media file {media_id} does not exist")
+        return {
+            "id": row["id"],
+            "name": row["name"],
+            "contentType": row["content_type"],
+            "size": row["size"],
+            "sha256": row["sha256"],
+            "userId": row["user_id"],
+            "dateCreated": format_time(row["date_created"]),
+        }
+
+    def media_content(self, media_id: int) -> bytes:
+        content = self.store.media.content(media_id)
+        if content is None:
+            raise NotFoundError(f"media file {media_id} does not exist")
+        return content
+
+    def download_media(self, media_id: int) -> tuple[bytes, str]:
+        """The file's bytes and content type (as ``RemoteSite.download_media``)."""
+        return self.media_content(media_id), self.get_media(media_id)["contentType"]
+
+    # --- scheduled imports ------------------------------------------------------------------
+
+    def import_schedule(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``mode=schedule`` (4.4): record the job and hand it to the executor; the job."""
+        body = _object("import", body)
+        unknown = sorted(set(body) - set(SCHEDULE_FIELDS))
+        if unknown:
+            raise OptionError(
+                f"unknown import field(s) {', '.join(unknown)}; known: {', '.join(SCHEDULE_FIELDS)}"
+            )
+        folder = Path(tempfile.mkdtemp(prefix="toolkit-import-"))
+        try:
+            source, source_name = materialise_data(body, folder)
+            request = request_from_spec(body, source, source_name)
+            runner = ImportRunner(self.store, rule_paths=self.rule_paths, user_id=self.user_id)
+            rule = runner.check(request)
+            job_id = self.store.jobs.create(
+                import_type=request.import_type,
+                import_rule=rule.name,
+                user_id=self.user_id,
+                params=request.spec_params(),
+            )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        self.import_executor(
+            ImportTask(
+                self.db.path,
+                self.store.name,
+                job_id,
+                request,
+                self.user_id,
+                self.rule_paths,
+                folder,
+            )
+        )
+        return self.import_status(job_id)  # type: ignore[no-any-return]
+
+
+def _object(what: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise OptionError(f"the {what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _register_of(values: Mapping[str, Any]) -> str | None:
+    register, alias = values.get("registerId"), values.get("type")
+    if register and alias and register != alias:
+        raise OptionError(f"registerId {register!r} and its alias type {alias!r} differ")
+    value = register or alias
+    return None if value in (None, "") else str(value)
+
+
+def _drop_nulls(patch: Mapping[str, Any]) -> str:
+    return json.dumps({k: v for k, v in patch.items() if v is not None}, ensure_ascii=False)
+
+
+def _field_value(name: str, definition: Mapping[str, Any], value: Any) -> tuple[Any, str | None]:
+    """The value to store for a register field, or a problem naming the field and value."""
+    if value is None:
+        return None, None
+    kind = definition.get("type", "text")
+    choices = definition.get("choices") or []
+    if kind == "media":
+        items = value if isinstance(value, list) else None
+        if items is None or not all(
+            (isinstance(i, int) and not isinstance(i, bool)) or (isinstance(i, str) and i.isdigit())
+            for i in items
+        ):
+            return None, f"{name} {value!r} must be a list of media file ids"
+        return [int(i) for i in items], None
+    if kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None, f"{name} {value!r} is not a whole number"
+    elif kind == "decimal":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None, f"{name} {value!r} is not a number"
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            return None, f"{name} {value!r} is not true or false"
+    elif kind == "list":
+        if not isinstance(value, list):
+            return None, f"{name} {value!r} is not a list"
+    elif not isinstance(value, str):
+        return None, f"{name} {value!r} is not text"
+    elif kind == "lookup" and choices and value not in choices:
+        return None, f"{name} {value!r} is not one of: {', '.join(map(str, choices))}"
+    return value, None
