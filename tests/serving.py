@@ -19,9 +19,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` on 127.0.0.1 at a free port; yields the base URL; stops it after."""
-    port = free_port()
+def running(app: Any, port: int | None = None) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 (at a free port unless given); yields the base URL."""
+    port = port or free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on"
     )

@@ -26,6 +26,8 @@ def job_object(row: Any) -> dict[str, Any]:
         "importType": row["import_type"],
         "importRule": row["import_rule"],
         "summary": json.loads(row["summary"]) if row["summary"] else None,
+        # What the job was asked to do: the schedule fields, without the data.
+        "params": json.loads(row["params"]) if row["params"] else None,
     }
 
 

@@ -208,6 +208,7 @@ class Pusher:
         rule_paths: tuple[Path, ...] = (),
         asset_index: Callable[[], AssetIndex | None] | None = None,
         poll_interval_s: float = MIN_POLL_INTERVAL_S,
+        max_failed_polls: int = 5,
         max_bytes: int = MAX_REQUEST_BYTES,
         progress: Progress = no_progress,
         sleep: Callable[[float], None] = time.sleep,
@@ -217,6 +218,7 @@ class Pusher:
         self.rule_paths = rule_paths
         self.asset_index = asset_index
         self.poll_interval_s = poll_interval_s
+        self.max_failed_polls = max_failed_polls
         self.max_bytes = max_bytes
         self.progress = progress
         self.sleep = sleep
@@ -290,6 +292,7 @@ class Pusher:
             result = [dict(e, index=c.index) for c, e in zip(chunks, done, strict=True) if e]
             return PushResult(request.name, result, offline, already_done=True)
 
+        self._adopt_jobs_of_interrupted_sends(chunks, journal)
         for chunk in chunks:
             entry = journal.entry(chunk)
             if entry is not None and entry.get("jobId") is not None:
@@ -333,7 +336,8 @@ class Pusher:
             "dryRun": 0,
             "rollbackOnError": int(request.rollback_on_error),
             "message": (request.message or f"toolkit push of {request.name}")
-            + f" (chunk {chunk.index + 1} of {total}, rows {chunk.rows[0]}-{chunk.rows[1]})",
+            + f" (chunk {chunk.index + 1} of {total}, rows {chunk.rows[0]}-{chunk.rows[1]}, "
+            + f"{_chunk_tag(chunk)})",
         }
         optional = {
             "matchingId": request.matching_id,
@@ -345,25 +349,82 @@ class Pusher:
         body.update({k: v for k, v in optional.items() if v is not None})
         return body
 
+    def _adopt_jobs_of_interrupted_sends(self, chunks: list[Chunk], journal: Journal) -> None:
+        """A chunk whose send was cut off may have made its job: find it rather than resend.
+
+        Each chunk's job message carries the chunk's tag; a server that reports the
+        schedule fields of its jobs (``toolkit serve`` does) lets it be found. Otherwise
+        the chunk is sent again, which a matching id makes harmless.
+        """
+        interrupted = [
+            c for c in chunks if (e := journal.entry(c)) is not None and e.get("jobId") is None
+        ]
+        if not interrupted:
+            return
+        try:
+            jobs = self.site.import_status()
+        except ToolkitError as exc:
+            log.warning("cannot list the server's jobs to resume: %s", exc)
+            return
+        by_tag: dict[str, Any] = {}
+        for job in jobs if isinstance(jobs, list) else []:
+            message = str(((job.get("params") or {}).get("message")) or "")
+            for chunk in interrupted:
+                if _chunk_tag(chunk) in message:
+                    by_tag[chunk.sha256] = job.get("id")
+        for chunk in interrupted:
+            if chunk.sha256 in by_tag:
+                journal.chunks[chunk.sha256].update(
+                    jobId=by_tag[chunk.sha256], status="NOT_STARTED"
+                )
+                log.info(
+                    "chunk %d was scheduled before the interruption as job %s",
+                    chunk.index + 1,
+                    by_tag[chunk.sha256],
+                )
+        journal.save()
+
     def _await(self, chunks: list[Chunk], journal: Journal) -> None:
-        """Poll every unfinished job, no more than once per poll interval."""
+        """Poll every unfinished job, no more than once per poll interval.
+
+        A round in which no status could be read counts as failed; after
+        ``max_failed_polls`` of them in a row the push stops, its journal kept, so the
+        same command resumes it.
+        """
         waiting = [c for c in chunks if journal.chunks[c.sha256].get("status") not in DONE]
         last_poll = -float("inf")
+        failed_rounds = 0
         while waiting:
             pause = self.poll_interval_s - (self.clock() - last_poll)
             if pause > 0:
                 self.sleep(pause)
             last_poll = self.clock()
+            answered = 0
+            last_error: ToolkitError | None = None
             for chunk in list(waiting):
                 entry = journal.chunks[chunk.sha256]
                 try:
                     job = self.site.import_status(int(entry["jobId"]))
                 except ToolkitError as exc:
-                    log.warning("status of job %s: %s; will ask again", entry["jobId"], exc)
+                    last_error = exc
                     continue
+                answered += 1
                 entry["status"] = job.get("status")
                 entry["job"] = job
                 if entry["status"] in DONE:
                     waiting.remove(chunk)
             journal.save()
             self.progress("wait", len(chunks) - len(waiting), len(chunks))
+            failed_rounds = 0 if answered else failed_rounds + 1
+            if last_error is not None:
+                log.warning("status of a job: %s; will ask again", last_error)
+            if failed_rounds >= self.max_failed_polls:
+                raise RemoteError(
+                    f"lost contact with the server while waiting for {len(waiting)} job(s) "
+                    f"({last_error}); the jobs were scheduled and are kept in {journal.path}: "
+                    "run the same command again to resume"
+                )
+
+
+def _chunk_tag(chunk: Chunk) -> str:
+    return f"chunk {chunk.sha256[:16]}"

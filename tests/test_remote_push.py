@@ -1,0 +1,314 @@
+"""Pushing imports to a real `toolkit serve` on loopback: chunks, journal, faults.
+
+The server runs in a thread over a real site file; between the client and it there is
+real HTTP, and, for the fault tests, a small real proxy that answers 503 and 429.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from serving import free_port, running
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from toolkit.cli import cli
+from toolkit.client import ApiClient, Credentials, Profile
+from toolkit.errors import RemoteError
+from toolkit.imports import ImportRequest
+from toolkit.lookup import index_from_file
+from toolkit.push import ENVELOPE_BYTES, Pusher
+from toolkit.remote import RemoteSite
+from toolkit.server.app import create_app
+from toolkit.server.state import ServerSettings
+from toolkit.site import LocalSite
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+ITEMS = SAMPLE / "damage_assessments.csv"
+SMALL_CHUNKS = ENVELOPE_BYTES + 25_000  # the 95 KB sample goes in several chunks
+
+
+@dataclass
+class Staging:
+    """A staging site: the parcels, an event, and an API user on duty with a key."""
+
+    path: Path
+    event: int
+    api_key: str
+    items: Path
+
+    def settings(self, clock: Any = None) -> ServerSettings:
+        extra = {"clock": clock} if clock is not None else {}
+        return ServerSettings(rate_limit=None, auth_rate_limit=None, **extra)
+
+    def site(self) -> LocalSite:
+        return LocalSite(self.path, "staging")
+
+
+@pytest.fixture
+def staging(tmp_path: Path) -> Staging:
+    path = tmp_path / "staging.sqlite"
+    with LocalSite(path, "staging") as site:
+        job = site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+        assert job["status"] == "COMPLETE"
+        event = site.create_event({"name": "Flood"})["id"]
+        site.add_user("pusher", positions=["API User"], approved=True, terms_accepted=True)
+        site.put_on_duty("pusher", event, "Recovery Officer")
+        key = site.issue_api_key("pusher")["key"]
+    items = tmp_path / "damage_assessments.csv"  # the journal is written beside the input
+    items.write_bytes(ITEMS.read_bytes())
+    return Staging(path, event, key, items)
+
+
+def _remote(url: str, staging: Staging, **client: Any) -> RemoteSite:
+    profile = Profile(url, "staging", Credentials(api_key=staging.api_key))
+    return RemoteSite(profile, client=ApiClient(profile, **client))
+
+
+def _request(staging: Staging) -> ImportRequest:
+    return ImportRequest(
+        "item", "damage-assessments", staging.items, event_id=staging.event, region_id=1
+    )
+
+
+def _pusher(site: RemoteSite, **kwargs: Any) -> Pusher:
+    index = index_from_file(SAMPLE / "parcels.zip")
+    return Pusher(
+        site, asset_index=lambda: index, poll_interval_s=0.05, max_bytes=SMALL_CHUNKS, **kwargs
+    )
+
+
+def _push_jobs(remote: RemoteSite) -> list[dict[str, Any]]:
+    """The server's jobs for the damage assessments (the fixture's parcels job aside)."""
+    return [j for j in remote.import_status() if j["importRule"] == "damage-assessments"]
+
+
+def _items_on_server(staging: Staging) -> pd.DataFrame:
+    with staging.site() as site:
+        page = site.list_items({"registerId": "damage-assessment", "limit": "1000"})
+    return pd.DataFrame(page["models"].values())
+
+
+def test_a_push_goes_in_chunks_and_a_second_run_sends_nothing(staging: Staging) -> None:
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        result = _pusher(remote).push(_request(staging))
+        assert result.ok, result.to_dict()
+        chunks = result.to_dict()["chunks"]
+        assert len(chunks) >= 3
+        assert result.counts()["inserted"] == 996
+        assert result.offline["rejectedRows"] == 4  # refused before anything was sent
+        assert result.offline["linking"]["unlinked"] < 60
+        # Rows sent in order, none twice, none lost.
+        spans = [tuple(c["rows"]) for c in chunks]
+        assert spans[0][0] == 1 and spans[-1][1] == 1000
+        assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))
+        jobs_before = len(_push_jobs(remote))
+
+        again = _pusher(remote).push(_request(staging))
+        assert again.already_done and again.ok
+        assert len(_push_jobs(remote)) == jobs_before == len(chunks)
+
+    items = _items_on_server(staging)
+    assert len(items) == 996
+    truth = pd.read_csv(SAMPLE / "damage_assessments_truth.csv", dtype=str)
+    merged = items.merge(truth, left_on="reference", right_on="Reference")
+    linked = merged[merged["assetId"].notna()]
+    assert len(linked) > 900
+    assert (linked["assetId"] == linked["asset_id"]).all()  # ids resolved offline, all right
+
+
+def test_the_cli_pushes_with_url_and_a_dry_run_sends_nothing(staging: Staging) -> None:
+    env = {"TOOLKIT_API_KEY": staging.api_key, "TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
+    with running(create_app(staging.path, settings=staging.settings())) as url:
+        args = [
+            "--url",
+            url,
+            "--site",
+            "staging",
+            "--json",
+            "import",
+            str(staging.items),
+            "--type",
+            "item",
+            "--rule",
+            "damage-assessments",
+            "--event-id",
+            str(staging.event),
+            "--region-id",
+            "1",
+            "--assets",
+            str(SAMPLE / "parcels.zip"),
+            "--poll-interval",
+            "0.05",
+        ]
+        dry = CliRunner(env=env).invoke(cli, [*args, "--dry-run"])
+        assert dry.exit_code == 0, dry.stderr
+        assert json.loads(dry.stdout)["dryRun"] is True
+        assert _items_on_server(staging).empty
+        real = CliRunner(env=env).invoke(cli, args)
+        assert real.exit_code == 0, real.stderr
+        document = json.loads(real.stdout)
+        assert document["status"] == "COMPLETE"
+        assert document["counts"]["inserted"] == 996
+        refused = CliRunner(env={"TOOLKIT_API_KEY": staging.api_key}).invoke(
+            cli, [*args[:-2], "--poll-interval", "1"]
+        )
+        assert refused.exit_code == 2
+        assert "at most once every 60 seconds" in refused.stderr
+    assert len(_items_on_server(staging)) == 996
+
+
+def test_a_push_interrupted_by_the_server_stopping_resumes_without_resending(
+    staging: Staging,
+) -> None:
+    port = free_port()
+    release = threading.Event()
+    held = threading.Event()
+    failure: list[BaseException] = []
+    gate = {"hold_after": 2, "release": release, "held": held}
+    app = create_app(staging.path, settings=staging.settings())
+    target = f"http://127.0.0.1:{port}"
+    with running(_proxy(target, {}, [], gate)) as proxied:
+        with running(app, port=port):
+            remote = _remote(proxied, staging, max_attempts=2, backoff_s=0.01)
+
+            def push() -> None:
+                try:
+                    _pusher(remote).push(_request(staging))
+                except BaseException as exc:
+                    failure.append(exc)
+
+            worker = threading.Thread(target=push)
+            worker.start()
+            # Two chunks are scheduled; the third is held in the proxy, on its way.
+            assert held.wait(60)
+        # The server has stopped; the held request now meets no server.
+        release.set()
+        worker.join(60)
+        remote.close()
+        assert failure and isinstance(failure[0], RemoteError), failure
+        journal = json.loads(staging.items.with_name(staging.items.name + ".push.json").read_text())
+        sent_before = sum(1 for c in journal["chunks"].values() if c.get("jobId") is not None)
+        assert sent_before == 2
+        gate["hold_after"] = None
+        with (
+            running(create_app(staging.path, settings=staging.settings()), port=port),
+            _remote(proxied, staging) as remote,
+        ):
+            result = _pusher(remote).push(_request(staging))
+            assert result.ok, result.to_dict()
+            jobs = _push_jobs(remote)
+    # Every chunk was scheduled exactly once, across both runs.
+    assert len(jobs) == len(result.chunks) > 2
+    assert len(_items_on_server(staging)) == 996
+
+
+def _proxy(
+    target: str, faults: dict[str, list[int]], seen: list[int], gate: dict[str, Any] | None = None
+) -> Starlette:
+    """A real HTTP proxy: answers the next planned fault status for a path, can hold a
+    schedule request at a gate, and otherwise forwards; a dead target answers 502."""
+    schedules = [0]
+
+    async def forward(request: Request) -> Response:
+        body = await request.body()
+        planned = faults.get(request.url.path, [])
+        if request.method == "POST" and planned:
+            status = planned.pop(0)
+            seen.append(status)
+            headers = {"Retry-After": "0"} if status == 429 else {}
+            return Response(
+                json.dumps({"status": status, "message": "busy, try again"}),
+                status_code=status,
+                headers=headers,
+                media_type="application/json",
+            )
+        if gate is not None and b'"mode":"schedule"' in body:
+            schedules[0] += 1
+            if gate["hold_after"] is not None and schedules[0] > gate["hold_after"]:
+                gate["held"].set()
+                await anyio.to_thread.run_sync(gate["release"].wait)
+        try:
+            async with httpx.AsyncClient(base_url=target, timeout=30) as upstream:
+                answer = await upstream.request(
+                    request.method,
+                    request.url.path,
+                    params=request.query_params,
+                    content=body,
+                    headers={k: v for k, v in request.headers.items() if k.lower() != "host"},
+                )
+        except httpx.TransportError:
+            return Response(
+                '{"status": 502, "message": "no server"}',
+                status_code=502,
+                media_type="application/json",
+            )
+        return Response(
+            answer.content,
+            status_code=answer.status_code,
+            media_type=answer.headers.get("content-type"),
+        )
+
+    return Starlette(
+        routes=[Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH"])]
+    )
+
+
+def test_503_and_429_on_the_way_are_retried(staging: Staging) -> None:
+    seen: list[int] = []
+    faults = {"/api/json/import": [503, 429, 503], "/api/json/auth": [503]}
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        running(_proxy(url, faults, seen)) as proxied,
+        _remote(proxied, staging, backoff_s=0.01) as remote,
+    ):
+        result = _pusher(remote).push(_request(staging))
+        assert result.ok, result.to_dict()
+        jobs = _push_jobs(remote)
+    assert sorted(seen) == [429, 503, 503, 503]
+    assert len(jobs) == len(result.chunks)  # a refused schedule was not double-counted
+    assert len(_items_on_server(staging)) == 996
+
+
+def test_a_token_that_expires_mid_run_is_renewed(staging: Staging) -> None:
+    now = [time.time_ns() // 1_000_000]
+
+    def advance(seconds: float) -> None:
+        now[0] += 2 * 3600 * 1000  # every poll pause passes two hours on the server
+        time.sleep(min(seconds, 0.05))
+
+    with (
+        running(create_app(staging.path, settings=staging.settings(lambda: now[0]))) as url,
+        _remote(url, staging) as remote,
+    ):
+        first_token: list[str | None] = []
+        pusher = _pusher(remote, sleep=advance)
+        original = remote.import_status
+
+        def status(job_id: int | None = None) -> Any:
+            first_token.append(remote.client.auth.token)
+            return original(job_id)
+
+        remote.import_status = status  # type: ignore[method-assign]
+        result = pusher.push(_request(staging))
+    assert result.ok, result.to_dict()
+    # The server refused the first token after its hour; the client took a new one.
+    assert len(set(first_token)) >= 2
