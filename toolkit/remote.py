@@ -122,7 +122,13 @@ class RemoteSite:
         ).json()
 
     def list_registers(self) -> list[dict[str, Any]]:
-        raise self._unsupported("list registers")
+        """``GET /api/json/register``: offered by toolkit serve, not named by the spec."""
+        try:
+            return self.client.get_json("/api/json/register")
+        except RemoteError as exc:
+            if exc.status in (404, 405):
+                raise self._unsupported("list registers") from exc
+            raise
 
     # --- items --------------------------------------------------------------------------
 
@@ -186,6 +192,25 @@ class RemoteSite:
 
     def report_status(self, instance_id: int | str) -> dict[str, Any]:
         return self.client.post_json("/api/json/report", {"mode": "status", "id": int(instance_id)})
+
+    def report_list(self) -> list[dict[str, Any]]:
+        raise OptionError(
+            "the service's API has no way to list its reports; run a report by its id, or "
+            "use `toolkit report list` without --url for the toolkit's own catalogue"
+        )
+
+    def report_write(self, instance_id: int | str, fmt: str, out: Any) -> dict[str, Any]:
+        """The contents as the file itself, written to ``out`` (the spec sends them whole)."""
+        import base64
+        import json
+
+        fetched = self.report_fetch(instance_id, fmt)
+        contents = fetched.pop("contents")
+        if fmt == "json":
+            out.write(json.dumps(contents, ensure_ascii=False).encode("utf-8"))
+        else:
+            out.write(base64.b64decode(contents))
+        return fetched
 
     def report_fetch(self, instance_id: int | str, fmt: str) -> dict[str, Any]:
         return self.client.post_json(

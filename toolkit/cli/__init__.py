@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.records_cmd",
     "toolkit.cli.report_cmd",
     "toolkit.cli.demo_cmd",
+    "toolkit.cli.ping_cmd",
     "toolkit.cli.users_cmd",
     "toolkit.cli.serve_cmd",
 )

@@ -1,0 +1,27 @@
+"""`toolkit ping`: is the site there, and what time does it say it is."""
+
+from __future__ import annotations
+
+import click
+
+from toolkit.cli import cli
+from toolkit.cli.context import open_site, output_options, print_json, settings
+
+
+@cli.command("ping")
+@output_options
+def ping() -> None:
+    """Check the connection to the site: the embedded file, or a server with --url.
+
+    \b
+    Examples:
+      toolkit ping
+      toolkit --url https://staging.example.org --site demo ping --json
+    """
+    with open_site() as site:
+        answer = site.ping()
+    if settings().json:
+        print_json(answer)
+    else:
+        where = settings().url or settings().profile or str(settings().store)
+        click.echo(f"{where}: status {answer.get('status')}, time {answer.get('timestamp')}")
