@@ -312,3 +312,33 @@ def test_a_token_that_expires_mid_run_is_renewed(staging: Staging) -> None:
     assert result.ok, result.to_dict()
     # The server refused the first token after its hour; the client took a new one.
     assert len(set(first_token)) >= 2
+
+
+def test_a_zipped_shapefile_is_pushed_as_zipped_shapefile_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.sqlite"
+    with LocalSite(path, "staging") as site:
+        site.add_user("pusher", positions=["API User"], approved=True, terms_accepted=True)
+        key = site.issue_api_key("pusher")["key"]
+    parcels = tmp_path / "parcels.zip"
+    parcels.write_bytes((SAMPLE / "parcels.zip").read_bytes())
+    staging = Staging(path, 0, key, parcels)
+    request = ImportRequest("asset", "property-assets", parcels)
+    with (
+        running(create_app(path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        pusher = Pusher(remote, poll_interval_s=0.05, max_bytes=ENVELOPE_BYTES + 150_000)
+        result = pusher.push(request)
+        assert result.ok, result.to_dict()
+        assert result.offline["dataType"] == "zip"
+        assert len(result.chunks) >= 3
+        assert result.counts()["inserted"] == 3000
+        again = pusher.push(request)
+        assert again.already_done
+        pushed = remote.get_asset("102559")
+    with LocalSite(tmp_path / "local.sqlite", "x") as local:
+        local.run_import(request)
+        here = local.get_asset("102559")
+    assert pushed["geo"] == here["geo"]
+    assert pushed["extraInfo"] == here["extraInfo"]
+    assert pushed["name"] == here["name"] == "55 SMITH ROAD BUNINYONG 3357"

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
-from toolkit.credentials import AuthenticationError, PermissionDeniedError
+from toolkit.errors import AuthenticationError, PermissionDeniedError
 from toolkit.site import LocalSite
 
 DEVICE = {"uuid": "u", "platform": "p", "version": "1", "name": "n"}

@@ -17,7 +17,7 @@ import pyotp
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from toolkit.errors import OptionError, ToolkitError
+from toolkit.errors import OptionError
 
 API_USER_POSITION = "API User"
 KEY_SCHEME = "tk"
@@ -29,14 +29,6 @@ AUTH_KNOWN = (*AUTH_FIELDS, "username", *AUTH_SECRETS)
 _hasher = PasswordHasher()
 # Verified when the username is unknown, so a wrong username costs as long as a wrong password.
 _DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
-
-
-class AuthenticationError(ToolkitError):
-    """Credentials or a token are missing or wrong (HTTP 401); never says which part."""
-
-
-class PermissionDeniedError(ToolkitError):
-    """Authenticated, but not allowed to do this (HTTP 403)."""
 
 
 def hash_secret(secret: str) -> str:

@@ -33,6 +33,14 @@ class NotFoundError(ToolkitError):
     """A record does not exist in this site (or belongs to another site)."""
 
 
+class AuthenticationError(ToolkitError):
+    """Credentials or a token are missing or wrong (HTTP 401); never says which part."""
+
+
+class PermissionDeniedError(ToolkitError):
+    """Authenticated, but not allowed to do this (HTTP 403)."""
+
+
 class RemoteError(ToolkitError):
     """A server answered with an error; carries its HTTP status and message."""
 

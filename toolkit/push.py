@@ -88,16 +88,19 @@ def json_escaped_bytes(lines: list[str]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Chunk:
-    """One job's worth of rows: their source row numbers and the CSV text to send."""
+    """One job's worth of rows: their source row numbers and the data to send."""
 
     index: int
     rows: tuple[int, int]
     count: int
     data: str
+    data_type: str = "csv"
+    encoding: str = "plain"
+    identity: str | None = None  # a hash of the rows, where the data's bytes carry dates
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data.encode("utf-8")).hexdigest()
+        return self.identity or hashlib.sha256(self.data.encode("utf-8")).hexdigest()
 
 
 def plan_chunks(
@@ -122,6 +125,95 @@ def plan_chunks(
         text = header + "\n" + "\n".join(lines[start:end]) + "\n"
         chunks.append(Chunk(len(chunks), (int(rows[start]), int(rows[end - 1])), end - start, text))
         start = end
+    return chunks
+
+
+SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
+DBF_NAME_LENGTH = 10
+
+
+def _zipped_shapefile(frame: Any) -> bytes:
+    """``frame`` (a GeoDataFrame) as a zipped Shapefile, in memory."""
+    import io
+    import tempfile
+    import zipfile
+
+    import pyogrio
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "chunk.shp"
+        pyogrio.write_dataframe(frame, path, driver="ESRI Shapefile", encoding="UTF-8")
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for suffix in SHAPEFILE_PARTS:
+                part = path.with_suffix(suffix)
+                if part.exists():
+                    archive.write(part, f"chunk{suffix}")
+        return buffer.getvalue()
+
+
+def plan_zip_chunks(frame: Any, *, max_bytes: int = MAX_REQUEST_BYTES) -> list[Chunk]:
+    """Cut a GeoDataFrame into zipped Shapefiles whose base64 stays under ``max_bytes``.
+
+    Sizes are estimated per row (WKB plus attribute text) to cut, then each chunk is
+    written and measured; one that comes out too big is halved until it fits.
+    """
+    import base64
+
+    import shapely
+
+    long_names = [
+        str(c)
+        for c in frame.columns
+        if c != "geometry" and len(str(c).encode("utf-8")) > DBF_NAME_LENGTH
+    ]
+    if long_names:
+        raise OptionError(
+            f"column name(s) {', '.join(map(repr, long_names))} are longer than a Shapefile "
+            "allows (10 bytes); push the data as CSV instead"
+        )
+    budget = (max_bytes - ENVELOPE_BYTES) * 3 // 4  # base64 grows the zip by a third
+    attributes = frame.drop(columns="geometry").astype("string").fillna("")
+    estimate = shapely.to_wkb(frame.geometry.values).astype(object)
+    sizes = np.fromiter(
+        (0 if w is None else len(w) for w in estimate), dtype=np.int64, count=len(frame)
+    )
+    for column in attributes.columns:
+        sizes += attributes[column].str.len().fillna(0).to_numpy(dtype=np.int64) + 2
+    rows = frame.index.to_numpy()
+    spans: list[tuple[int, int]] = []
+    start, totals = 0, np.cumsum(sizes)
+    while start < len(frame):
+        offset = totals[start - 1] if start else 0
+        end = max(int(np.searchsorted(totals, offset + budget, side="right")), start + 1)
+        spans.append((start, end))
+        start = end
+    chunks: list[Chunk] = []
+    while spans:
+        start, end = spans.pop(0)
+        part = frame.iloc[start:end]
+        data = base64.b64encode(_zipped_shapefile(part)).decode("ascii")
+        if len(data) > max_bytes - ENVELOPE_BYTES:
+            if end - start == 1:
+                raise OptionError(f"row {int(rows[start])} alone is over the request limit")
+            middle = (start + end) // 2
+            spans[:0] = [(start, middle), (middle, end)]
+            continue
+        identity = hashlib.sha256(
+            pd.util.hash_pandas_object(attributes.iloc[start:end], index=True).to_numpy().tobytes()
+            + b"".join(w or b"" for w in estimate[start:end])
+        ).hexdigest()
+        chunks.append(
+            Chunk(
+                len(chunks),
+                (int(rows[start]), int(rows[end - 1])),
+                end - start,
+                data,
+                data_type="zip",
+                encoding="base64",
+                identity=identity,
+            )
+        )
     return chunks
 
 
@@ -232,12 +324,9 @@ class Pusher:
                 f"importRule {rule.name!r} imports {rule.import_type}s, not "
                 f"{request.import_type}s; pass importType {rule.import_type}"
             )
-        if request.source.suffix.lower() not in (".csv", ".txt"):
-            raise OptionError(
-                f"{request.source}: pushing sends CSV; convert it first, or import it into "
-                "the embedded site and push from there"
-            )
-        frame, report = read_source(request.source, encoding=request.encoding)
+        frame, report = read_source(
+            request.source, layer=request.layer, encoding=request.encoding, crs=request.crs
+        )
         prepared = apply_rule(rule, frame, path=request.name)
         rejected = prepared.rejections
         problems = [
@@ -245,8 +334,20 @@ class Pusher:
             for p in report.problems
             if p.row is not None and p.row not in frame.index
         ]
-        offline: dict[str, Any] = {"read": len(frame), "rejected": [], "linking": None}
-        rows = frame.drop(columns=[c for c in ("geometry",) if c in frame.columns])
+        # Spatial sources travel as zipped Shapefiles (their geometry with them); tables as
+        # CSV, whose geometry columns (WKT, coordinates) are ordinary columns.
+        spatial = report.format in ("shapefile", "geojson", "gpkg")
+        offline: dict[str, Any] = {
+            "read": len(frame),
+            "rejected": [],
+            "linking": None,
+            "dataType": "zip" if spatial else "csv",
+        }
+        rows = (
+            frame
+            if spatial
+            else frame.drop(columns=[c for c in ("geometry",) if c in frame.columns])
+        )
         if rule.asset_link is not None and self.asset_index is not None:
             index = self.asset_index()
             if index is not None and len(index):
@@ -276,8 +377,11 @@ class Pusher:
         rows, offline = self.prepare(request)
         if request.dry_run:
             return PushResult(request.name, [], offline, dry_run=True)
-        header, lines = csv_lines(rows.astype("string"))
-        chunks = plan_chunks(header, lines, rows.index.to_numpy(), max_bytes=self.max_bytes)
+        if offline["dataType"] == "zip":
+            chunks = plan_zip_chunks(rows, max_bytes=self.max_bytes)
+        else:
+            header, lines = csv_lines(rows.astype("string"))
+            chunks = plan_chunks(header, lines, rows.index.to_numpy(), max_bytes=self.max_bytes)
         key = {
             "sourceSha256": hashlib.sha256(request.source.read_bytes()).hexdigest(),
             "site": getattr(self.site, "name", None),
@@ -331,8 +435,8 @@ class Pusher:
             "importType": request.import_type,
             "importRule": request.import_rule,
             "data": chunk.data,
-            "dataType": "csv",
-            "encoding": "plain",
+            "dataType": chunk.data_type,
+            "encoding": chunk.encoding,
             "dryRun": 0,
             "rollbackOnError": int(request.rollback_on_error),
             "message": (request.message or f"toolkit push of {request.name}")

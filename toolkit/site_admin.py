@@ -17,8 +17,6 @@ from typing import Any
 
 from toolkit.credentials import (
     API_USER_POSITION,
-    AuthenticationError,
-    PermissionDeniedError,
     api_key_prefix,
     check_auth_body,
     check_password_strength,
@@ -29,7 +27,12 @@ from toolkit.credentials import (
     verify_secret,
     verify_totp,
 )
-from toolkit.errors import NotFoundError, OptionError
+from toolkit.errors import (
+    AuthenticationError,
+    NotFoundError,
+    OptionError,
+    PermissionDeniedError,
+)
 from toolkit.filters import format_time, parse_int
 from toolkit.store import Actor, Database, SiteStore
 

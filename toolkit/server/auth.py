@@ -16,7 +16,7 @@ from typing import Any
 
 import jwt
 
-from toolkit.credentials import AuthenticationError
+from toolkit.errors import AuthenticationError
 
 TOKEN_TTL_S = 3600
 SECRET_NAME = "token-signing-key"

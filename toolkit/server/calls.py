@@ -18,8 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from toolkit.credentials import AuthenticationError, PermissionDeniedError
-from toolkit.errors import OptionError
+from toolkit.errors import AuthenticationError, OptionError, PermissionDeniedError
 from toolkit.server.auth import bearer_token
 from toolkit.server.errors import ApiError, response_for
 from toolkit.server.state import ServerState

@@ -15,11 +15,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from toolkit.credentials import AuthenticationError, PermissionDeniedError
 from toolkit.errors import (
+    AuthenticationError,
     MatchingError,
     NotFoundError,
     OptionError,
+    PermissionDeniedError,
     SourceError,
     StoreError,
     ToolkitError,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.credentials import AuthenticationError
+from toolkit.errors import AuthenticationError
 from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
 from toolkit.server.auth import TOKEN_TTL_S, TokenService
 from toolkit.server.limits import MAX_BODY_BYTES, RateLimiter, parse_rate
