@@ -62,15 +62,26 @@ def link_rows(
     """Link every row of ``frame`` that the rule's asset link can place."""
     link = rule.asset_link
     n = len(frame)
-    asset_ids = pd.Series(pd.NA, index=frame.index, dtype="Int64")
-    mode = pd.Series(pd.NA, index=frame.index, dtype="string")
-    query = pd.Series(pd.NA, index=frame.index, dtype="string")
-    accuracy = pd.Series(np.nan, index=frame.index, dtype="float64")
-    candidates = pd.Series(0, index=frame.index, dtype="int64")
-    reasons = pd.Series(pd.NA, index=frame.index, dtype="string")
+    # Positional numpy arrays: each way writes its rows by position, never by label.
+    asset_ids = np.zeros(n, dtype=np.int64)
+    linked = np.zeros(n, dtype=bool)
+    mode = np.full(n, None, dtype=object)
+    query = np.full(n, None, dtype=object)
+    accuracy = np.full(n, np.nan)
+    candidates = np.zeros(n, dtype=np.int64)
+    reasons = np.full(n, None, dtype=object)
     if link is None or n == 0:
         return _result(
-            frame, prepared, reference_field, asset_ids, reasons, mode, query, accuracy, candidates
+            frame,
+            prepared,
+            reference_field,
+            asset_ids,
+            linked,
+            reasons,
+            mode,
+            query,
+            accuracy,
+            candidates,
         )
     options: dict[str, Any] = {"useExternalLookups": False, **link.options}
     asset_class = options.get("assetClass")
@@ -81,31 +92,30 @@ def link_rows(
         way_options: Mapping[str, Any],
         geometry: np.ndarray | None = None,
     ) -> None:
-        todo = mask & asset_ids.isna().to_numpy()
-        if not todo.any():
+        rows = np.flatnonzero(mask & ~linked)
+        if rows.size == 0:
             return
-        rows = np.flatnonzero(todo)
         queries = pd.DataFrame({"query": texts.iloc[rows].fillna("").astype("str").to_numpy()})
         if geometry is not None:
             queries["geometry"] = geometry[rows]
         result = resolve(index, queries, way_options)
         found = result["asset_position"].to_numpy() >= 0
-        ids = pd.to_numeric(result["asset_id"], errors="coerce").astype("Int64").to_numpy()
-        positions = frame.index[rows]
-        asset_ids.loc[positions[found]] = ids[found]
-        mode.loc[positions] = result["mode"].astype("string").to_numpy()
-        query.loc[positions] = result["query"].astype("string").to_numpy()
-        accuracy.loc[positions] = pd.to_numeric(result["accuracy"], errors="coerce").to_numpy()
-        candidates.loc[positions] = result["candidates"].fillna(0).astype("int64").to_numpy()
-        way = str(way_options.get("mode"))
-        described = (way + ": " + result["err"].astype("string").fillna("no match")).to_numpy(
-            dtype=object
-        )
-        earlier = reasons.loc[positions].to_numpy(dtype=object)
-        unseen = pd.isna(earlier)
-        combined = described.copy()
-        combined[~unseen] = earlier[~unseen] + "; " + described[~unseen]
-        reasons.loc[positions[~found]] = combined[~found]
+        ids = pd.to_numeric(result["asset_id"], errors="coerce").to_numpy()
+        asset_ids[rows[found]] = ids[found].astype(np.int64)
+        linked[rows[found]] = True
+        mode[rows] = result["mode"].to_numpy(dtype=object)
+        query[rows] = result["query"].to_numpy(dtype=object)
+        accuracy[rows] = pd.to_numeric(result["accuracy"], errors="coerce").to_numpy()
+        candidates[rows] = result["candidates"].fillna(0).to_numpy(dtype=np.int64)
+        missed = rows[~found]
+        if missed.size:
+            way = str(way_options.get("mode"))
+            errors = result["err"].astype("string").fillna("no match").to_numpy(dtype=object)
+            described = way + ": " + errors[~found].astype(str)
+            earlier = reasons[missed]
+            seen = ~pd.isna(earlier)
+            described[seen] = earlier[seen].astype(str) + "; " + described[seen]
+            reasons[missed] = described
 
     ids_text = _frame_text(frame, link.id_column)
     if ids_text is not None:
@@ -128,11 +138,20 @@ def link_rows(
         if present:
             address = join_address(present)
             attempt(address.notna().to_numpy(), address, options)
-    reasons = reasons.where(asset_ids.isna())
-    nothing_tried = asset_ids.isna() & reasons.isna()
-    reasons = reasons.mask(nothing_tried, "the row has nothing to find an asset by")
+    reasons[linked] = None
+    untried = ~linked & pd.isna(reasons)
+    reasons[untried] = "the row has nothing to find an asset by"
     return _result(
-        frame, prepared, reference_field, asset_ids, reasons, mode, query, accuracy, candidates
+        frame,
+        prepared,
+        reference_field,
+        asset_ids,
+        linked,
+        reasons,
+        mode,
+        query,
+        accuracy,
+        candidates,
     )
 
 
@@ -140,31 +159,34 @@ def _result(
     frame: pd.DataFrame,
     prepared: Prepared,
     reference_field: str | None,
-    asset_ids: pd.Series,
-    reasons: pd.Series,
-    mode: pd.Series,
-    query: pd.Series,
-    accuracy: pd.Series,
-    candidates: pd.Series,
+    asset_ids: np.ndarray,
+    linked: np.ndarray,
+    reasons: np.ndarray,
+    mode: np.ndarray,
+    query: np.ndarray,
+    accuracy: np.ndarray,
+    candidates: np.ndarray,
 ) -> LinkResult:
+    ids = pd.Series(pd.arrays.IntegerArray(asset_ids, ~linked), index=frame.index)
+    why = pd.Series(reasons, index=frame.index, dtype="string")
     reference = (
-        prepared.values[reference_field].astype("string")
+        prepared.values[reference_field].astype("string").to_numpy()
         if reference_field and reference_field in prepared.values
-        else pd.Series(pd.NA, index=frame.index, dtype="string")
+        else np.full(len(frame), None, dtype=object)
     )
     links = pd.DataFrame(
         {
             "row": frame.index.to_numpy(),
-            "reference": reference.to_numpy(),
-            "query": query.to_numpy(),
-            "asset_id": asset_ids.to_numpy(),
-            "mode": mode.to_numpy(),
-            "accuracy": accuracy.to_numpy(),
-            "candidates": candidates.to_numpy(),
-            "err": reasons.to_numpy(),
+            "reference": reference,
+            "query": pd.array(query, dtype="string"),
+            "asset_id": ids.to_numpy(),
+            "mode": pd.array(mode, dtype="string"),
+            "accuracy": accuracy,
+            "candidates": candidates,
+            "err": why.to_numpy(),
         }
     )
-    return LinkResult(asset_ids=asset_ids, reasons=reasons, links=links)
+    return LinkResult(asset_ids=ids, reasons=why, links=links)
 
 
 def join_address(parts: list[pd.Series]) -> pd.Series:
