@@ -17,6 +17,22 @@ import shapely
 
 from toolkit.filters import format_time
 
+# The item's own fields (spec 2.3), as records show them; register fields come after.
+ITEM_OWN_FIELDS = (
+    "id",
+    "registerId",
+    "type",
+    "eventId",
+    "regionId",
+    "assetId",
+    "status",
+    "isTemplate",
+    "tags",
+    "dateCreated",
+    "dateModified",
+)
+ITEM_OUTPUT_ONLY_FIELDS = ("id", "dateCreated", "dateModified")
+
 
 def envelope(models: Iterable[Mapping[str, Any]], total: int) -> dict[str, Any]:
     """The collection envelope (spec 2.1): models keyed by id, count, total as a string."""

@@ -23,6 +23,7 @@ from toolkit.errors import NotFoundError, OptionError
 from toolkit.filters import format_time, parse_int
 from toolkit.import_tasks import ImportExecutor, ImportTask
 from toolkit.imports import ImportRunner, materialise_data, request_from_spec
+from toolkit.shapes import ITEM_OUTPUT_ONLY_FIELDS, ITEM_OWN_FIELDS
 from toolkit.store import Actor, Database, SiteStore
 from toolkit.store.items import NewItems
 
@@ -31,17 +32,8 @@ if TYPE_CHECKING:
 
 # The item's own fields (spec 2.3) as POST/PUT/PATCH accept them; output-only fields are
 # accepted and ignored so that a record read with GET can be sent back as it is.
-ITEM_INPUT = (
-    "registerId",
-    "type",
-    "eventId",
-    "regionId",
-    "assetId",
-    "status",
-    "isTemplate",
-    "tags",
-)
-ITEM_OUTPUT_ONLY = ("id", "dateCreated", "dateModified")
+ITEM_OUTPUT_ONLY = ITEM_OUTPUT_ONLY_FIELDS
+ITEM_INPUT = tuple(f for f in ITEM_OWN_FIELDS if f not in ITEM_OUTPUT_ONLY)
 ASSET_INPUTS = ("asset_lookup", "asset_friendly", "asset_codefield")
 # Register fields of type ``media`` carry lists of file ids; every register has ``photos``.
 DEFAULT_MEDIA_FIELD = "photos"

@@ -163,17 +163,7 @@ def lookup(
         if settings().json:
             print_json(document)
         else:
-            for entry in document.values():
-                asset = entry["asset"]
-                label = (
-                    asset
-                    if isinstance(asset, str) or asset is None
-                    else (f"{asset['id']} {asset['name']} (accuracy {asset['accuracy']})")
-                )
-                click.echo(
-                    f"{entry['reference']}\t{entry['query']}\t"
-                    f"{label if asset else '-'}\t{entry['err'] or ''}"
-                )
+            _print_entries(document.values())
     by_mode = ", ".join(f"{k} {v}" for k, v in summary["byMode"].items())
     note(
         f"{summary['queries']} queries: {summary['matched']} matched"
@@ -231,17 +221,19 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
     if settings().json:
         print_json(document)
     elif out_file is None:
-        for entry in entries:
-            asset = entry["asset"]
-            label = (
-                asset
-                if isinstance(asset, str) or asset is None
-                else (f"{asset['id']} {asset['name']} (accuracy {asset['accuracy']})")
-            )
-            click.echo(
-                f"{entry['reference']}\t{entry['query']}\t{label or '-'}\t{entry['err'] or ''}"
-            )
+        _print_entries(entries)
     note(
         f"{len(entries)} queries: {matched} matched, {ambiguous} ambiguous, "
         f"{len(entries) - matched - ambiguous} unmatched"
     )
+
+
+def _print_entries(entries: Any) -> None:
+    """One line per lookup entry: reference, query, the asset (or -), the error."""
+    for entry in entries:
+        asset = entry["asset"]
+        if isinstance(asset, dict):
+            label = f"{asset['id']} {asset['name']} (accuracy {asset['accuracy']})"
+        else:
+            label = asset or "-"
+        click.echo(f"{entry['reference']}\t{entry['query']}\t{label}\t{entry['err'] or ''}")

@@ -331,23 +331,10 @@ def item_list(
     with open_site() as site:
         result = site.list_items(params)
     models = list(result["models"].values())
-    extra = [k for k in (models[0] if models else {}) if k not in _ITEM_OWN][:4]
+    from toolkit.shapes import ITEM_OWN_FIELDS
+
+    extra = [k for k in (models[0] if models else {}) if k not in ITEM_OWN_FIELDS][:4]
     _show_collection(result, ["id", "eventId", "assetId", "status", *extra], "Items")
-
-
-_ITEM_OWN = {
-    "id",
-    "registerId",
-    "type",
-    "eventId",
-    "regionId",
-    "assetId",
-    "status",
-    "isTemplate",
-    "tags",
-    "dateCreated",
-    "dateModified",
-}
 
 
 @item_group.command("get")
