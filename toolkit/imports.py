@@ -23,6 +23,7 @@ import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError, ToolkitError
 from toolkit.fieldjson import as_python, fields_json
+from toolkit.filters import Page
 from toolkit.import_request import (
     DATA_ENCODINGS,
     DATA_TYPES,
@@ -422,6 +423,21 @@ class ImportRunner:
             }
         )
 
+    def _scope_has_records(self, rule: ImportRule, request: ImportRequest) -> bool:
+        """Whether the import's scope holds any record: a count, not the keys themselves
+        (those are read once, under the write lock, to plan)."""
+        one = Page(limit=1)
+        if rule.import_type == "item":
+            assert rule.register is not None
+            _, total = self.store.items.query(
+                page=one, register_id=rule.register, event_id=request.event_id
+            )
+        elif rule.import_type == "asset":
+            _, total = self.store.assets.query(page=one, active=True)
+        else:
+            return bool(self.store.users.all())
+        return total > 0
+
     def _existing_keys(
         self, rule: ImportRule, request: ImportRequest, matching_id: str
     ) -> pd.DataFrame:
@@ -452,8 +468,8 @@ class ImportRunner:
         filled = values.fillna(defaults) if defaults else values
         # Patches are only needed for rows matching existing records; a first import into
         # an empty scope has none, so it skips building them (built later if one appears).
-        may_update = overwrite in ("updateOnly", "updateAndInsert") and not (
-            self._existing_keys(rule, request, request.matching_id or rule.matching_id).empty
+        may_update = overwrite in ("updateOnly", "updateAndInsert") and self._scope_has_records(
+            rule, request
         )
         payload = _Payload(
             filled=filled,
