@@ -23,8 +23,9 @@ Operator = Literal["gt", "gte", "lt", "lte", "eq"]
 OPERATORS: tuple[str, ...] = get_args(Operator)
 ORDER_COLUMNS = ("id", "dateCreated", "dateModified")
 DIRECTIONS = ("asc", "desc")
-_TRUE = ("1", "true", "yes", "y", "t")
-_FALSE = ("0", "false", "no", "n", "f")
+# Yes and no, as the toolkit reads them everywhere (parameters, options, cells).
+TRUE_WORDS = ("1", "true", "yes", "y", "t")
+FALSE_WORDS = ("0", "false", "no", "n", "f")
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,9 @@ def parse_bool(name: str, value: str | bool) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
-    if text in _TRUE:
+    if text in TRUE_WORDS:
         return True
-    if text in _FALSE:
+    if text in FALSE_WORDS:
         return False
     raise OptionError(f"{name} {value!r} is not one of: true, false")
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError, SourceError
+from toolkit.filters import FALSE_WORDS, TRUE_WORDS
 from toolkit.overwrite import OverwriteRule, check_overwrite_rule
 
 ImportType = Literal["item", "asset", "user"]
@@ -35,8 +36,8 @@ FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
 
 NULL_MARKER = "[NULL]"
 BUILTIN_PACKAGE = "pipelines"
-_TRUE = ("1", "Y", "YES", "TRUE", "T")
-_FALSE = ("0", "N", "NO", "FALSE", "F")
+_TRUE = tuple(word.upper() for word in TRUE_WORDS)
+_FALSE = tuple(word.upper() for word in FALSE_WORDS)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from toolkit.errors import OptionError
+from toolkit.filters import FALSE_WORDS, TRUE_WORDS
 
 Mode = Literal["id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -15,8 +16,8 @@ Output = Literal["asset", "id"]
 OUTPUTS: tuple[str, ...] = get_args(Output)
 MAX_RANKS = (1, 2, 3)
 
-_TRUE = frozenset({"true", "1", "yes"})
-_FALSE = frozenset({"false", "0", "no"})
+_TRUE = frozenset(TRUE_WORDS)
+_FALSE = frozenset(FALSE_WORDS)
 
 
 @dataclass(frozen=True)
