@@ -30,7 +30,8 @@ from toolkit.shapes import (
     item_from_row,
 )
 from toolkit.site_admin import SiteAdmin
-from toolkit.site_writes import IndexCache, SiteWrites
+from toolkit.site_index import IndexCache
+from toolkit.site_writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:

@@ -11,6 +11,8 @@ import io
 import json
 import logging
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import geopandas as gpd
@@ -62,11 +64,16 @@ def _extra_columns(extra_info: pd.Series) -> pd.DataFrame:
         return pd.read_json(io.StringIO(lines.decode("utf-8")), lines=True, dtype=False)
 
 
-def site_asset_index(store: SiteStore, cache_root: Path | None = None) -> AssetIndex:
-    """The index of the site's active assets, from the cache when the assets have not changed."""
+def site_asset_index(
+    store: SiteStore, cache_root: Path | None = None, *, stamp: str | None = None
+) -> AssetIndex:
+    """The index of the site's active assets, from the cache when the assets have not changed.
+
+    ``stamp`` is the assets' stamp when the caller has just read it.
+    """
     cache_root = cache_root or store.db.path.with_name(store.db.path.name + ".index")
     folder = cache_root / f"site-{store.site_id}"
-    stamp = store.assets.stamp()
+    stamp = stamp or store.assets.stamp()
     stamp_file = folder / "stamp.json"
     if stamp_file.exists():
         try:
@@ -83,3 +90,40 @@ def site_asset_index(store: SiteStore, cache_root: Path | None = None) -> AssetI
     except OSError as exc:  # a read-only place: matching still works, only slower next time
         log.warning("cannot cache the asset index in %s: %s", folder, exc)
     return index
+
+
+INDEX_RECHECK_S = 2.0
+
+
+class IndexCache:
+    """Matching indexes kept in memory between requests, shared by threads.
+
+    The site's asset stamp (a scan of its assets) is checked at most every
+    ``recheck_s`` seconds; :meth:`forget` drops a site's index at once (after an
+    asset import finishes in this process).
+    """
+
+    def __init__(self, recheck_s: float = INDEX_RECHECK_S) -> None:
+        self.recheck_s = recheck_s
+        self._lock = threading.Lock()
+        self._entries: dict[int, tuple[str, float, AssetIndex]] = {}
+
+    def get(self, store: SiteStore) -> AssetIndex:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(store.site_id)
+        if entry is not None and now - entry[1] < self.recheck_s:
+            return entry[2]
+        stamp = store.assets.stamp()
+        index = (
+            entry[2]
+            if entry is not None and entry[0] == stamp
+            else site_asset_index(store, stamp=stamp)
+        )
+        with self._lock:
+            self._entries[store.site_id] = (stamp, now, index)
+        return index
+
+    def forget(self, site_id: int) -> None:
+        with self._lock:
+            self._entries.pop(site_id, None)

@@ -12,7 +12,6 @@ import mimetypes
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,39 +54,6 @@ SCHEDULE_FIELDS = (
 )
 # How asset_friendly is looked up: the service's sounds-like search, words in any order.
 FRIENDLY_OPTIONS = {"mode": "soundex", "maxRank": 3, "useExternalLookups": False}
-INDEX_RECHECK_S = 2.0
-
-
-class IndexCache:
-    """Matching indexes kept in memory between requests, shared by threads.
-
-    The site's asset stamp (a scan of its assets) is checked at most every
-    ``recheck_s`` seconds; :meth:`forget` drops a site's index at once (after an
-    asset import finishes in this process).
-    """
-
-    def __init__(self, recheck_s: float = INDEX_RECHECK_S) -> None:
-        self.recheck_s = recheck_s
-        self._lock = threading.Lock()
-        self._entries: dict[int, tuple[str, float, AssetIndex]] = {}
-
-    def get(self, store: SiteStore) -> AssetIndex:
-        from toolkit.site_index import site_asset_index
-
-        now = time.monotonic()
-        with self._lock:
-            entry = self._entries.get(store.site_id)
-        if entry is not None and now - entry[1] < self.recheck_s:
-            return entry[2]
-        stamp = store.assets.stamp()
-        index = entry[2] if entry is not None and entry[0] == stamp else site_asset_index(store)
-        with self._lock:
-            self._entries[store.site_id] = (stamp, now, index)
-        return index
-
-    def forget(self, site_id: int) -> None:
-        with self._lock:
-            self._entries.pop(site_id, None)
 
 
 class SiteWrites:

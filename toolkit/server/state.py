@@ -15,7 +15,7 @@ from toolkit.server.auth import TOKEN_TTL_S, TokenService
 from toolkit.server.limits import MAX_BODY_BYTES, RateLimiter, parse_rate
 from toolkit.site import LocalSite
 from toolkit.site_admin import BAD_CREDENTIALS
-from toolkit.site_writes import IndexCache
+from toolkit.site_index import IndexCache
 from toolkit.store import Database, now_ms
 
 log = logging.getLogger("toolkit.server")
