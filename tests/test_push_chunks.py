@@ -89,3 +89,24 @@ def test_the_journal_is_kept_per_file_and_purpose(tmp_path: Path) -> None:
     (tmp_path / "items.csv.push.json").write_text("{not json")
     with pytest.raises(OptionError, match="push journal is damaged"):
         Journal.open(source, key)
+
+
+def test_the_offline_report_lists_the_first_problems_and_counts_them_all(tmp_path: Path) -> None:
+    from toolkit.imports import ImportRequest
+    from toolkit.push import Pusher
+
+    rules = Path(__file__).resolve().parent / "fixtures_rules"
+    source = tmp_path / "facilities.csv"
+    source.write_text("Code,Name,Capacity\n" + "".join(f"F{i},Hall,lots\n" for i in range(30)))
+    rows, offline = Pusher(site=None, rule_paths=(rules,)).prepare(
+        ImportRequest("asset", "test-facilities", source)
+    )
+    assert rows.empty
+    assert (offline["rejectedRows"], offline["problemCount"]) == (30, 30)
+    assert len(offline["rejected"]) == 20
+    assert offline["rejected"][0] == {
+        "row": 1,
+        "column": "Capacity",
+        "value": "lots",
+        "reason": "is not a whole number",
+    }

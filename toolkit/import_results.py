@@ -13,6 +13,9 @@ import pandas as pd
 from toolkit.filters import format_time
 from toolkit.safe_output import safe_frame
 
+# How many problems a job's summary (and a push's offline report) lists; counts say the rest.
+MAX_ERRORS_IN_RESULT = 20
+
 
 def job_object(row: Any) -> dict[str, Any]:
     return {

@@ -31,7 +31,7 @@ from toolkit.import_request import (
     materialise_data,
     request_from_spec,
 )
-from toolkit.import_results import job_object, result_html, write_rejects
+from toolkit.import_results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
 from toolkit.linking import link_rows
 from toolkit.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
 from toolkit.progress import Progress, no_progress
@@ -59,7 +59,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_ERRORS_IN_RESULT = 20
 ITEM_RECORD_FIELDS = ("status", "isTemplate", "assetId")
 ASSET_RECORD_FIELDS = ("id", "name", "code", "type", "friendly", "regionId", "status")
 USER_RECORD_FIELDS = (

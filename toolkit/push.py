@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.errors import OptionError, RemoteError, ToolkitError
+from toolkit.import_results import MAX_ERRORS_IN_RESULT
 from toolkit.imports import ImportRequest
 from toolkit.linking import link_rows
 from toolkit.matching import AssetIndex
@@ -360,15 +361,18 @@ class Pusher:
                 ids = linked.asset_ids.astype("string")
                 rows = rows.assign(**{ASSET_ID_COLUMN: ids.where(ids.notna(), pd.NA)})
         bad_rows = set(rejected["row"].tolist()) | {p["row"] for p in problems}
-        offline["rejected"] = problems + [
+        # The first problems, as a job's summary shows them; the counts say how many in all.
+        shown = rejected.head(max(0, MAX_ERRORS_IN_RESULT - len(problems)))
+        offline["rejected"] = problems[:MAX_ERRORS_IN_RESULT] + [
             {
                 "row": int(r.row),
                 "column": r.column,
                 "value": None if pd.isna(r.value) else str(r.value),
                 "reason": r.reason,
             }
-            for r in rejected.itertuples(index=False)
+            for r in shown.itertuples(index=False)
         ]
+        offline["problemCount"] = len(problems) + len(rejected)
         offline["rejectedRows"] = len(bad_rows)
         keep = ~rows.index.isin(list(bad_rows))
         return rows[keep], offline

@@ -340,9 +340,12 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
                 else ""
             )
         )
-        for problem in offline["rejected"][:20]:
+        for problem in offline["rejected"]:
             column = f" {problem['column']}" if problem.get("column") else ""
             click.echo(f"    row {problem['row']}{column}: {problem['reason']}")
+        hidden = offline.get("problemCount", 0) - len(offline["rejected"])
+        if hidden > 0:
+            click.echo(f"    and {hidden} more problem(s)")
         for chunk in document["chunks"]:
             counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
             click.echo(
