@@ -1,4 +1,8 @@
-"""Running the real server on loopback for tests and benchmarks: uvicorn in a thread."""
+"""Running the real server on loopback for tests and benchmarks: uvicorn in a thread.
+
+The uvicorn settings are those of ``toolkit serve`` (:func:`uvicorn_config`), with the
+app's own :class:`ServerSettings` (timeouts, connection caps, trusted proxies).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from typing import Any
 
 import uvicorn
 
+from toolkit.server.transport import uvicorn_config
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -22,10 +28,7 @@ def free_port() -> int:
 def running(app: Any, port: int | None = None) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 (at a free port unless given); yields the base URL."""
     port = port or free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on"
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=port))
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -15,13 +15,47 @@ from toolkit.cli.context import note, output_options, settings
     "--rate-limit",
     default="600/minute",
     show_default=True,
-    help="Requests per token: COUNT/second|minute|hour, or none.",
+    help="Requests per user (all its tokens together): COUNT/second|minute|hour, or none.",
 )
 @click.option(
     "--auth-rate-limit",
     default="60/minute",
     show_default=True,
-    help="auth calls per client address, or none.",
+    help="auth calls per client address (and as many refused tokens), or none.",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    metavar="IPS",
+    help="Comma-separated proxy addresses or networks (or *) whose X-Forwarded-For and "
+    "X-Forwarded-Proto are believed (default: none; the client is the TCP peer).",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds a request's line and headers may take to arrive.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=60.0,
+    show_default=True,
+    help="Seconds a request's body may take to arrive (and a client may stall reading an answer).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 100_000),
+    default=512,
+    show_default=True,
+    help="Connections open at once; more are answered 503.",
+)
+@click.option(
+    "--max-connections-per-client",
+    type=click.IntRange(1, 100_000),
+    default=64,
+    show_default=True,
+    help="Connections open at once per client address (trusted proxies exempt).",
 )
 @click.option(
     "--workers",
@@ -41,6 +75,11 @@ def serve(
     port: int,
     rate_limit: str,
     auth_rate_limit: str,
+    forwarded_allow_ips: str | None,
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
+    max_connections_per_client: int,
     workers: int,
     base_url: str | None,
 ) -> None:
@@ -49,12 +88,15 @@ def serve(
     Clients choose the site with X-Site and log in with POST /api/json/auth as a
     user set up with `toolkit user ...`. The API is described at
     /api/json/openapi.json. Logs one line per request, never headers or bodies.
+    Failed logins lock an account name for a while (5 in a row: 2 s, doubling
+    to 15 minutes); slow clients are cut off by the header and body timeouts.
 
     \b
     Examples:
       toolkit serve
       toolkit --store staging.sqlite serve --host 0.0.0.0 --port 9000 --rate-limit 1200/minute
       toolkit serve --workers 4 --base-url https://staging.example.org
+      toolkit serve --host 127.0.0.1 --forwarded-allow-ips 127.0.0.1  # behind a local proxy
     """
     import logging
 
@@ -62,6 +104,7 @@ def serve(
 
     from toolkit.server import ServerSettings, create_app
     from toolkit.server.limits import parse_rate
+    from toolkit.server.transport import uvicorn_config
 
     current = settings()
     parse_rate(rate_limit)  # a bad value is a clear error before anything starts
@@ -81,6 +124,11 @@ def serve(
             workers=workers,
             rule_paths=current.rule_paths,
             base_url=base_url,
+            header_timeout_s=header_timeout,
+            body_timeout_s=body_timeout,
+            max_connections=max_connections,
+            max_connections_per_client=max_connections_per_client,
+            forwarded_allow_ips=forwarded_allow_ips or None,
         ),
     )
     if not current.quiet:
@@ -89,5 +137,4 @@ def serve(
         if not logging.getLogger().handlers:
             logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     note(f"serving {current.store} at http://{host}:{port}/api/json/ (Ctrl+C to stop)")
-    # Our own access log replaces uvicorn's, which would print query strings.
-    uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
+    uvicorn.Server(uvicorn_config(app, host=host, port=port)).run()

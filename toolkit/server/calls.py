@@ -1,8 +1,8 @@
 """One request, from the wire to a ``LocalSite`` method and back.
 
 :func:`endpoint` turns a plain function of a :class:`Call` into a Starlette
-endpoint: it reads and parses the JSON body (400 when malformed), checks the
-rate limit, then in a worker thread opens the thread's site, checks the token
+endpoint: it reads and parses the JSON body (400 when malformed), then in a
+worker thread opens the thread's site, checks the token, the user's rate limit
 and the account, and runs the function. What the function returns is sent as
 JSON; a ``Response`` is sent as it is; any exception becomes ``{status, message}``.
 """
@@ -55,7 +55,10 @@ class Call:
 
     @property
     def local(self) -> LocalSite:
-        assert self.site is not None
+        """The request's site; a call without a token (``auth``) opens it on first use."""
+        if self.site is None:
+            assert self.site_name is not None
+            self.site = self.state.sites.get(self.site_name)
         return self.site
 
     def duty(self) -> set[int]:
@@ -87,6 +90,9 @@ def endpoint(
     async def run(request: Request) -> Response:
         state: ServerState = request.app.state.server
         try:
+            if authenticated:
+                # An address sending refused tokens is stopped before any work is done for it.
+                state.refused_tokens.peek(_peer(request))
             site_name = request.headers.get("x-site")
             if site and not site_name:
                 raise ApiError(400, "the X-Site header is required: the site (tenancy) to use")
@@ -96,15 +102,15 @@ def endpoint(
             elif body == "form":
                 call.body = await read_form(request)
             token = bearer_token(request.headers.get("authorization"))
-            if authenticated:
-                if token is None:
-                    raise AuthenticationError(
-                        "an access token is required: POST /api/json/auth, then send "
-                        "Authorization: Bearer <token>"
-                    )
-                state.limiter.check("token:" + token)
+            if authenticated and token is None:
+                raise AuthenticationError(
+                    "an access token is required: POST /api/json/auth, then send "
+                    "Authorization: Bearer <token>"
+                )
             result = await run_in_threadpool(_in_thread, handler, call, token, authenticated)
         except Exception as exc:  # every failure answers {status, message}
+            if authenticated and isinstance(exc, AuthenticationError):
+                state.refused_tokens.count(_peer(request))
             return response_for(exc, f"{request.method} {request.url.path}")
         if isinstance(result, Response):
             return result
@@ -117,17 +123,16 @@ def endpoint(
 
 def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: bool) -> Any:
     state = call.state
-    if call.site_name:
-        if authenticated:
-            assert token is not None
-            if state.tokens.site_of(token) != call.site_name:
-                raise AuthenticationError("the access token is not valid for this site")
+    if call.site_name and authenticated:
+        assert token is not None
+        if state.tokens.site_of(token) != call.site_name:
+            raise AuthenticationError("the access token is not valid for this site")
         call.site = state.sites.get(call.site_name)
-        if authenticated:
-            assert token is not None
-            secret = state.tokens.secret(call.site_name, call.site.store.auth.secret)
-            claims = state.tokens.verify(token, secret, call.site_name)
-            call.user = call.site.api_user(int(claims["sub"]), claims.get("key"))
+        secret = state.tokens.secret(call.site_name, call.site.store.auth.secret)
+        claims = state.tokens.verify(token, secret, call.site_name)
+        # Per user and site, not per token string: a fresh token is not a fresh budget.
+        state.limiter.check(f"user:{call.site_name}:{claims['sub']}")
+        call.user = call.site.api_user(int(claims["sub"]), claims.get("key"))
     site = call.site
     if site is None:
         return handler(call)
@@ -137,6 +142,11 @@ def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: b
         return handler(call)
     finally:
         site.user_id = None
+
+
+def _peer(request: Request) -> str:
+    """The client's address: the TCP peer, or what a proxy the operator trusts says."""
+    return request.client.host if request.client else "-"
 
 
 def parse_json(raw: bytes) -> Any:

@@ -12,7 +12,7 @@ import logging
 import math
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from toolkit.errors import (
@@ -51,13 +51,11 @@ class BodyTooLarge(ApiError):
 
 
 class RateLimited(ApiError):
-    def __init__(self, retry_after_s: float) -> None:
+    def __init__(
+        self, retry_after_s: float, message: str = "rate limit reached; retry after {seconds} s"
+    ) -> None:
         seconds = max(1, math.ceil(retry_after_s))
-        super().__init__(
-            429,
-            f"rate limit reached; retry after {seconds} s",
-            {"Retry-After": str(seconds)},
-        )
+        super().__init__(429, message.format(seconds=seconds), {"Retry-After": str(seconds)})
 
 
 def status_of(exc: ToolkitError) -> int:
@@ -92,6 +90,10 @@ def response_for(exc: BaseException, where: str = "") -> Response:
         return error_response(status, str(exc), headers)
     if isinstance(exc, HTTPException):
         return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))
+    if isinstance(exc, ClientDisconnect):
+        # The client went away, or was cut off for sending its body too slowly: not our fault,
+        # no traceback, and nobody reads this answer (the access log records the 408).
+        return error_response(408, "the request body did not arrive")
     log.error("%s: unexpected %s", where, type(exc).__name__, exc_info=exc)
     return error_response(500, INTERNAL_MESSAGE)
 

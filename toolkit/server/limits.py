@@ -12,12 +12,13 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolkit.errors import OptionError
+from toolkit.errors import AuthenticationError, OptionError
 from toolkit.server.errors import BodyTooLarge, RateLimited
 
 access_log = logging.getLogger("toolkit.server.access")
@@ -116,29 +117,126 @@ def parse_rate(text: str | None) -> Rate | None:
 
 
 class RateLimiter:
-    """Fixed windows per key (a token, or a client address for ``auth``)."""
+    """``rate.count`` requests per ``rate.period_s`` per key, as a token bucket (GCRA).
+
+    A key may use its whole budget in a burst, then one request per
+    ``period_s / count`` seconds; there is no window edge at which the budget
+    doubles. The clock is injectable so that tests do not depend on the time.
+    """
 
     def __init__(self, rate: Rate | None, clock_s: Callable[[], float] = time.time) -> None:
         self.rate = rate
         self.clock_s = clock_s
         self._lock = threading.Lock()
-        self._windows: dict[str, tuple[int, int]] = {}
+        # key -> the theoretical arrival time of the next request; in the past = full bucket.
+        self._next: dict[str, float] = {}
 
     def check(self, key: str) -> None:
         """Count one request for ``key``; raise :class:`RateLimited` when over the rate."""
+        self._take(key, count=True, refuse=True)
+
+    def peek(self, key: str) -> None:
+        """Raise :class:`RateLimited` if one more request of ``key`` is over; count nothing."""
+        self._take(key, count=False, refuse=True)
+
+    def count(self, key: str) -> None:
+        """Count one request of ``key`` that has already been served (e.g. a refused token)."""
+        self._take(key, count=True, refuse=False)
+
+    def _take(self, key: str, *, count: bool, refuse: bool) -> None:
         if self.rate is None:
             return
         now = self.clock_s()
-        window = int(now // self.rate.period_s)
+        step = self.rate.period_s / self.rate.count
         with self._lock:
-            if len(self._windows) > 100_000:  # forget old windows; keeps memory bounded
-                self._windows = {k: v for k, v in self._windows.items() if v[0] == window}
-            start, count = self._windows.get(key, (window, 0))
-            if start != window:
-                start, count = window, 0
-            if count >= self.rate.count:
-                raise RateLimited((window + 1) * self.rate.period_s - now)
-            self._windows[key] = (start, count + 1)
+            if len(self._next) > 100_000:  # forget full buckets; keeps memory bounded
+                self._next = {k: t for k, t in self._next.items() if t > now}
+            after = self._next.get(key, now)
+            if after - now > self.rate.period_s + step:  # the clock went back: start afresh
+                after = now
+            after = max(after, now) + step
+            if after - now > self.rate.period_s:
+                if refuse:
+                    raise RateLimited(after - self.rate.period_s - now)
+                after = now + self.rate.period_s + step  # a flood keeps the key just over
+            if count:
+                self._next[key] = after
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Lock an account after ``free`` failed logins in a row: ``base_s``, doubling to ``max_s``."""
+
+    free: int = 5
+    base_s: float = 2.0
+    max_s: float = 900.0
+    forget_s: float = 86_400.0  # a day without failures forgets the count
+
+
+LOCKED_MESSAGE = "too many failed logins for this account; retry after {seconds} s"
+
+
+class LoginBackoff:
+    """Failed logins per account name, in memory, with an exponential lockout.
+
+    Keyed by the name as given (an unknown name is counted like a known one, so
+    the answers never tell whether an account exists). A success forgets the
+    count. A lock refuses every attempt, the right password too, with 429.
+    """
+
+    def __init__(self, policy: Backoff, clock_s: Callable[[], float] = time.time) -> None:
+        self.policy = policy
+        self.clock_s = clock_s
+        self._lock = threading.Lock()
+        # key -> (failures in a row, locked until, last failure); oldest failure first.
+        self._accounts: dict[str, tuple[int, float, float]] = {}
+
+    def check(self, key: str) -> None:
+        """Raise :class:`RateLimited` while ``key`` is locked."""
+        now = self.clock_s()
+        with self._lock:
+            entry = self._accounts.get(key)
+            if entry is not None and entry[1] - now > self.policy.max_s:
+                # The clock went back: no lock lasts longer than the longest.
+                entry = self._accounts[key] = (entry[0], now + self.policy.max_s, now)
+        if entry is not None and entry[1] > now:
+            raise RateLimited(entry[1] - now, LOCKED_MESSAGE)
+
+    def failed(self, key: str) -> None:
+        now = self.clock_s()
+        policy = self.policy
+        with self._lock:
+            failures, _, last = self._accounts.pop(key, (0, 0.0, now))
+            if now - last > policy.forget_s:
+                failures = 0
+            failures += 1
+            until = 0.0
+            if failures >= policy.free:
+                until = now + min(policy.max_s, policy.base_s * 2 ** (failures - policy.free))
+            self._accounts[key] = (failures, until, now)
+            while len(self._accounts) > 100_000:  # bounded memory: forget the oldest failure
+                del self._accounts[next(iter(self._accounts))]
+
+    @contextmanager
+    def attempt(self, key: str | None) -> Iterator[None]:
+        """Refuse a locked ``key``; count an :class:`AuthenticationError` as a failure, else reset.
+
+        ``None`` (a login by API key) is not counted: keys are long random secrets.
+        """
+        if key is None:
+            yield
+            return
+        self.check(key)
+        try:
+            yield
+        except AuthenticationError:
+            self.failed(key)
+            raise
+        self.succeeded(key)
+
+    def succeeded(self, key: str) -> None:
+        with self._lock:
+            self._accounts.pop(key, None)
 
 
 class AccessLogMiddleware:

@@ -31,7 +31,11 @@ def auth(call: Call) -> Any:
     body = _body_object(call)
     client = call.request.client.host if call.request.client else "-"
     call.state.auth_limiter.check("auth:" + client)
-    user = call.local.authenticate(body, now_s=call.state.clock_s())
+    # Failed logins lock the account name as given, known or not, from every address alike.
+    username = body.get("username")
+    account = f"{call.site_name}\0{username}" if isinstance(username, str) else None
+    with call.state.logins.attempt(account):
+        user = call.local.authenticate(body, now_s=call.state.clock_s())
     secret = call.state.tokens.secret(call.local.name, call.local.store.auth.secret)
     token = call.state.tokens.issue(secret, call.local.name, user)
     return {"status": 200, "token": token, "type": "accessToken"}

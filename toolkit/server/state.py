@@ -12,7 +12,13 @@ from typing import Any
 from toolkit.errors import AuthenticationError
 from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
 from toolkit.server.auth import TOKEN_TTL_S, TokenService
-from toolkit.server.limits import MAX_BODY_BYTES, RateLimiter, parse_rate
+from toolkit.server.limits import (
+    MAX_BODY_BYTES,
+    Backoff,
+    LoginBackoff,
+    RateLimiter,
+    parse_rate,
+)
 from toolkit.site import LocalSite
 from toolkit.site_admin import BAD_CREDENTIALS
 from toolkit.site_index import IndexCache
@@ -27,9 +33,19 @@ UNKNOWN_SITE = BAD_CREDENTIALS  # which sites a file holds is not told
 class ServerSettings:
     """How ``toolkit serve`` behaves; every field has the default the command uses."""
 
-    rate_limit: str | None = "600/minute"  # per token
-    auth_rate_limit: str | None = "60/minute"  # auth calls per client address
+    rate_limit: str | None = "600/minute"  # per user (and site), over all its tokens
+    # auth calls per client address; refused tokens per address have a budget of the same rate
+    auth_rate_limit: str | None = "60/minute"
+    login_backoff: Backoff = field(default_factory=Backoff)  # failed logins per account
     max_body_bytes: int = MAX_BODY_BYTES
+    # The transport (toolkit.server.transport): slow clients, connection caps, proxies.
+    header_timeout_s: float = 10.0  # request line and headers, from connect or first byte
+    body_timeout_s: float = 60.0  # the whole body, from the end of the headers
+    keep_alive_s: float = 5.0  # idle time between requests on one connection
+    max_connections: int = 512
+    max_connections_per_client: int = 64  # per peer address; proxies in forwarded_allow_ips exempt
+    max_head_bytes: int = 16 * 1024  # request line plus headers
+    forwarded_allow_ips: str | None = None  # peers whose X-Forwarded-For/-Proto are believed
     token_ttl_s: int = TOKEN_TTL_S
     workers: int = 2  # background import jobs and report runs at once
     rule_paths: tuple[str | Path, ...] = ()
@@ -88,6 +104,8 @@ class ServerState:
         self.tokens = TokenService(self.clock_s, settings.token_ttl_s)
         self.limiter = RateLimiter(parse_rate(settings.rate_limit), self.clock_s)
         self.auth_limiter = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
+        self.refused_tokens = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
+        self.logins = LoginBackoff(settings.login_backoff, self.clock_s)
         self.index_cache = IndexCache()
         self.imports = ThreadPoolImportExecutor(settings.workers)
         self.reports: Any = _report_executor()
