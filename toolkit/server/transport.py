@@ -107,7 +107,7 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         self._peer = self.client[0] if self.client else "-"
         if not self.book.opened(self._peer):
-            log.warning("refused a connection from %s: too many connections", self._peer)
+            log.info("refused a connection from %s: too many connections", self._peer)
             transport.write(
                 _raw_answer(
                     503,
@@ -185,7 +185,7 @@ class GuardedH11Protocol(H11Protocol):
         else:
             seconds = self.settings.body_timeout_s
             message = BODY_TIMEOUT_MESSAGE.format(seconds=seconds)
-        log.warning("closed a connection from %s: %s", self._peer, message)
+        log.info("closed a connection from %s: %s", self._peer, message)
         cycle = self.cycle
         if phase == "head" or (cycle is not None and not cycle.response_started):
             self.transport.write(_raw_answer(408, "Request Timeout", message))
