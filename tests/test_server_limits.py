@@ -349,3 +349,24 @@ def _loopback_aliases() -> Iterator[None]:
     except OSError:
         pytest.skip("this system does not route 127.0.0.2 to loopback")
     yield
+
+
+def test_a_client_that_stops_reading_its_answers_is_cut_off(site_file: Path) -> None:
+    with _serve(site_file, body_timeout_s=1) as url:
+        sock = _connect(url)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        many = 200  # pipelined requests for a 77 kB document: far more than the buffers hold
+        sock.setblocking(True)
+        sock.sendall(b"GET /api/json/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n" * many)
+        time.sleep(2.5)  # not reading: the server's writes stall, then it gives up
+        received, reset = 0, False
+        sock.settimeout(5)
+        try:
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+        except ConnectionResetError:
+            reset = True  # what the server held for this reader was dropped, not trickled out
+        sock.close()
+        with httpx.Client(base_url=url, timeout=5) as client:
+            assert client.get("/api/json/ping").status_code == 200
+    assert reset and 0 < received < many * 70_000

@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
+import struct
 import threading
 from collections.abc import Container
 from typing import Any
@@ -214,6 +216,11 @@ class GuardedH11Protocol(H11Protocol):
     def _write_timed_out(self) -> None:
         self._write_timer = None
         log.warning("closed a connection from %s: it stopped reading the answer", self._peer)
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            # Linger 0: the kernel drops what it still holds for this reader and resets the
+            # connection, instead of trickling it out after we let go.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()  # close() would wait for a buffer that never drains
 
 
