@@ -23,7 +23,7 @@ import pytest
 from serving import running
 
 from toolkit.server import ServerSettings, create_app
-from toolkit.server.limits import Backoff
+from toolkit.server.limits import Backoff, client_key
 from toolkit.site import LocalSite
 from toolkit.store import now_ms
 
@@ -370,3 +370,12 @@ def test_a_client_that_stops_reading_its_answers_is_cut_off(site_file: Path) -> 
         with httpx.Client(base_url=url, timeout=5) as client:
             assert client.get("/api/json/ping").status_code == 200
     assert reset and 0 < received < many * 70_000
+
+
+def test_ipv6_clients_are_counted_by_their_64_network() -> None:
+    # One IPv6 host is given a whole /64: counting its addresses one by one would give it
+    # billions of budgets. IPv4 addresses, and IPv4 mapped into IPv6, count alone.
+    assert client_key("2001:db8::1") == client_key("2001:db8::ffff:1") == "2001:db8::/64"
+    assert client_key("2001:db8:0:1::1") == "2001:db8:0:1::/64"
+    assert client_key("::ffff:10.0.0.1") == "10.0.0.1"
+    assert client_key("10.0.0.1") == "10.0.0.1" and client_key("-") == "-"

@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from toolkit.errors import AuthenticationError, OptionError, PermissionDeniedError
 from toolkit.server.auth import bearer_token
 from toolkit.server.errors import ApiError, response_for
+from toolkit.server.limits import client_key
 from toolkit.server.state import ServerState
 from toolkit.site import LocalSite
 
@@ -92,7 +93,7 @@ def endpoint(
         try:
             if authenticated:
                 # An address sending refused tokens is stopped before any work is done for it.
-                state.refused_tokens.peek(_peer(request))
+                state.refused_tokens.peek(client_of(request))
             site_name = request.headers.get("x-site")
             if site and not site_name:
                 raise ApiError(400, "the X-Site header is required: the site (tenancy) to use")
@@ -110,7 +111,7 @@ def endpoint(
             result = await run_in_threadpool(_in_thread, handler, call, token, authenticated)
         except Exception as exc:  # every failure answers {status, message}
             if authenticated and isinstance(exc, AuthenticationError):
-                state.refused_tokens.count(_peer(request))
+                state.refused_tokens.count(client_of(request))
             return response_for(exc, f"{request.method} {request.url.path}")
         if isinstance(result, Response):
             return result
@@ -144,9 +145,9 @@ def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: b
         site.user_id = None
 
 
-def _peer(request: Request) -> str:
-    """The client's address: the TCP peer, or what a proxy the operator trusts says."""
-    return request.client.host if request.client else "-"
+def client_of(request: Request) -> str:
+    """The client's address as limits count it (the TCP peer, or a trusted proxy's word)."""
+    return client_key(request.client.host if request.client else "-")
 
 
 def parse_json(raw: bytes) -> Any:

@@ -7,6 +7,7 @@ as it arrives and answered 413 as soon as the count passes the limit.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import re
@@ -95,6 +96,23 @@ async def _send_json(send: Send, exc: BodyTooLarge) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def client_key(host: str) -> str:
+    """The address limits count by: an IPv4 address, or an IPv6 address's /64 network.
+
+    One IPv6 host is usually given a whole /64, so counting its addresses one by
+    one would give it billions of budgets.
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if not isinstance(address, ipaddress.IPv6Address):
+        return host
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))
+
+
 @dataclass(frozen=True)
 class Rate:
     """``count`` requests per ``period_s`` seconds."""
@@ -130,6 +148,7 @@ class RateLimiter:
         self._lock = threading.Lock()
         # key -> the theoretical arrival time of the next request; in the past = full bucket.
         self._next: dict[str, float] = {}
+        self._prune_at = 100_000
 
     def check(self, key: str) -> None:
         """Count one request for ``key``; raise :class:`RateLimited` when over the rate."""
@@ -149,8 +168,10 @@ class RateLimiter:
         now = self.clock_s()
         step = self.rate.period_s / self.rate.count
         with self._lock:
-            if len(self._next) > 100_000:  # forget full buckets; keeps memory bounded
+            if len(self._next) > self._prune_at:  # forget full buckets; keeps memory bounded
                 self._next = {k: t for k, t in self._next.items() if t > now}
+                # Not again until the table has doubled: a flood of keys costs O(1) a request.
+                self._prune_at = max(100_000, 2 * len(self._next))
             after = self._next.get(key, now)
             if after - now > self.rate.period_s + step:  # the clock went back: start afresh
                 after = now

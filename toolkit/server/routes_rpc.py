@@ -9,7 +9,7 @@ from starlette.routing import Route
 
 from toolkit.errors import OptionError
 from toolkit.filters import format_time
-from toolkit.server.calls import Call, endpoint
+from toolkit.server.calls import Call, client_of, endpoint
 from toolkit.server.errors import ApiError
 
 LOOKUP_FIELDS = ("options", "query", "output")
@@ -29,8 +29,7 @@ def ping(call: Call) -> dict[str, Any]:
 def auth(call: Call) -> Any:
     """Spec 5: a token for a user (username, password, mfaCode) or a machine (apiKey)."""
     body = _body_object(call)
-    client = call.request.client.host if call.request.client else "-"
-    call.state.auth_limiter.check("auth:" + client)
+    call.state.auth_limiter.check("auth:" + client_of(call.request))
     # Failed logins lock the account name as given, known or not, from every address alike.
     username = body.get("username")
     account = f"{call.site_name}\0{username}" if isinstance(username, str) else None

@@ -40,6 +40,7 @@ import uvicorn
 from uvicorn.middleware.proxy_headers import _TrustedHosts
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from toolkit.server.limits import client_key
 from toolkit.server.state import ServerSettings
 
 log = logging.getLogger("toolkit.server")
@@ -63,21 +64,23 @@ class ConnectionBook:
 
     def opened(self, peer: str) -> bool:
         """Count a new connection; False when it is over a cap (it is counted all the same)."""
+        key = client_key(peer)
         with self._lock:
             self._open += 1
-            count = self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
+            count = self._by_peer[key] = self._by_peer.get(key, 0) + 1
             if self._open > self.total:
                 return False
-            return peer in self.exempt or count <= self.per_client
+            return count <= self.per_client or peer in self.exempt
 
     def closed(self, peer: str) -> None:
+        key = client_key(peer)
         with self._lock:
             self._open -= 1
-            left = self._by_peer.get(peer, 1) - 1
+            left = self._by_peer.get(key, 1) - 1
             if left > 0:
-                self._by_peer[peer] = left
+                self._by_peer[key] = left
             else:
-                self._by_peer.pop(peer, None)
+                self._by_peer.pop(key, None)
 
 
 def _raw_answer(status: int, reason: str, message: str, extra: str = "") -> bytes:
