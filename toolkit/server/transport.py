@@ -251,6 +251,7 @@ def uvicorn_config(
         host=host,
         port=port,
         http=protocol_class(settings),
+        ws="none",  # no WebSocket routes; an upgrade would also leave the connection caps
         lifespan="on",
         # Our own access log replaces uvicorn's, which would print query strings.
         access_log=False,
