@@ -13,6 +13,8 @@ import json
 import logging
 import select
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import running
+from serving import free_port, running
 
 from toolkit.server import ServerSettings, create_app
 from toolkit.server.limits import Backoff, client_key
@@ -379,3 +381,37 @@ def test_ipv6_clients_are_counted_by_their_64_network() -> None:
     assert client_key("2001:db8:0:1::1") == "2001:db8:0:1::/64"
     assert client_key("::ffff:10.0.0.1") == "10.0.0.1"
     assert client_key("10.0.0.1") == "10.0.0.1" and client_key("-") == "-"
+
+
+def test_the_serve_command_applies_the_same_guards(site_file: Path, tmp_path: Path) -> None:
+    """`toolkit serve` itself: its options reach the transport, X-Forwarded-For is ignored."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    options = ["--port", str(port), "--header-timeout", "1", "--auth-rate-limit", "2/minute"]
+    with log.open("w") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "toolkit", "--store", str(site_file), "serve", *options],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url + "/api/json/ping", timeout=1)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        silent = _connect(url)
+        started = time.monotonic()
+        assert _json_of(_answer_of(silent))[0] == 408
+        assert 0.7 < time.monotonic() - started < 3
+        forged = [_knock(url, **{"X-Forwarded-For": f"10.0.0.{n}"}) for n in range(3)]
+        assert forged == [400, 400, 429]
+    finally:
+        server.terminate()
+        server.wait(10)
+    text = log.read_text()
+    assert "127.0.0.1 POST /api/json/auth 429" in text and "10.0.0." not in text
