@@ -13,8 +13,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import open_site, output_options, print_json, print_table, settings
-
-OPERATORS = ("gt", "gte", "lt", "lte", "eq")
+from toolkit.filters import DIRECTIONS, OPERATORS, ORDER_COLUMNS
 
 
 def paging_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -33,13 +32,13 @@ def paging_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--order",
-                type=click.Choice(["id", "dateCreated", "dateModified"]),
+                type=click.Choice(ORDER_COLUMNS),
                 default="id",
                 show_default=True,
                 help="Column to order by.",
             ),
             click.option(
-                "--direction", type=click.Choice(["asc", "desc"]), default="asc", show_default=True
+                "--direction", type=click.Choice(DIRECTIONS), default="asc", show_default=True
             ),
         ]
     ):

@@ -210,7 +210,8 @@ def check_json(value: Any) -> Any:
         if isinstance(node, str):
             _check_text(node, path)
         elif isinstance(node, _Refused):
-            raise OptionError(f"the request body's {path}: the number {node.text[:40]} {node.reason}")
+            number = node.text[:40]
+            raise OptionError(f"the request body's {path}: the number {number} {node.reason}")
         elif isinstance(node, dict | list):
             if depth >= MAX_JSON_DEPTH:
                 raise OptionError(
