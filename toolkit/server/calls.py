@@ -187,13 +187,18 @@ def _member(path: str, key: str) -> str:
     return f"{path}[{json.dumps(key[:40])}]"
 
 
+def _cut(path: str) -> str:
+    # A path 64 levels deep is long; its start says where the trouble begins.
+    return path if len(path) <= 80 else path[:77] + "..."
+
+
 def _check_text(text: str, path: str) -> None:
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise OptionError(
-                f"the request body's {path} holds a lone surrogate (\\ud800 to \\udfff "
+                f"the request body's {_cut(path)} holds a lone surrogate (\\ud800 to \\udfff "
                 "without its pair), which is not Unicode text"
             ) from None
 
@@ -211,11 +216,11 @@ def check_json(value: Any) -> Any:
             _check_text(node, path)
         elif isinstance(node, _Refused):
             number = node.text[:40]
-            raise OptionError(f"the request body's {path}: the number {number} {node.reason}")
+            raise OptionError(f"the request body's {_cut(path)}: the number {number} {node.reason}")
         elif isinstance(node, dict | list):
             if depth >= MAX_JSON_DEPTH:
                 raise OptionError(
-                    f"the request body is nested more than {MAX_JSON_DEPTH} deep at {path}"
+                    f"the request body is nested more than {MAX_JSON_DEPTH} deep at {_cut(path)}"
                 )
             if isinstance(node, dict):
                 for key, item in node.items():
