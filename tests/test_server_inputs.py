@@ -17,8 +17,9 @@ import shapely
 from test_server import World, _envelope, _error, api, world  # noqa: F401
 
 from toolkit.errors import OptionError
+from toolkit.safejson import MAX_JSON_DEPTH
 from toolkit.server.auth import SECRET_NAME
-from toolkit.server.calls import MAX_JSON_DEPTH, parse_json
+from toolkit.server.calls import parse_json
 from toolkit.site import LocalSite
 
 BIG = str(2**63)  # one past SQLite's largest integer
@@ -308,3 +309,18 @@ def test_parse_json_refuses_with_the_json_path(raw: bytes, message: str) -> None
     with pytest.raises(OptionError) as caught:
         parse_json(raw)
     assert message in str(caught.value) and len(str(caught.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("maxRank", "²"),
+        ("geocoderOptions", "[" * 1000 + "]" * 1000),
+        ("geocoderOptions", '{"a": NaN}'),
+    ],
+)
+def test_asset_lookup_options_are_parsed_as_strictly_as_bodies(
+    api: httpx.Client, option: str, value: str
+) -> None:
+    answer = api.get("/api/json/asset-lookup", params={"query": "x", option: value})
+    assert f"option {option}" in _error(answer, 400)

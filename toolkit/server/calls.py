@@ -9,9 +9,6 @@ JSON; a ``Response`` is sent as it is; any exception becomes ``{status, message}
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from toolkit import safejson
 from toolkit.errors import AuthenticationError, OptionError, PermissionDeniedError
-from toolkit.filters import INT64_MAX, INT64_MIN, parse_int
+from toolkit.filters import parse_int
 from toolkit.server.auth import bearer_token
 from toolkit.server.errors import ApiError, response_for
 from toolkit.server.state import ServerState
@@ -144,114 +142,11 @@ def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: b
         site.user_id = None
 
 
-# Bounds of a request body's JSON: deeper nesting, longer numbers, numbers the site cannot
-# hold (non-finite, outside signed 64-bit) and lone surrogates (not storable as UTF-8) are 400.
-MAX_JSON_DEPTH = 64
-MAX_NUMBER_CHARS = 100
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass(frozen=True)
-class _Refused:
-    """A number ``json.loads`` met that is refused; the walk reports it with its path."""
-
-    text: str
-    reason: str
-
-
-def _json_int(text: str) -> int | _Refused:
-    # Checked before int(): Python refuses over 4,300 digits with a ValueError of its own.
-    number = int(text) if len(text) <= 20 else INT64_MAX + 1
-    if not INT64_MIN <= number <= INT64_MAX:
-        return _Refused(text, "is out of range (whole numbers from -2^63 to 2^63-1)")
-    return number
-
-
-def _json_float(text: str) -> float | _Refused:
-    if len(text) > MAX_NUMBER_CHARS:
-        return _Refused(text, f"is longer than {MAX_NUMBER_CHARS} characters")
-    number = float(text)
-    if not math.isfinite(number):
-        return _Refused(text, "is not a finite number")
-    return number
-
-
-def _json_constant(text: str) -> _Refused:
-    return _Refused(text, "is not a number (JSON has no NaN or Infinity)")
-
-
-def _member(path: str, key: str) -> str:
-    # ensure_ascii: a path (and so a message) never carries a lone surrogate.
-    if _NAME.fullmatch(key):
-        return f"{path}.{key[:40]}"
-    return f"{path}[{json.dumps(key[:40])}]"
-
-
-def _cut(path: str) -> str:
-    # A path 64 levels deep is long; its start says where the trouble begins.
-    return path if len(path) <= 80 else path[:77] + "..."
-
-
-def _check_text(text: str, path: str) -> None:
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise OptionError(
-                f"the request body's {_cut(path)} holds a lone surrogate (\\ud800 to \\udfff "
-                "without its pair), which is not Unicode text"
-            ) from None
-
-
-def check_json(value: Any) -> Any:
-    """``value`` (from :func:`parse_json`'s ``json.loads``) once every part is acceptable.
-
-    One walk without recursion: nesting up to :data:`MAX_JSON_DEPTH`, no refused
-    number, no lone surrogate in a string or a member name; errors name the JSON path.
-    """
-    stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
-    while stack:
-        node, path, depth = stack.pop()
-        if isinstance(node, str):
-            _check_text(node, path)
-        elif isinstance(node, _Refused):
-            number = node.text[:40]
-            raise OptionError(f"the request body's {_cut(path)}: the number {number} {node.reason}")
-        elif isinstance(node, dict | list):
-            if depth >= MAX_JSON_DEPTH:
-                raise OptionError(
-                    f"the request body is nested more than {MAX_JSON_DEPTH} deep at {_cut(path)}"
-                )
-            if isinstance(node, dict):
-                for key, item in node.items():
-                    _check_text(key, f"{path} member name")
-                    stack.append((item, _member(path, key), depth + 1))
-            else:
-                stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(node))
-    return value
-
-
 def parse_json(raw: bytes) -> Any:
-    """The request body as JSON, within the bounds :func:`check_json` sets (else 400)."""
+    """The request body as JSON, within the bounds of :mod:`toolkit.safejson` (else 400)."""
     if not raw.strip():
         raise OptionError("the request body is empty; a JSON object is expected")
-    try:
-        value = json.loads(
-            raw,
-            parse_int=_json_int,
-            parse_float=_json_float,
-            parse_constant=_json_constant,
-        )
-    except UnicodeDecodeError:
-        raise OptionError("the request body is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise OptionError(
-            f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    except RecursionError:
-        # The decoder's own guard, far beyond MAX_JSON_DEPTH, which the walk enforces.
-        raise OptionError(f"the request body is nested more than {MAX_JSON_DEPTH} deep") from None
-    return check_json(value)
+    return safejson.loads(raw, "the request body")
 
 
 async def read_form(request: Request) -> dict[str, Any]:
