@@ -21,6 +21,8 @@ from toolkit.filters import INT64_MAX, INT64_MIN
 MAX_JSON_DEPTH = 64
 MAX_NUMBER_CHARS = 100
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Values that need no look: a str may hold a lone surrogate, a _Refused is refused.
+_PLAIN = (int, float, bool, type(None))
 
 
 @dataclass(frozen=True)
@@ -52,55 +54,80 @@ def _json_constant(text: str) -> _Refused:
     return _Refused(text, "is not a number (JSON has no NaN or Infinity)")
 
 
-def _member(path: str, key: str) -> str:
-    # ensure_ascii: a path (and so a message) never carries a lone surrogate.
-    if _NAME.fullmatch(key):
-        return f"{path}.{key[:40]}"
-    return f"{path}[{json.dumps(key[:40])}]"
+# Where a value sits, as a linked trail (parent trail, key or index), spelled out only
+# for an error: building a path text for every value would cost more than the parse.
+Trail = tuple[Any, str | int] | None
 
 
-def _cut(path: str) -> str:
-    # A path 64 levels deep is long; its start says where the trouble begins.
-    return path if len(path) <= 80 else path[:77] + "..."
+def _path(trail: Trail) -> str:
+    steps: list[str | int] = []
+    while trail is not None:
+        trail, step = trail
+        steps.append(step)
+    path = "$"
+    for step in reversed(steps):
+        if isinstance(step, int):
+            path += f"[{step}]"
+        elif _NAME.fullmatch(step):
+            path += f".{step[:40]}"
+        else:
+            # ensure_ascii: a path (and so a message) never carries a lone surrogate.
+            path += f"[{json.dumps(step[:40])}]"
+        if len(path) > 80:
+            # A path 64 levels deep is long; its start says where the trouble begins.
+            return path[:77] + "..."
+    return path
 
 
-def _check_text(text: str, path: str, what: str) -> None:
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise OptionError(
-                f"{what}'s {_cut(path)} holds a lone surrogate (\\ud800 to \\udfff "
-                "without its pair), which is not Unicode text"
-            ) from None
+def _is_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _surrogate(what: str, where: str) -> OptionError:
+    return OptionError(
+        f"{what}'s {where} holds a lone surrogate (\\ud800 to \\udfff without its pair), "
+        "which is not Unicode text"
+    )
 
 
 def check(value: Any, what: str) -> Any:
     """``value`` (from :func:`loads`'s ``json.loads``) once every part is acceptable.
 
     One walk without recursion: nesting up to :data:`MAX_JSON_DEPTH`, no refused
-    number, no lone surrogate in a string or a member name.
+    number, no lone surrogate in a string or a member name. Only containers are
+    stacked; the scalars inside one are checked where they stand.
     """
-    stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
+    if not isinstance(value, dict | list):
+        _leaf(value, what, None)
+        return value
+    stack: list[tuple[Any, int, Trail]] = [(value, 0, None)]
     while stack:
-        node, path, depth = stack.pop()
-        if isinstance(node, str):
-            _check_text(node, path, what)
-        elif isinstance(node, _Refused):
-            number = node.text[:40]
-            raise OptionError(f"{what}'s {_cut(path)}: the number {number} {node.reason}")
-        elif isinstance(node, dict | list):
-            if depth >= MAX_JSON_DEPTH:
-                raise OptionError(
-                    f"{what} is nested more than {MAX_JSON_DEPTH} deep at {_cut(path)}"
-                )
-            if isinstance(node, dict):
-                for key, item in node.items():
-                    _check_text(key, f"{path} member name", what)
-                    stack.append((item, _member(path, key), depth + 1))
-            else:
-                stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(node))
+        node, depth, trail = stack.pop()
+        if depth >= MAX_JSON_DEPTH:
+            raise OptionError(f"{what} is nested more than {MAX_JSON_DEPTH} deep at {_path(trail)}")
+        pairs = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, item in pairs:
+            if isinstance(key, str) and not _is_text(key):
+                raise _surrogate(what, _path(trail) + " member name")
+            if isinstance(item, dict | list):
+                stack.append((item, depth + 1, (trail, key)))
+            elif type(item) not in _PLAIN:
+                _leaf(item, what, (trail, key))
     return value
+
+
+def _leaf(value: Any, what: str, trail: Trail) -> None:
+    if isinstance(value, str) and not _is_text(value):
+        raise _surrogate(what, _path(trail))
+    if isinstance(value, _Refused):
+        number = value.text[:40]
+        raise OptionError(f"{what}'s {_path(trail)}: the number {number} {value.reason}")
 
 
 def loads(raw: bytes | str, what: str) -> Any:
