@@ -34,7 +34,6 @@ _FALSE = tuple(word.upper() for word in FALSE_WORDS)
 # A whole number read as a double is exact only up to 2^53; past that it is refused
 # rather than stored changed (a column of whole numbers alone is read exactly).
 _EXACT_DOUBLE = float(2**53)
-_ISO_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
 
 def check_field_type(name: str, kind: str, *, allowed: Sequence[str] = FIELD_TYPES) -> None:
@@ -84,12 +83,18 @@ def convert_column(
         bad = present & ~finite.to_numpy(dtype=bool)
         return numbers.where(finite), bad, "is not a number"
     if kind == "date":
-        # utc=True: offsets may differ from cell to cell; the stored date is the one written.
+        # utc=True: offsets may differ from cell to cell. A cell that starts YYYY-MM-DD keeps
+        # that date as written (whatever its offset) and needs no strftime; only the other
+        # cells (DD/MM/YYYY, ISO basic forms) are formatted.
         iso = pd.to_datetime(stripped, format="ISO8601", errors="coerce", utc=True)
-        day_first = pd.to_datetime(stripped, format="%d/%m/%Y", errors="coerce", utc=True)
-        as_written = stripped.str.extract(f"({_ISO_DATE})", expand=False).astype("string")
-        dates = day_first.dt.strftime("%Y-%m-%d").astype("string")
-        dates = dates.mask(iso.notna(), as_written.fillna(iso.dt.strftime("%Y-%m-%d")))
+        dashed = (stripped.str.slice(4, 5) == "-") & (stripped.str.slice(7, 8) == "-")
+        as_written = (iso.notna() & dashed.fillna(False)).to_numpy(dtype=bool)
+        dates = stripped.str.slice(0, 10).where(as_written).astype("string")
+        rest = present & ~as_written
+        if rest.any():
+            others = stripped[rest]
+            day_first = pd.to_datetime(others, format="%d/%m/%Y", errors="coerce", utc=True)
+            dates[rest] = iso[rest].fillna(day_first).dt.strftime("%Y-%m-%d").astype("string")
         bad = present & dates.isna().to_numpy()
         return dates, bad, "is not a date (YYYY-MM-DD or DD/MM/YYYY)"
     if kind == "boolean":
