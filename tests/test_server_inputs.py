@@ -16,10 +16,7 @@ import pytest
 import shapely
 from test_server import World, _envelope, _error, api, world  # noqa: F401
 
-from toolkit.errors import OptionError
-from toolkit.safejson import MAX_JSON_DEPTH
 from toolkit.server.auth import SECRET_NAME
-from toolkit.server.calls import parse_json
 from toolkit.site import LocalSite
 
 BIG = str(2**63)  # one past SQLite's largest integer
@@ -273,42 +270,6 @@ def test_asset_lookup_in_the_spec_batch_geo_form(api: httpx.Client) -> None:
 def test_asset_lookup_codes_are_text_or_numbers(api: httpx.Client, code: Any) -> None:
     body = {"options": {"mode": "code"}, "query": [{"code": code, "str": "x"}]}
     assert "query[0].code" in _error(api.post("/api/json/asset-lookup", json=body), 400)
-
-
-# --- the JSON body parser, as a unit --------------------------------------------------------
-
-
-def test_parse_json_accepts_ordinary_bodies() -> None:
-    body = (
-        b'{"a": [1, -2.5, "t\\u00e9", {"b": null}], "c": true, '
-        b'"\\ud83d\\ude00": 9223372036854775807}'
-    )
-    assert parse_json(body) == {
-        "a": [1, -2.5, "té", {"b": None}],
-        "c": True,
-        "\U0001f600": 2**63 - 1,
-    }
-    assert parse_json(b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH) is not None
-
-
-@pytest.mark.parametrize(
-    ("raw", "message"),
-    [
-        (b'{"a": {"b": [1, 9223372036854775808]}}', "$.a.b[1]: the number 9223372036854775808"),
-        (b'{"a b": NaN}', '$["a b"]: the number NaN is not a number'),
-        (b'{"x": -Infinity}', "$.x: the number -Infinity"),
-        (b'{"x": 1e400}', "$.x: the number 1e400 is not a finite number"),
-        (b'{"x": 1' + b"0" * 5000 + b"}", "$.x: the number 1000"),
-        (b'{"x": ["ok", "\\udc00"]}', "$.x[1] holds a lone surrogate"),
-        (b'{"\\ud800x": 1}', "member name holds a lone surrogate"),
-        (b"[" * 65 + b"]" * 65, "nested more than 64 deep at $[0]"),
-        (b"[" * 100_000 + b"]" * 100_000, "nested more than 64 deep"),
-    ],
-)
-def test_parse_json_refuses_with_the_json_path(raw: bytes, message: str) -> None:
-    with pytest.raises(OptionError) as caught:
-        parse_json(raw)
-    assert message in str(caught.value) and len(str(caught.value)) < 200
 
 
 @pytest.mark.parametrize(
