@@ -5,7 +5,8 @@ typed filters, or an :class:`OptionError` naming the parameter, the value and
 the allowed set. Our choices where the spec is silent (DESIGN.md): ``order``
 and ``direction``; ``since``/``until`` compare ``dateModified`` with operators
 ``gt``, ``gte``, ``lt``, ``lte``, ``eq`` (defaults ``gte`` and ``lte``);
-``limit`` defaults to 100 and may not exceed 1000.
+``limit`` defaults to 100 and may not exceed 1000. :func:`parse_int` is the one
+integer parser of request input (ASCII digits, within SQLite's signed 64 bits).
 """
 
 from __future__ import annotations
