@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.cql import And, Not, Or, Term, parse_cql
+from toolkit.cql import MAX_DEPTH, MAX_TERMS, And, Not, Or, Term, parse_cql
 from toolkit.errors import OptionError
 
 
@@ -57,3 +57,14 @@ def test_bad_queries_say_what_and_where(query: str, message: str) -> None:
     with pytest.raises(OptionError) as caught:
         parse_cql(query)
     assert str(caught.value) == message
+
+
+def test_queries_are_bounded_in_terms_and_depth_not_by_recursion() -> None:
+    parse_cql(" OR ".join(f"f:v{i}" for i in range(MAX_TERMS)))
+    parse_cql("(" * MAX_DEPTH + "a" + ")" * MAX_DEPTH)
+    with pytest.raises(OptionError, match=f"^cql: the query has 2000 terms; at most {MAX_TERMS}"):
+        parse_cql(" OR ".join(["a"] * 2000))
+    for deep in ("(" * 3000 + "a" + ")" * 3000, "NOT " * 3000 + "a", "- " * 3000 + "a"):
+        with pytest.raises(OptionError, match=f"nest more than {MAX_DEPTH} deep") as caught:
+            parse_cql(deep)
+        assert len(str(caught.value)) < 200

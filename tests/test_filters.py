@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import OptionError
-from toolkit.filters import Page, TimeBound, format_time, parse_query, parse_time
+from toolkit.filters import (
+    Page,
+    TimeBound,
+    format_time,
+    parse_float,
+    parse_int,
+    parse_query,
+    parse_time,
+)
 
 KNOWN = {"registerId": "text", "eventId": "int", "isTemplate": "bool", "cql": "text"}
 ALIASES = {"type": "registerId", "query": "cql"}
@@ -78,3 +86,54 @@ def test_bad_parameters_name_the_value_and_the_allowed_set(
     with pytest.raises(OptionError) as caught:
         parse_query(params, KNOWN, aliases=ALIASES)
     assert str(caught.value).startswith(message)
+
+
+# --- the one integer parser ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [("12", 12), (" 7 ", 7), ("-3", -3), ("+4", 4), (5, 5), (str(2**63 - 1), 2**63 - 1)],
+)
+def test_parse_int_takes_ascii_digits_and_json_integers(value: object, number: int) -> None:
+    assert parse_int("id", value) == number
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("²", "not a whole number"),  # str.isdigit() says yes
+        ("٣", "not a whole number"),  # int() says 3
+        ("1.0", "not a whole number"),
+        (1.0, "not a whole number"),
+        (True, "not a whole number"),
+        (None, "not a whole number"),
+        ("", "not a whole number"),
+        (str(2**63), "out of range"),
+        (-(2**63) - 1, "out of range"),
+        ("9" * 5000, "out of range"),  # never handed to int()
+    ],
+)
+def test_parse_int_refuses_what_sqlite_cannot_hold(value: object, reason: str) -> None:
+    with pytest.raises(OptionError, match=reason) as caught:
+        parse_int("offset", value)
+    assert str(caught.value).startswith("offset ") and len(str(caught.value)) < 120
+
+
+def test_parse_int_bounds() -> None:
+    with pytest.raises(OptionError, match="at least 0"):
+        parse_int("offset", "-1", minimum=0)
+    with pytest.raises(OptionError, match="at most 9"):
+        parse_int("limit", "10", maximum=9)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity", "1e999", "1" * 500])
+def test_parse_float_refuses_non_finite_numbers(value: str) -> None:
+    with pytest.raises(OptionError, match=r"^range "):
+        parse_float("range", value)
+
+
+@pytest.mark.parametrize("value", ["9" * 30, "²", "99999-01-01"])
+def test_parse_time_refuses_out_of_range_and_foreign_digits(value: str) -> None:
+    with pytest.raises(OptionError, match=r"^since "):
+        parse_time("since", value)

@@ -125,6 +125,12 @@ def test_events_items_assets_and_audit_from_the_command_line(tmp_path: Path) -> 
     assert json.loads(out)["active"] is False
     code, out, _ = _run(tmp_path, "audit-log", "list", "--event-id", str(event["id"]), "--json")
     assert json.loads(out)["total"] == "4"
+    # Every list takes the time bounds and every order the CLI offers.
+    for command in (["audit-log", "list"], ["event", "list"], ["asset", "list"]):
+        code, out, err = _run(tmp_path, *command, "--order", "dateModified", "--json")
+        assert code == 0, err
+        code, out, err = _run(tmp_path, *command, "--since", "2999-01-01", "--json")
+        assert (code, json.loads(out)["total"]) == (0, "0"), err
     code, out, err = _run(tmp_path, "item", "list", "--register", "observation", "--limit", "2000")
     assert code == 1
     assert "limit 2000 is over the maximum of 1000" in err

@@ -507,5 +507,11 @@ def test_bad_output_and_bad_queries(index: AssetIndex) -> None:
         lookup_one(index, "A1", output="xml")
     with pytest.raises(MatchingError, match="no 'query' column"):
         resolve(index, pd.DataFrame({"text": ["x"]}))
-    with pytest.raises(MatchingError, match=r"query items \[1\]"):
+    with pytest.raises(MatchingError, match=r"query\[1\] has neither 'str'"):
         queries_from_spec([{"str": "a"}, {"code": 1}])
+    with pytest.raises(MatchingError, match=r"query\[0\].code \{'a': 1\} is not text or a number"):
+        queries_from_spec([{"str": "a", "code": {"a": 1}}])
+    with pytest.raises(MatchingError, match=r"query\[0\].str 5 is not text"):
+        queries_from_spec([{"str": 5}])
+    with pytest.raises(OptionError, match=r"query\[0\].geo.points\[0\].latitude 'x'"):
+        queries_from_spec([{"geo": {"points": [{"longitude": "145", "latitude": "x"}]}}])

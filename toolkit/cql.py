@@ -14,6 +14,8 @@ Grammar (case-insensitive keywords; adjacent terms are joined by AND)::
               | VALUE                full text: the record contains the text anywhere
 
 VALUE is a bare word or a "double-quoted string" (``\\"`` escapes a quote).
+A query has at most :data:`MAX_TERMS` terms and nests parentheses and NOTs at
+most :data:`MAX_DEPTH` deep, so a query's SQL stays small whatever a client sends.
 Parsing is pure; ``toolkit.store`` compiles the tree to SQL.
 """
 
@@ -24,9 +26,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from toolkit.errors import OptionError
+from toolkit.filters import shown
 
 Op = Literal["eq", "like", "sounds", "is", "text"]
 IS_VALUES = ("active", "inactive", "template")
+MAX_TERMS = 200
+MAX_DEPTH = 32
+_KEYWORDS = ("AND", "OR", "NOT", "-")
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,9 @@ def _tokenise(query: str) -> list[_Token]:
             break
         match = _TOKEN.match(query, position)
         if match is None or match.end() == position:
-            raise OptionError(f"cql: cannot read {query[position:]!r} at position {position + 1}")
+            raise OptionError(
+                f"cql: cannot read {shown(query[position:])} at position {position + 1}"
+            )
         kind = match.lastgroup or ""
         start = match.start(kind)
         text = match.group(kind)
@@ -104,6 +112,19 @@ class _Parser:
         self.query = query
         self.tokens = _tokenise(query)
         self.index = 0
+        self.depth = 0
+        terms = sum(
+            t.kind == "quoted" or (t.kind == "word" and t.text.upper() not in _KEYWORDS)
+            for t in self.tokens
+        )
+        if terms > MAX_TERMS:
+            raise OptionError(f"cql: the query has {terms} terms; at most {MAX_TERMS} are allowed")
+
+    def _deeper(self) -> None:
+        # Counted before each nested step, so the bound, not Python's recursion limit, applies.
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self._error(f"parentheses and NOTs nest more than {MAX_DEPTH} deep")
 
     def _peek(self) -> _Token | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
@@ -118,7 +139,7 @@ class _Parser:
     def _error(self, message: str) -> OptionError:
         token = self._peek()
         where = f"at position {token.position + 1}" if token else "at the end"
-        return OptionError(f"cql {self.query!r}: {message} {where}")
+        return OptionError(f"cql {shown(self.query, 60)}: {message} {where}")
 
     def parse(self) -> Node:
         if not self.tokens:
@@ -149,12 +170,13 @@ class _Parser:
         return items[0] if len(items) == 1 else And(tuple(items))
 
     def _not(self) -> Node:
-        if self._keyword("NOT"):
-            return Not(self._not())
         token = self._peek()
-        if token is not None and token.kind == "word" and token.text == "-":
+        if token is not None and token.kind == "word" and token.text.upper() in ("NOT", "-"):
             self.index += 1
-            return Not(self._not())
+            self._deeper()
+            node = Not(self._not())
+            self.depth -= 1
+            return node
         if token is not None and token.kind == "word" and token.text.startswith("-"):
             self.tokens[self.index] = _Token("word", token.text[1:], token.position + 1)
             return Not(self._primary())
@@ -166,7 +188,9 @@ class _Parser:
             raise self._error("expected a term")
         if token.kind == "lparen":
             self.index += 1
+            self._deeper()
             node = self._or()
+            self.depth -= 1
             closing = self._peek()
             if closing is None or closing.kind != "rparen":
                 raise self._error("expected ')'")

@@ -5,11 +5,14 @@ typed filters, or an :class:`OptionError` naming the parameter, the value and
 the allowed set. Our choices where the spec is silent (DESIGN.md): ``order``
 and ``direction``; ``since``/``until`` compare ``dateModified`` with operators
 ``gt``, ``gte``, ``lt``, ``lte``, ``eq`` (defaults ``gte`` and ``lte``);
-``limit`` defaults to 100 and may not exceed 1000.
+``limit`` defaults to 100 and may not exceed 1000. :func:`parse_int` is the one
+integer parser of request input (ASCII digits, within SQLite's signed 64 bits).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,8 +24,17 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 Operator = Literal["gt", "gte", "lt", "lte", "eq"]
 OPERATORS: tuple[str, ...] = get_args(Operator)
-ORDER_COLUMNS = ("id", "dateCreated", "dateModified")
-DIRECTIONS = ("asc", "desc")
+Order = Literal["id", "dateCreated", "dateModified"]
+ORDER_COLUMNS: tuple[str, ...] = get_args(Order)
+Direction = Literal["asc", "desc"]
+DIRECTIONS: tuple[str, ...] = get_args(Direction)
+# SQLite stores signed 64-bit integers; a larger id, offset or status cannot name anything.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+# ASCII digits only: str.isdigit() and int() also take '²' or Arabic-Indic digits.
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+# Epoch seconds the site can show as ISO 8601 times (years 1 to 9999).
+_EPOCH_S_RANGE = (-62_135_596_800, 253_402_300_799)
 # Yes and no, as the toolkit reads them everywhere (parameters, options, cells).
 TRUE_WORDS = ("1", "true", "yes", "y", "t")
 FALSE_WORDS = ("0", "false", "no", "n", "f")
@@ -54,21 +66,55 @@ class Query:
     filters: dict[str, object] = field(default_factory=dict)
 
 
-def parse_int(name: str, value: str, *, minimum: int | None = None) -> int:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise OptionError(f"{name} {value!r} is not a whole number") from None
+def shown(value: object, limit: int = 40) -> str:
+    """``repr(value)``, cut short so a huge value never makes a huge message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_int(
+    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """A whole number from text (ASCII digits, optional sign) or a JSON integer.
+
+    The one integer parser of request input (ids, offsets, limits, statuses):
+    booleans, fractions, other scripts' digits and numbers outside SQLite's
+    signed 64-bit range are an :class:`OptionError` naming ``name``.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
+        text = value.strip()
+        # Never int() thousands of digits: a long text is out of range whatever it says.
+        number = int(text) if len(text) <= 20 else INT64_MAX + 1
+    else:
+        raise OptionError(f"{name} {shown(value)} is not a whole number")
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise OptionError(
+            f"{name} {shown(value)} is out of range (whole numbers from -2^63 to 2^63-1)"
+        )
     if minimum is not None and number < minimum:
-        raise OptionError(f"{name} {value!r} must be at least {minimum}")
+        raise OptionError(f"{name} {shown(value)} must be at least {minimum}")
+    if maximum is not None and number > maximum:
+        raise OptionError(f"{name} {shown(value)} must be at most {maximum}")
     return number
 
 
+def parse_id(name: str, value: object) -> int:
+    """A record id: a whole number from 1 up (ids of every kind start at 1)."""
+    return parse_int(name, value, minimum=1)
+
+
 def parse_float(name: str, value: str) -> float:
+    """A finite number; ``nan``, ``inf`` and numbers too large for a double are refused."""
+    text = str(value).strip()
     try:
-        return float(str(value).strip())
+        number = float(text) if len(text) <= 100 else math.nan
     except ValueError:
-        raise OptionError(f"{name} {value!r} is not a number") from None
+        raise OptionError(f"{name} {shown(value)} is not a number") from None
+    if not math.isfinite(number):
+        raise OptionError(f"{name} {shown(value)} is not a finite number")
+    return number
 
 
 def parse_bool(name: str, value: str | bool) -> bool:
@@ -79,24 +125,29 @@ def parse_bool(name: str, value: str | bool) -> bool:
         return True
     if text in FALSE_WORDS:
         return False
-    raise OptionError(f"{name} {value!r} is not one of: true, false")
+    raise OptionError(f"{name} {shown(value)} is not one of: true, false")
 
 
 def parse_time(name: str, value: str) -> int:
     """ISO 8601 date or date-time (naive means UTC), or epoch seconds, as epoch milliseconds."""
     text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return int(text) * 1000
+    if _WHOLE.fullmatch(text):
+        seconds = int(text) if len(text) <= 20 else _EPOCH_S_RANGE[1] + 1
+        if not _EPOCH_S_RANGE[0] <= seconds <= _EPOCH_S_RANGE[1]:
+            raise OptionError(
+                f"{name} {shown(value)} is out of range (epoch seconds of years 1 to 9999)"
+            )
+        return seconds * 1000
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError):
         raise OptionError(
-            f"{name} {value!r} is not a date or time (ISO 8601, e.g. 2026-01-31 or "
+            f"{name} {shown(value)} is not a date or time (ISO 8601, e.g. 2026-01-31 or "
             "2026-01-31T09:00:00+10:00, or epoch seconds)"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def format_time(value_ms: int | None) -> str | None:
@@ -109,7 +160,7 @@ def format_time(value_ms: int | None) -> str | None:
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise OptionError(f"{name} {value!r} is not one of: {', '.join(allowed)}")
+        raise OptionError(f"{name} {shown(value)} is not one of: {', '.join(allowed)}")
     return value
 
 

@@ -26,18 +26,20 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError, SourceError
-from toolkit.filters import FALSE_WORDS, TRUE_WORDS
+from toolkit.fieldtypes import (
+    DEFAULT_MAX_LENGTH,
+    IMPORT_FIELD_TYPES,
+    FieldType,
+    check_field_type,
+    convert_column,
+)
 from toolkit.overwrite import OverwriteRule, check_overwrite_rule
 
 ImportType = Literal["item", "asset", "user"]
 IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)
-FieldType = Literal["text", "integer", "decimal", "date", "boolean", "lookup", "list"]
-FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
 
 NULL_MARKER = "[NULL]"
 BUILTIN_PACKAGE = "pipelines"
-_TRUE = tuple(word.upper() for word in TRUE_WORDS)
-_FALSE = tuple(word.upper() for word in FALSE_WORDS)
 
 
 @dataclass(frozen=True)
@@ -51,16 +53,13 @@ class FieldRule:
     default: Any = None
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
-    max_length: int = 10_000
+    max_length: int = DEFAULT_MAX_LENGTH
     pattern: str | None = None
     pattern_reason: str = "is not in the expected form"
     description: str = ""
 
     def __post_init__(self) -> None:
-        if self.type not in FIELD_TYPES:
-            raise OptionError(
-                f"field {self.name!r}: type {self.type!r} is not one of: {', '.join(FIELD_TYPES)}"
-            )
+        check_field_type(self.name, self.type, allowed=IMPORT_FIELD_TYPES)
         if self.type == "lookup" and not self.choices:
             raise OptionError(f"field {self.name!r}: a lookup field needs its choices")
 
@@ -224,42 +223,7 @@ def _reject(
 
 def _convert(spec: FieldRule, text: pd.Series) -> tuple[pd.Series, np.ndarray, str]:
     """Convert one column; returns the values, a mask of bad cells and the reason for them."""
-    present = text.notna().to_numpy()
-    stripped = text.str.strip()
-    if spec.type == "text":
-        too_long = present & (text.str.len().fillna(0).to_numpy() > spec.max_length)
-        return text, too_long, f"is longer than {spec.max_length} characters"
-    if spec.type == "integer":
-        numbers = pd.to_numeric(stripped, errors="coerce")
-        whole = numbers.notna() & (numbers == np.floor(numbers))
-        bad = present & ~whole.to_numpy()
-        return numbers.where(whole).astype("Int64"), bad, "is not a whole number"
-    if spec.type == "decimal":
-        numbers = pd.to_numeric(stripped, errors="coerce").astype("Float64")
-        bad = present & numbers.isna().to_numpy()
-        return numbers, bad, "is not a number"
-    if spec.type == "date":
-        iso = pd.to_datetime(stripped, format="ISO8601", errors="coerce")
-        day_first = pd.to_datetime(stripped, format="%d/%m/%Y", errors="coerce")
-        dates = iso.fillna(day_first)
-        bad = present & dates.isna().to_numpy()
-        as_text = dates.dt.strftime("%Y-%m-%d").astype("string")
-        return as_text, bad, "is not a date (YYYY-MM-DD or DD/MM/YYYY)"
-    if spec.type == "boolean":
-        upper = stripped.str.upper()
-        result = pd.Series(pd.NA, index=text.index, dtype="boolean")
-        result[upper.isin(_TRUE).fillna(False).to_numpy()] = True
-        result[upper.isin(_FALSE).fillna(False).to_numpy()] = False
-        bad = present & result.isna().to_numpy()
-        return result, bad, "is not a yes/no value (Yes, No, Y, N, 1, 0, True, False)"
-    if spec.type == "lookup":
-        canonical = {c.casefold(): c for c in spec.choices}
-        mapped = stripped.str.casefold().map(canonical).astype("string")
-        bad = present & mapped.isna().to_numpy()
-        return mapped, bad, f"is not one of: {', '.join(spec.choices)}"
-    # list: a ';' or ','-separated list of text values, kept as text for JSON later.
-    parts = stripped.str.replace(r"\s*[;,]\s*", ";", regex=True)
-    return parts, np.zeros(len(text), dtype=bool), ""
+    return convert_column(spec.type, text, choices=spec.choices, max_length=spec.max_length)
 
 
 def apply_rule(rule: ImportRule, frame: pd.DataFrame, *, path: str = "<data>") -> Prepared:

@@ -9,12 +9,14 @@ item lacks is ``null``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import shapely
 
+from toolkit.errors import OptionError
 from toolkit.filters import format_time
 
 # The item's own fields (spec 2.3), as records show them; register fields come after.
@@ -96,6 +98,69 @@ def _paths(geometries: np.ndarray) -> list[list[dict[str, str]]]:
     counts = np.bincount(which, minlength=len(geometries))
     ends = np.cumsum(counts).tolist()
     return [pairs[end - count : end] for end, count in zip(ends, counts.tolist(), strict=True)]
+
+
+def _coordinate(pair: Any, where: str) -> tuple[float, float]:
+    if not isinstance(pair, Mapping) or not {"longitude", "latitude"} <= set(pair):
+        raise OptionError(f"{where} must be an object with longitude and latitude")
+    numbers = []
+    for name in ("longitude", "latitude"):
+        value = pair[name]
+        number = None
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        if number is None or not math.isfinite(number):
+            raise OptionError(f"{where}.{name} {value!r:.40} is not a number")
+        numbers.append(number)
+    longitude, latitude = numbers
+    if not (-180 <= longitude <= 180 and -90 <= latitude <= 90):
+        raise OptionError(f"{where}: longitude {longitude}, latitude {latitude} is not a place")
+    return longitude, latitude
+
+
+def _path(value: Any, where: str, minimum: int) -> list[tuple[float, float]]:
+    if not isinstance(value, list) or len(value) < minimum:
+        raise OptionError(f"{where} must be a list of at least {minimum} coordinate objects")
+    return [_coordinate(pair, f"{where}[{i}]") for i, pair in enumerate(value)]
+
+
+def geometry_from_geo(geo: Any, where: str = "geo") -> Any:
+    """A shapely geometry from the spec's ``geo`` object (the reverse of :func:`geo_object`).
+
+    ``points`` ``[{longitude, latitude}]`` (numbers or numeric strings),
+    ``polygons`` (each a list of rings, exterior first), ``linestrings`` (paths);
+    several parts make a collection. Errors name ``where`` and the part at fault.
+    """
+    if not isinstance(geo, Mapping):
+        raise OptionError(f"{where} must be an object with points, polygons or linestrings")
+    unknown = sorted(set(geo) - {"points", "polygons", "linestrings"})
+    if unknown:
+        raise OptionError(
+            f"{where} has unknown member(s) {', '.join(unknown)}; known: points, polygons, "
+            "linestrings"
+        )
+    parts: list[Any] = []
+    for name in ("points", "polygons", "linestrings"):
+        value = geo.get(name) or []
+        if not isinstance(value, list):
+            raise OptionError(f"{where}.{name} must be a list")
+        for i, part in enumerate(value):
+            at = f"{where}.{name}[{i}]"
+            if name == "points":
+                parts.append(shapely.Point(_coordinate(part, at)))
+            elif name == "linestrings":
+                parts.append(shapely.LineString(_path(part, at, 2)))
+            else:
+                if not isinstance(part, list) or not part:
+                    raise OptionError(f"{at} must be a list of rings (exterior first)")
+                rings = [_path(ring, f"{at}[{r}]", 3) for r, ring in enumerate(part)]
+                parts.append(shapely.Polygon(rings[0], rings[1:]))
+    if not parts:
+        raise OptionError(f"{where} has no points, polygons or linestrings")
+    return parts[0] if len(parts) == 1 else shapely.GeometryCollection(parts)
 
 
 def asset_json(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.cql import parse_cql
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.filters import format_time, parse_int, parse_query, parse_time
+from toolkit.filters import format_time, parse_int, parse_query, parse_time, shown
 from toolkit.import_tasks import ImportExecutor
 from toolkit.import_tasks import inline_executor as inline_import_executor
 from toolkit.imports import ImportRequest, ImportRunner, job_object
@@ -83,6 +83,8 @@ EVENT_UPDATABLE = {
     "isGlobal": "is_global",
     "regionId": "region_id",
 }
+# Event fields that always hold a value: a change-set cannot null them.
+EVENT_REQUIRED = ("name", "status")
 
 
 class LocalSite(SiteWrites, SiteAdmin):
@@ -223,6 +225,8 @@ class LocalSite(SiteWrites, SiteAdmin):
             tag=f.get("tag"),  # type: ignore[arg-type]
             is_template=f.get("isTemplate"),  # type: ignore[arg-type]
             is_global=f.get("isGlobal"),  # type: ignore[arg-type]
+            since=query.since,
+            until=query.until,
         )
         return envelope((event_from_row(r) for r in rows), total)
 
@@ -237,7 +241,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         """PATCH (a change-set) or, with ``replace``, PUT (missing fields become null)."""
         self.get_event(event_id)
         if replace:
-            missing = [n for n in ("name", "status") if changes.get(n) in (None, "")]
+            missing = [n for n in EVENT_REQUIRED if changes.get(n) in (None, "")]
             if missing:
                 raise OptionError(
                     f"a full update (PUT) of an event needs {' and '.join(missing)}; "
@@ -266,11 +270,30 @@ class LocalSite(SiteWrites, SiteAdmin):
             if name not in values:
                 continue
             value = values[name]
-            if name == "startDate" and value is not None:
+            if value is None and name in EVENT_REQUIRED:
+                raise OptionError(
+                    f"event {name} cannot be null"
+                    + ("; retire an event with status 0" if name == "status" else "")
+                )
+            if name in ("name", "description"):
+                if value is not None and not isinstance(value, str):
+                    raise OptionError(f"event {name} {shown(value)} must be text")
+                if name == "name" and not str(value).strip():
+                    raise OptionError("event name cannot be empty")
+            elif name == "startDate" and value is not None:
+                if isinstance(value, bool) or not isinstance(value, str | int):
+                    raise OptionError(f"event startDate {shown(value)} must be a date or time")
                 value = parse_time("startDate", str(value))
             elif name == "tags":
-                value = json.dumps(list(value or []), ensure_ascii=False)
+                if value is not None and (
+                    not isinstance(value, list) or not all(isinstance(t, str) for t in value)
+                ):
+                    raise OptionError(f"event tags {shown(value)} must be a list of strings")
+                value = json.dumps(value or [], ensure_ascii=False)
             elif name in ("isTemplate", "isGlobal"):
+                # null is false (a PUT nulls what it omits); anything else must be a boolean.
+                if value is not None and not isinstance(value, bool):
+                    raise OptionError(f"event {name} {shown(value)} must be true or false")
                 value = int(bool(value))
             elif name in ("status", "regionId") and value is not None:
                 value = parse_int(name, value)
@@ -352,6 +375,8 @@ class LocalSite(SiteWrites, SiteAdmin):
             code=f.get("code"),  # type: ignore[arg-type]
             is_impacted=f.get("isImpacted"),  # type: ignore[arg-type]
             near=near,
+            since=query.since,
+            until=query.until,
         )
         return envelope((asset_from_row(r) for r in rows), total)
 
@@ -380,6 +405,8 @@ class LocalSite(SiteWrites, SiteAdmin):
             item_id=f.get("itemId"),  # type: ignore[arg-type]
             import_job_id=f.get("importJobId"),  # type: ignore[arg-type]
             within_events=within_events,
+            since=query.since,
+            until=query.until,
         )
         return envelope((audit_from_row(r) for r in rows), total)
 

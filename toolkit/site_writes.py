@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError
+from toolkit.fieldtypes import convert_value
 from toolkit.filters import format_time, parse_int
 from toolkit.import_tasks import ImportExecutor, ImportTask
 from toolkit.imports import ImportRunner, materialise_data, request_from_spec
@@ -230,10 +231,12 @@ class SiteWrites:
         for name, definition in fields.items():
             if name not in values:
                 continue
-            value, problem = _field_value(name, definition, values[name])
-            if problem:
-                problems.append(problem)
-            elif definition.get("type") == "media" and value:
+            try:
+                value = convert_value(name, definition, values[name])
+            except OptionError as exc:
+                problems.append(str(exc))
+                continue
+            if definition.get("type") == "media" and value:
                 media.extend(value)
             patch[name] = value
         missing = self.store.media.missing(media)
@@ -372,36 +375,3 @@ def _register_of(values: Mapping[str, Any]) -> str | None:
 
 def _drop_nulls(patch: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in patch.items() if v is not None}, ensure_ascii=False)
-
-
-def _field_value(name: str, definition: Mapping[str, Any], value: Any) -> tuple[Any, str | None]:
-    """The value to store for a register field, or a problem naming the field and value."""
-    if value is None:
-        return None, None
-    kind = definition.get("type", "text")
-    choices = definition.get("choices") or []
-    if kind == "media":
-        items = value if isinstance(value, list) else None
-        if items is None or not all(
-            (isinstance(i, int) and not isinstance(i, bool)) or (isinstance(i, str) and i.isdigit())
-            for i in items
-        ):
-            return None, f"{name} {value!r} must be a list of media file ids"
-        return [int(i) for i in items], None
-    if kind == "integer":
-        if isinstance(value, bool) or not isinstance(value, int):
-            return None, f"{name} {value!r} is not a whole number"
-    elif kind == "decimal":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return None, f"{name} {value!r} is not a number"
-    elif kind == "boolean":
-        if not isinstance(value, bool):
-            return None, f"{name} {value!r} is not true or false"
-    elif kind == "list":
-        if not isinstance(value, list):
-            return None, f"{name} {value!r} is not a list"
-    elif not isinstance(value, str):
-        return None, f"{name} {value!r} is not text"
-    elif kind == "lookup" and choices and value not in choices:
-        return None, f"{name} {value!r} is not one of: {', '.join(map(str, choices))}"
-    return value, None

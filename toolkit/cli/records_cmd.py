@@ -13,12 +13,12 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import open_site, output_options, print_json, print_table, settings
-
-OPERATORS = ("gt", "gte", "lt", "lte", "eq")
+from toolkit.filters import DIRECTIONS, OPERATORS, ORDER_COLUMNS
 
 
 def paging_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--limit``, ``--offset``, ``--order`` and ``--direction``, the same on every list."""
+    """Paging (``--limit``, ``--offset``, ``--order``, ``--direction``) and the time bounds
+    (``--since``, ``--until`` and their operators), the same on every list."""
     for option in reversed(
         [
             click.option(
@@ -33,14 +33,20 @@ def paging_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--order",
-                type=click.Choice(["id", "dateCreated", "dateModified"]),
+                type=click.Choice(ORDER_COLUMNS),
                 default="id",
                 show_default=True,
                 help="Column to order by.",
             ),
             click.option(
-                "--direction", type=click.Choice(["asc", "desc"]), default="asc", show_default=True
+                "--direction", type=click.Choice(DIRECTIONS), default="asc", show_default=True
             ),
+            click.option(
+                "--since", help="dateModified from this time (ISO 8601 or epoch seconds)."
+            ),
+            click.option("--since-operator", type=click.Choice(OPERATORS), help="Default gte."),
+            click.option("--until", help="dateModified up to this time."),
+            click.option("--until-operator", type=click.Choice(OPERATORS), help="Default lte."),
         ]
     ):
         func = option(func)
@@ -285,10 +291,6 @@ def item_group() -> None:
 @click.option("--register", "register_id", required=True, help="The register (registerId).")
 @click.option("--event-id", type=int)
 @click.option("--asset-id", type=int, help="Only items linked to this asset.")
-@click.option("--since", help="dateModified from this time (ISO 8601 or epoch seconds).")
-@click.option("--since-operator", type=click.Choice(OPERATORS), help="Default gte.")
-@click.option("--until", help="dateModified up to this time.")
-@click.option("--until-operator", type=click.Choice(OPERATORS), help="Default lte.")
 @click.option("--template/--no-template", default=None, help="Only templates, or none.")
 @click.option(
     "--cql", help="Query: field:value, field:*part*, field:~sounds, is:active, AND/OR/NOT, ()."
@@ -299,10 +301,6 @@ def item_list(
     register_id: str,
     event_id: int | None,
     asset_id: int | None,
-    since: str | None,
-    since_operator: str | None,
-    until: str | None,
-    until_operator: str | None,
     template: bool | None,
     cql: str | None,
     **paging: Any,
@@ -320,10 +318,6 @@ def item_list(
         registerId=register_id,
         eventId=event_id,
         assetId=asset_id,
-        since=since,
-        since_operator=since_operator,
-        until=until,
-        until_operator=until_operator,
         isTemplate=template,
         cql=cql,
         **paging,

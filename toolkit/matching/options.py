@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from toolkit import safejson
 from toolkit.errors import OptionError
-from toolkit.filters import FALSE_WORDS, TRUE_WORDS
+from toolkit.filters import FALSE_WORDS, TRUE_WORDS, parse_int, shown
 
 Mode = Literal["id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -103,11 +103,10 @@ def _boolean(name: str, value: Any) -> bool:
 def _integer(name: str, value: Any) -> int:
     if isinstance(value, bool):
         raise OptionError(f"option {name} is {value!r}; allowed: 1, 2, 3")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    raise OptionError(f"option {name} is {value!r}; allowed: 1, 2, 3")
+    try:
+        return parse_int(f"option {name}", value)
+    except OptionError:
+        raise OptionError(f"option {name} is {shown(value)}; allowed: 1, 2, 3") from None
 
 
 def _text(name: str, value: Any) -> str:
@@ -118,10 +117,7 @@ def _text(name: str, value: Any) -> str:
 
 def _object(name: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise OptionError(f"option {name} is {value!r}; it must be a JSON object") from None
+        value = safejson.loads(value, f"option {name}")
     if not isinstance(value, dict):
         raise OptionError(f"option {name} is {value!r}; it must be an object")
     return value

@@ -17,12 +17,13 @@ import pyarrow as pa
 import shapely
 
 from toolkit.errors import MatchingError, OptionError
+from toolkit.filters import shown
 from toolkit.matching import accuracy as accuracy_scale
 from toolkit.matching.geocoder import Geocoder, NoGeocoder
 from toolkit.matching.index import AssetIndex
 from toolkit.matching.modes import MODE_FUNCTIONS, ModeResult, QueryBatch
 from toolkit.matching.options import OUTPUTS, LookupOptions
-from toolkit.shapes import asset_json, geo_object, geo_objects
+from toolkit.shapes import asset_json, geo_object, geo_objects, geometry_from_geo
 
 RESULT_COLUMNS = (
     "reference",
@@ -281,16 +282,49 @@ def _candidates(index: AssetIndex, frames: list[pd.DataFrame], k: int) -> pd.Dat
 # --- the spec's response object ---------------------------------------------------------
 
 
-def queries_from_spec(items: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The POST body's ``query`` array (``[{code, str}, ...]``) as a queries frame."""
-    bad = [i for i, item in enumerate(items) if not isinstance(item, Mapping) or "str" not in item]
-    if bad:
-        raise MatchingError(
-            f"query items {bad[:5]} (0-based) have no 'str'; each item is {{code, str}}"
-        )
-    frame = pd.DataFrame({"query": pd.array([item["str"] for item in items], dtype="str")})
+QUERY_ITEM_FIELDS = ("code", "str", "geo")
+
+
+def queries_from_spec(items: Sequence[Any]) -> pd.DataFrame:
+    """The POST body's ``query`` array (``[{code, str}]`` or ``[{code, geo}]``) as queries.
+
+    ``code`` is the caller's reference (text or a number), ``str`` the text to look
+    up, ``geo`` a spec geo object (for mode ``geo``); an item needs ``str`` or ``geo``.
+    """
+    texts: list[str | None] = []
+    codes: list[Any] = []
+    geometries: list[Any] = []
+    for i, item in enumerate(items):
+        where = f"query[{i}]"
+        if not isinstance(item, Mapping):
+            raise MatchingError(
+                f"{where} is not an object; each item is {{code, str}} or {{code, geo}}"
+            )
+        unknown = sorted(set(item) - set(QUERY_ITEM_FIELDS))
+        if unknown:
+            raise MatchingError(
+                f"{where} has unknown field(s) {', '.join(unknown)}; known: "
+                + ", ".join(QUERY_ITEM_FIELDS)
+            )
+        text, code, geo = item.get("str"), item.get("code"), item.get("geo")
+        if text is None and geo is None:
+            raise MatchingError(f"{where} has neither 'str' (text to look up) nor 'geo'")
+        if text is not None and not isinstance(text, str):
+            raise MatchingError(f"{where}.str {shown(text)} is not text")
+        if code is not None and (
+            isinstance(code, bool)
+            or not isinstance(code, str | int | float)
+            or (isinstance(code, float) and not np.isfinite(code))
+        ):
+            raise MatchingError(f"{where}.code {shown(code)} is not text or a number")
+        texts.append(text)
+        codes.append(code)
+        geometries.append(None if geo is None else geometry_from_geo(geo, f"{where}.geo"))
+    frame = pd.DataFrame({"query": pd.array(texts, dtype="str")})
     if any("code" in item for item in items):
-        frame["reference"] = pd.Series([item.get("code") for item in items], dtype=object)
+        frame["reference"] = pd.Series(codes, dtype=object)
+    if any(g is not None for g in geometries):
+        frame["geometry"] = pd.Series(np.array(geometries, dtype=object), dtype=object)
     return frame
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import jwt
 
-from toolkit.errors import AuthenticationError
+from toolkit.errors import AuthenticationError, OptionError
+from toolkit.filters import parse_int
 
 TOKEN_TTL_S = 3600
 SECRET_NAME = "token-signing-key"
@@ -97,9 +98,19 @@ class TokenService:
             raise AuthenticationError("the access token is not valid for this site") from None
         if claims["site"] != site:
             raise AuthenticationError("the access token is not valid for this site")
+        # Claims we did not issue the way we issue them are a bad token (401), never a 500:
+        # ``sub`` and ``key`` are whole numbers, ``iat`` and ``exp`` numeric dates.
+        try:
+            claims["sub"] = parse_int("sub", claims["sub"], minimum=1)
+            if "key" in claims:
+                claims["key"] = parse_int("key", claims["key"], minimum=1)
+            exp = parse_int("exp", claims["exp"])
+            iat = parse_int("iat", claims["iat"])
+        except OptionError:
+            raise AuthenticationError("the access token is not valid for this site") from None
         now = self.clock_s()
-        if int(claims["exp"]) <= now:
+        if exp <= now:
             raise AuthenticationError("the access token has expired; authenticate again")
-        if int(claims["iat"]) > now + CLOCK_SKEW_S:
+        if iat > now + CLOCK_SKEW_S:
             raise AuthenticationError("the access token is not valid yet")
         return claims

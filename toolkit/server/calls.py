@@ -9,7 +9,6 @@ JSON; a ``Response`` is sent as it is; any exception becomes ``{status, message}
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from toolkit import safejson
 from toolkit.errors import AuthenticationError, OptionError, PermissionDeniedError
+from toolkit.filters import parse_int
 from toolkit.server.auth import bearer_token
 from toolkit.server.errors import ApiError, response_for
 from toolkit.server.limits import client_key
@@ -49,10 +50,7 @@ class Call:
         return dict(items)
 
     def path_int(self, name: str = "id") -> int:
-        value = self.request.path_params[name]
-        if not str(value).isdigit():
-            raise OptionError(f"{name} {value!r} is not a whole number")
-        return int(value)
+        return parse_int(name, str(self.request.path_params[name]), minimum=0)
 
     @property
     def local(self) -> LocalSite:
@@ -69,11 +67,16 @@ class Call:
             self._duty = self.local.duty_events(self.user["id"])
         return self._duty
 
-    def require_duty(self, event_id: int | None) -> None:
-        if event_id is None or int(event_id) not in self.duty():
+    def require_duty(self, event_id: object, name: str = "eventId") -> int:
+        """The event id (checked as ``name``: missing or malformed is 400), once on duty."""
+        if event_id in (None, ""):
+            raise OptionError(f"{name} is required: register data is kept within events")
+        number = parse_int(name, event_id, minimum=0)
+        if number not in self.duty():
             raise PermissionDeniedError(
-                f"reading or writing register data of event {event_id} needs duty in that event"
+                f"reading or writing register data of event {number} needs duty in that event"
             )
+        return number
 
 
 Handler = Callable[[Call], Any]
@@ -133,7 +136,7 @@ def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: b
         claims = state.tokens.verify(token, secret, call.site_name)
         # Per user and site, not per token string: a fresh token is not a fresh budget.
         state.limiter.check(f"user:{call.site_name}:{claims['sub']}")
-        call.user = call.site.api_user(int(claims["sub"]), claims.get("key"))
+        call.user = call.site.api_user(claims["sub"], claims.get("key"))
     site = call.site
     if site is None:
         return handler(call)
@@ -151,16 +154,10 @@ def client_of(request: Request) -> str:
 
 
 def parse_json(raw: bytes) -> Any:
+    """The request body as JSON, within the bounds of :mod:`toolkit.safejson` (else 400)."""
     if not raw.strip():
         raise OptionError("the request body is empty; a JSON object is expected")
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:
-        raise OptionError("the request body is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise OptionError(
-            f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    return safejson.loads(raw, "the request body")
 
 
 async def read_form(request: Request) -> dict[str, Any]:

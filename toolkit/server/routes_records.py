@@ -12,22 +12,21 @@ from typing import Any
 from starlette.routing import Route
 
 from toolkit.errors import OptionError
+from toolkit.filters import parse_int
 from toolkit.server.calls import Call, endpoint
 
 
 def list_items(call: Call) -> Any:
     params = call.params
-    event = params.get("eventId")
-    if event not in (None, ""):
-        call.require_duty(int(event) if event.isdigit() else None)
+    if "eventId" in params:
+        call.require_duty(params["eventId"])
         return call.local.list_items(params)
     return call.local.list_items(params, within_events=call.duty())
 
 
 def create_item(call: Call) -> Any:
     body = _object(call)
-    event = body.get("eventId")
-    call.require_duty(int(event) if str(event).isdigit() else None)
+    call.require_duty(body.get("eventId"))
     return call.local.create_item(body)
 
 
@@ -42,8 +41,7 @@ def _update_item(call: Call, *, replace: bool) -> Any:
     body = _object(call)
     call.require_duty(call.local.get_item(item_id)["eventId"])
     if body.get("eventId") is not None:
-        event = body["eventId"]
-        call.require_duty(int(event) if str(event).isdigit() else None)
+        call.require_duty(body["eventId"])
     if replace:
         return call.local.replace_item(item_id, body)
     return call.local.patch_item(item_id, body)
@@ -98,11 +96,12 @@ def patch_event(call: Call) -> Any:
 
 def list_audit_logs(call: Call) -> Any:
     params = call.params
-    if params.get("itemId", "").isdigit():
-        call.require_duty(call.local.get_item(int(params["itemId"]))["eventId"])
+    if "itemId" in params:
+        item_id = parse_int("itemId", params["itemId"], minimum=0)
+        call.require_duty(call.local.get_item(item_id)["eventId"])
         return call.local.list_audit_logs(params)
-    if params.get("eventId", "").isdigit():
-        call.require_duty(int(params["eventId"]))
+    if "eventId" in params:
+        call.require_duty(params["eventId"])
         return call.local.list_audit_logs(params)
     return call.local.list_audit_logs(params, within_events=call.duty())
 

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.routing import Route
 
 from toolkit.errors import OptionError
-from toolkit.filters import format_time
+from toolkit.filters import format_time, parse_int
 from toolkit.server.calls import Call, client_of, endpoint
 from toolkit.server.errors import ApiError
 
@@ -75,8 +75,7 @@ def import_command(call: Call) -> Any:
     mode = body.get("mode")
     if mode == "schedule":
         if body.get("importType") == "item":
-            event_id = body.get("eventId")
-            call.require_duty(int(event_id) if str(event_id).isdigit() else None)
+            call.require_duty(body.get("eventId"))
         return call.local.import_schedule(body)
     if mode == "status":
         unknown = sorted(set(body) - {"mode", "id"})
@@ -85,13 +84,7 @@ def import_command(call: Call) -> Any:
         job_id = body.get("id")
         if job_id is None:
             return call.local.import_status(None)
-        if (
-            isinstance(job_id, bool)
-            or not isinstance(job_id, int | str)
-            or not str(job_id).isdigit()
-        ):
-            raise OptionError(f"id {job_id!r} is not a process id (a whole number)")
-        return call.local.import_status(int(job_id))
+        return call.local.import_status(parse_int("id", job_id, minimum=0))
     raise OptionError(f"mode {mode!r} is not one of: {', '.join(IMPORT_MODES)}")
 
 
@@ -106,8 +99,7 @@ def report_command(call: Call) -> Any:
         params = body.get("params")
         if isinstance(params, dict) and params.get("eventId") is not None:
             # A report of an event's register items is register data: duty is needed.
-            event = params["eventId"]
-            call.require_duty(int(event) if str(event).isdigit() else None)
+            call.require_duty(params["eventId"], "parameter eventId")
         return site.report_run({k: v for k, v in body.items() if k != "mode"})
     if mode == "status":
         if "id" not in body:

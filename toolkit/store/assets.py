@@ -12,9 +12,9 @@ import pandas as pd
 import pyarrow as pa
 import shapely
 
-from toolkit.filters import Page
+from toolkit.filters import Page, TimeBound
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
-from toolkit.store.sql import Where, json_path, page_sql
+from toolkit.store.sql import Where, add_time_bound, json_path, page_sql
 
 ASSET_COLUMNS = {"id": "id", "code": "code", "name": "name", "type": "type"}
 METRES_PER_DEGREE = 111_320.0
@@ -204,6 +204,8 @@ class AssetStore:
         code: str | None = None,
         is_impacted: bool | None = None,
         near: tuple[float, float, float] | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
     ) -> tuple[list[sqlite3.Row], int]:
         """One page of the spec's asset search (4.7) and the size of the whole result.
 
@@ -230,6 +232,8 @@ class AssetStore:
             where.add("code = ?", code)
         if is_impacted is not None:
             where.add(f"{_IMPACTED} = ?", int(is_impacted))
+        add_time_bound(where, since)
+        add_time_bound(where, until)
         select = f"SELECT *, {_IMPACTED} AS impacted FROM asset WHERE "
         if near is None:
             total = self.connection.execute(

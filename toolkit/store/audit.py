@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Collection
 
-from toolkit.filters import Page
-from toolkit.store.sql import Where, page_sql
+from toolkit.filters import Page, TimeBound
+from toolkit.store.sql import Where, add_time_bound, page_sql
 
 
 class AuditStore:
@@ -30,8 +30,14 @@ class AuditStore:
         item_id: int | None = None,
         import_job_id: int | None = None,
         within_events: Collection[int] | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
     ) -> tuple[list[sqlite3.Row], int]:
-        """One page of entries; ``within_events`` keeps entries of those events or of none."""
+        """One page of entries; ``within_events`` keeps entries of those events or of none.
+
+        Entries never change, so their ``dateModified`` (for ``since``, ``until`` and
+        ``order``) is their ``dateCreated``.
+        """
         where = Where()
         where.add("site_id = ?", self.site_id)
         if within_events is not None:
@@ -45,10 +51,12 @@ class AuditStore:
             where.add("item_id = ?", item_id)
         if import_job_id is not None:
             where.add("import_job_id = ?", import_job_id)
+        add_time_bound(where, since, "date_created")
+        add_time_bound(where, until, "date_created")
         total = self.connection.execute(
             f"SELECT count(*) FROM audit_log WHERE {where.sql()}", where.params
         ).fetchone()[0]
-        tail, tail_params = page_sql(page)
+        tail, tail_params = page_sql(page, {"dateModified": "date_created"})
         rows = self.connection.execute(
             f"SELECT * FROM audit_log WHERE {where.sql()}{tail}", [*where.params, *tail_params]
         ).fetchall()

@@ -6,9 +6,9 @@ import json
 import sqlite3
 from collections.abc import Mapping
 
-from toolkit.filters import Page
+from toolkit.filters import Page, TimeBound
 from toolkit.store.records import Actor
-from toolkit.store.sql import Where, page_sql
+from toolkit.store.sql import Where, add_time_bound, page_sql
 
 EVENT_COLUMNS = (
     "name",
@@ -118,6 +118,8 @@ class EventStore:
         tag: str | None = None,
         is_template: bool | None = None,
         is_global: bool | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
     ) -> tuple[list[sqlite3.Row], int]:
         """One page of the spec's event search (4.8) and the size of the whole result."""
         where = Where()
@@ -154,6 +156,8 @@ class EventStore:
             where.add("is_template = ?", int(is_template))
         if is_global is not None:
             where.add("is_global = ?", int(is_global))
+        add_time_bound(where, since)
+        add_time_bound(where, until)
         total = self.connection.execute(
             f"SELECT count(*) FROM event WHERE {where.sql()}", where.params
         ).fetchone()[0]

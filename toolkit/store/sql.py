@@ -38,9 +38,12 @@ def add_time_bound(where: Where, bound: TimeBound | None, column: str = "date_mo
         where.add(f"{column} {_OPERATOR_SQL[bound.operator]} ?", bound.value_ms)
 
 
-def page_sql(page: Page) -> tuple[str, list[object]]:
-    """ORDER BY ... LIMIT ... OFFSET ... for ``page`` (id breaks ties so pages are stable)."""
-    column = _ORDER_SQL[page.order]
+def page_sql(page: Page, columns: Mapping[str, str] | None = None) -> tuple[str, list[object]]:
+    """ORDER BY ... LIMIT ... OFFSET ... for ``page`` (id breaks ties so pages are stable).
+
+    ``columns`` overrides the column of an order name (a table without ``date_modified``).
+    """
+    column = {**_ORDER_SQL, **(columns or {})}[page.order]
     direction = "DESC" if page.direction == "desc" else "ASC"
     order = f"{column} {direction}" if column == "id" else f"{column} {direction}, id {direction}"
     return f" ORDER BY {order} LIMIT ? OFFSET ?", [page.limit, page.offset]
