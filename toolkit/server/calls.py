@@ -24,6 +24,7 @@ from toolkit.server.errors import ApiError, response_for
 from toolkit.server.limits import client_key
 from toolkit.server.state import ServerState
 from toolkit.site import LocalSite
+from toolkit.visibility import Visibility
 
 
 @dataclass
@@ -68,6 +69,12 @@ class Call:
             assert self.user is not None
             self._duty = self.local.duty_events(self.user["id"])
         return self._duty
+
+    def visibility(self) -> Visibility:
+        """What the user may see in bulk reads (reports, import jobs): the events on duty
+        in, and only the user's own report instances."""
+        assert self.user is not None
+        return Visibility.of_user(self.user["username"], self.duty())
 
     def require_duty(self, event_id: int | None) -> None:
         if event_id is None or int(event_id) not in self.duty():
