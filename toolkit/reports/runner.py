@@ -206,7 +206,8 @@ class ReportRunner:
         gathered = definition.gather(self.store, typed, visible)
         # The events the snapshot drew on: those the parameters name when they name
         # some (the rows are theirs alone), else every visible one (None: every event).
-        drawn = sorted(scope) if scope and None not in scope else visible
+        narrowed = bool(scope) and None not in scope
+        drawn = sorted(scope) if narrowed else visible
         path = self.store.reports.snapshot_path(instance_id)
         with SnapshotWriter(path, gathered.spec) as writer:
             for frame in gathered.chunks:
@@ -223,7 +224,7 @@ class ReportRunner:
                 ),
                 *gathered.meta(snapshot),
             ]
-            if visible is not None:
+            if visible is not None and not narrowed:  # duty limited the rows: say so
                 listed = ", ".join(str(e) for e in sorted(visible)) or "none"
                 meta.append(
                     MetaEntry(
