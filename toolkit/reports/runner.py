@@ -183,7 +183,9 @@ class ReportRunner:
                 code = 403 if isinstance(exc, PermissionDeniedError) else 400
             else:
                 log.exception("report instance %s failed", row["id"])
-                reason, code = f"internal error: {type(exc).__name__}: {exc}", 500
+                # The exception's text can name files; it goes to the log only.
+                reason = f"internal error ({type(exc).__name__}); the log has the details"
+                code = 500
             self.store.reports.fail(row["id"], reason=reason, code=code, time_taken=taken)
             return self._instance(row["id"])
         taken = time.perf_counter() - started
