@@ -189,7 +189,7 @@ class LocalSite(SiteWrites, SiteAdmin):
             return [
                 job_object(row)
                 for row in self.store.jobs.all()
-                if all(visibility.sees(e) for e in job_events(row))
+                if visibility.covers(job_events(row))
             ]
         row = self.store.jobs.get(job_id)
         if row is None:

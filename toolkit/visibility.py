@@ -9,7 +9,7 @@ API user's duty and hands it to the methods that read register data in bulk
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,19 +41,19 @@ class Visibility:
             return True
         return event_id is not None and int(event_id) in self.events
 
-    def covers(self, events: Collection[int] | None) -> bool:
-        """Whether every event of ``events`` is visible; None stands for every event."""
-        if self.events is None:
-            return True
-        return events is not None and all(self.sees(e) for e in events)
+    def covers(self, events: Iterable[int | None]) -> bool:
+        """Whether every event of ``events`` is visible."""
+        return all(self.sees(e) for e in events)
 
     def require(self, events: Iterable[int | None], what: str, advice: str = "") -> None:
         """Refuse (403) unless every event of ``events`` is visible; ``what`` names the read."""
         hidden = sorted({e for e in events if not self.sees(e)}, key=lambda e: (e is None, e))
         if hidden:
             named = ", ".join("unknown" if e is None else str(e) for e in hidden)
+            events_named, that = ("event", "that event") if len(hidden) == 1 else ("events", "each")
             raise PermissionDeniedError(
-                f"{what} is register data of event {named}; it needs duty in that event{advice}"
+                f"{what} is register data of {events_named} {named}; it needs duty in {that}"
+                + advice
             )
 
     def owns(self, user_id: str | None) -> bool:
