@@ -33,6 +33,7 @@ from toolkit.site_admin import SiteAdmin
 from toolkit.site_index import IndexCache
 from toolkit.site_writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
+from toolkit.visibility import EVERYTHING, Visibility, job_events
 
 if TYPE_CHECKING:
     from toolkit.matching import AssetIndex
@@ -177,13 +178,25 @@ class LocalSite(SiteWrites, SiteAdmin):
         resolved = resolve(index, queries_from_spec(queries), options)
         return to_spec_result(index, resolved, output)
 
-    def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]:
-        """One job (spec 2.7), or with no id a summary of every job of the site."""
+    def import_status(
+        self, job_id: int | None = None, *, visibility: Visibility = EVERYTHING
+    ) -> dict[str, Any] | list[dict[str, Any]]:
+        """One job (spec 2.7), or with no id a summary of every job of the site.
+
+        An item job's record holds rows of its event (the first errors with their
+        values), so one is refused (403), and left out of the summary, unless
+        ``visibility`` sees its event.
+        """
         if job_id is None:
-            return [job_object(row) for row in self.store.jobs.all()]
+            return [
+                job_object(row)
+                for row in self.store.jobs.all()
+                if visibility.covers(job_events(row))
+            ]
         row = self.store.jobs.get(job_id)
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist")
+        visibility.require(job_events(row), f"import job {job_id}")
         return job_object(row)
 
     # --- events and registers -----------------------------------------------------------
@@ -418,20 +431,25 @@ class LocalSite(SiteWrites, SiteAdmin):
 
     # --- reports ------------------------------------------------------------------------
 
-    def _reports(self) -> ReportRunner:
-        return ReportRunner(self.store, user_id=self.user_id)
+    # ``visibility``: what the caller sees (``toolkit serve`` gives an API user's duty and
+    # own instances); runs are refused or filtered by it, instances read only within it.
+
+    def _reports(self, visibility: Visibility = EVERYTHING) -> ReportRunner:
+        return ReportRunner(self.store, user_id=self.user_id, visibility=visibility)
 
     def report_list(self) -> list[dict[str, Any]]:
         """The catalogue: each report's id, name, description, parameters and chart."""
         return self._reports().describe()
 
-    def report_run(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def report_run(
+        self, body: Mapping[str, Any], *, visibility: Visibility = EVERYTHING
+    ) -> dict[str, Any]:
         """The spec's ``run``: queue an instance and hand it to the report executor."""
         with self.lock:
-            instance_id = self._reports().queue(body)
+            instance_id = self._reports(visibility).queue(body)
             scheduled = self.store.reports.get(instance_id)["result"]
         owner = self.report_executor(
-            ReportTask(self.db.path, self.store.name, instance_id, self.user_id)
+            ReportTask(self.db.path, self.store.name, instance_id, self.user_id, visibility)
         )
         if owner is not None:
             with self.lock:
@@ -442,19 +460,32 @@ class LocalSite(SiteWrites, SiteAdmin):
         """Execute a queued instance in this process (what a worker does); the instance."""
         return self._reports().execute(parse_int("id", str(instance_id)))
 
-    def report_status(self, instance_id: int | str) -> dict[str, Any]:
+    def report_status(
+        self, instance_id: int | str, *, visibility: Visibility = EVERYTHING
+    ) -> dict[str, Any]:
         """The spec's ``status``: the instance object (2.8)."""
         with self.lock:
-            return self._reports().status(instance_id)
+            return self._reports(visibility).status(instance_id)
 
-    def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]:
+    def report_fetch(
+        self, instance_id: int | str, format: str = "json", *, visibility: Visibility = EVERYTHING
+    ) -> dict[str, Any]:
         """The spec's ``fetch``: the instance plus ``contents`` (+ ``format`` unless JSON)."""
         with self.lock:
-            return self._reports().fetch(instance_id, format, schema_base_url=self.schema_base_url)
+            return self._reports(visibility).fetch(
+                instance_id, format, schema_base_url=self.schema_base_url
+            )
 
-    def report_write(self, instance_id: int | str, format: str, out: BinaryIO) -> dict[str, Any]:
+    def report_write(
+        self,
+        instance_id: int | str,
+        format: str,
+        out: BinaryIO,
+        *,
+        visibility: Visibility = EVERYTHING,
+    ) -> dict[str, Any]:
         """Stream the contents, as the file itself, to ``out``; returns the instance."""
         with self.lock:
-            return self._reports().write(
+            return self._reports(visibility).write(
                 instance_id, format, out, schema_base_url=self.schema_base_url
             )

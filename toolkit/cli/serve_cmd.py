@@ -62,7 +62,7 @@ from toolkit.cli.context import note, output_options, settings
     type=click.IntRange(1, 64),
     default=2,
     show_default=True,
-    help="Import jobs and report runs running at once in the background.",
+    help="Import jobs, and report runs, each at most this many at once in the background.",
 )
 @click.option(
     "--base-url",

@@ -1,8 +1,10 @@
 """The built-in reports. Ids are stable: scripts and schedules name reports by them.
 
 1 register items of an event, 2 impacted assets, 3 import jobs, 4 asset-matching
-quality of an import, 5 audit log. Rows are gathered set-wise by the store;
-metadata is computed on the finished snapshot's columns.
+quality of an import, 5 audit log. Rows are gathered set-wise by the store, only of
+the events the caller sees (items, impacted assets' items, item jobs, audit entries of
+an event); parameters naming an event (an item's, an import job's) are each report's
+``scope``. Metadata is computed on the finished snapshot's columns.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from toolkit.reports.catalogue import (
     Param,
     ReportDefinition,
 )
+from toolkit.visibility import job_events
 
 if TYPE_CHECKING:
     from toolkit.reports.snapshot import Snapshot
@@ -86,7 +89,13 @@ ITEM_RENAMES = {
 }
 
 
-def _register_items(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
+def _event_scope(_store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
+    return set() if params["eventId"] is None else {params["eventId"]}
+
+
+def _register_items(
+    store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
+) -> Gathered:
     event_id = params["eventId"]
     if store.events.get(event_id) is None:
         raise NotFoundError(f"parameter eventId {event_id}: event {event_id} does not exist")
@@ -122,6 +131,7 @@ def _register_items(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
         created_from=params["dateFrom"],
         created_to=params["dateTo"],
         is_template=params["isTemplate"],
+        within_events=within,
     )
 
     def meta(snapshot: Snapshot) -> list[MetaEntry]:
@@ -178,12 +188,17 @@ def _with_location(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         )
 
 
-def _impacted_assets(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
+def _impacted_assets(
+    store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
+) -> Gathered:
     event_id = params["eventId"]
     if event_id is not None and store.events.get(event_id) is None:
         raise NotFoundError(f"parameter eventId {event_id}: event {event_id} does not exist")
     chunks = store.reports.impacted_asset_rows(
-        event_id=event_id, register_id=params["registerId"], asset_type=params["type"]
+        event_id=event_id,
+        register_id=params["registerId"],
+        asset_type=params["type"],
+        within_events=within,
     )
     active_assets = store.reports.active_asset_count(params["type"])
 
@@ -227,9 +242,11 @@ JOB_FIELDS = (
 )
 
 
-def _import_jobs(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
+def _import_jobs(
+    store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
+) -> Gathered:
     chunks = store.reports.import_job_rows(
-        status=params["status"], import_type=params["importType"]
+        status=params["status"], import_type=params["importType"], within_events=within
     )
     renames = {
         "import_type": "importType",
@@ -276,7 +293,15 @@ MATCHING_FIELDS = (
 )
 
 
-def _matching_quality(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
+def _job_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
+    job = store.jobs.get(params["jobId"])
+    return set() if job is None else job_events(job)
+
+
+def _matching_quality(
+    store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
+) -> Gathered:
+    # Its rows are one job's, so the job's event (scope) is all there is to check.
     job_id = params["jobId"]
     job = store.jobs.get(job_id)
     if job is None:
@@ -335,7 +360,23 @@ AUDIT_FIELDS = (
 )
 
 
-def _audit_log(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
+def _audit_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
+    """The event asked for, and those of the item and the import job asked for."""
+    events = _event_scope(store, params)
+    if params["itemId"] is not None:
+        item = store.items.get(params["itemId"])
+        if item is not None:
+            events.add(item["event_id"])
+    if params["importJobId"] is not None:
+        job = store.jobs.get(params["importJobId"])
+        if job is not None:
+            events |= job_events(job)
+    return events
+
+
+def _audit_log(
+    store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
+) -> Gathered:
     chunks = store.reports.audit_rows(
         event_id=params["eventId"],
         item_id=params["itemId"],
@@ -344,6 +385,7 @@ def _audit_log(store: SiteStore, params: Mapping[str, Any]) -> Gathered:
         action=params["action"],
         created_from=params["dateFrom"],
         created_to=params["dateTo"],
+        within_events=within,
     )
     renames = {
         "date_created": "dateCreated",
@@ -390,6 +432,7 @@ CATALOGUE = Catalogue(
             ),
             _register_items,
             Chart("bars", "Items per status", "status"),
+            _event_scope,
         ),
         ReportDefinition(
             2,
@@ -402,6 +445,7 @@ CATALOGUE = Catalogue(
             ),
             _impacted_assets,
             Chart("map", "Impacted assets"),
+            _event_scope,
         ),
         ReportDefinition(
             3,
@@ -421,6 +465,7 @@ CATALOGUE = Catalogue(
             (Param("jobId", "Import job", "integer", required=True),),
             _matching_quality,
             Chart("bars", "Rows per matching mode", "mode"),
+            _job_scope,
         ),
         ReportDefinition(
             5,
@@ -436,6 +481,7 @@ CATALOGUE = Catalogue(
             ),
             _audit_log,
             Chart("bars", "Entries per action", "action"),
+            _audit_scope,
         ),
     )
 )

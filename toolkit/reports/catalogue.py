@@ -1,8 +1,11 @@
 """What a report is: its row fields, its typed parameters, how it gathers rows.
 
-A report definition is data plus one ``gather`` function. Parameters arrive as
-JSON values or command-line text and are checked here, so every face (CLI,
-server, Python) refuses the same bad values with the same message.
+A report definition is data plus a ``gather`` function and a ``scope`` function.
+Parameters arrive as JSON values or command-line text and are checked here, so
+every face (CLI, server, Python) refuses the same bad values with the same message.
+``scope`` names the events whose register data the parameters ask for (refused
+unless the caller sees them); ``gather`` keeps only rows of the events the caller
+sees, so a report without such parameters is filtered, never refused.
 """
 
 from __future__ import annotations
@@ -131,7 +134,15 @@ class MetaEntry:
         return {"key": self.key, "label": self.label, "value": self.value, "display": self.display}
 
 
-Gather = Callable[["SiteStore", Mapping[str, Any]], Gathered]
+# (store, typed parameters, the events the caller sees or None for all) -> the rows.
+Gather = Callable[["SiteStore", Mapping[str, Any], "frozenset[int] | None"], Gathered]
+# (store, typed parameters) -> the events whose register data the parameters name
+# (None: an event not known, e.g. an item job without one).
+Scope = Callable[["SiteStore", Mapping[str, Any]], "set[int | None]"]
+
+
+def no_scope(_store: SiteStore, _params: Mapping[str, Any]) -> set[int | None]:
+    return set()
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,7 @@ class ReportDefinition:
     params: tuple[Param, ...]
     gather: Gather
     chart: Chart | None = None
+    scope: Scope = no_scope
 
     def parse_params(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
         """Typed parameters with defaults filled; unknown, missing or bad ones are errors."""

@@ -2,32 +2,40 @@
 
 An executor is called with a :class:`ReportTask` right after the instance is
 queued. It may run the task before returning (:func:`inline_executor`), in a
-thread (:class:`ThreadExecutor`, for a server), or in a detached process that
-outlives the caller (:class:`DetachedProcessExecutor`, for a command line that
-returns at once). It returns the id of the process that now owns the instance,
-when that is another process, so crash recovery watches the right process.
+bounded pool of threads (:class:`ThreadExecutor`, for a server: runs beyond the
+pool wait, visibly QUEUED), or in a detached process that outlives the caller
+(:class:`DetachedProcessExecutor`, for a command line that returns at once). It
+returns the id of the process that now owns the instance, when that is another
+process, so crash recovery watches the right process.
 """
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.store import Database, SiteStore
+from toolkit.visibility import EVERYTHING, Visibility
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ReportTask:
-    """A queued instance, by the site file and site that hold it."""
+    """A queued instance, by the site file and site that hold it, and what its caller sees."""
 
     path: Path
     site: str
     instance_id: int
     user_id: str | None = None
+    visibility: Visibility = EVERYTHING
 
 
 ReportExecutor = Callable[[ReportTask], int | None]
@@ -39,7 +47,9 @@ def run_task(task: ReportTask) -> None:
 
     with Database(task.path) as db:
         store = SiteStore(db, task.site, create=False)
-        ReportRunner(store, user_id=task.user_id).execute(task.instance_id)
+        ReportRunner(store, user_id=task.user_id, visibility=task.visibility).execute(
+            task.instance_id
+        )
 
 
 def inline_executor(task: ReportTask) -> None:
@@ -47,22 +57,38 @@ def inline_executor(task: ReportTask) -> None:
     run_task(task)
 
 
-class ThreadExecutor:
-    """Run each report in a daemon thread of this process; :meth:`join` waits for them."""
+def _run_logged(task: ReportTask) -> None:
+    try:
+        run_task(task)
+    except Exception:  # a pool thread has no caller to tell; the instance stays as it was
+        log.exception("report instance %s could not be run", task.instance_id)
 
-    def __init__(self) -> None:
-        self.threads: list[threading.Thread] = []
+
+class ThreadExecutor:
+    """Run reports in a pool of ``workers`` threads of this process, so a burst of runs
+    never runs more at once; the others wait in order, their instances QUEUED."""
+
+    def __init__(self, workers: int = 2) -> None:
+        if workers < 1:
+            raise ValueError(f"workers {workers} must be at least 1")
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="report")
+        self._futures: list[Future[None]] = []
+        self._lock = threading.Lock()
 
     def __call__(self, task: ReportTask) -> None:
-        thread = threading.Thread(
-            target=run_task, args=(task,), name=f"report-{task.instance_id}", daemon=True
-        )
-        thread.start()
-        self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+        future = self.pool.submit(_run_logged, task)
+        with self._lock:
+            self._futures = [f for f in self._futures if not f.done()] + [future]
 
     def join(self, timeout: float | None = None) -> None:
-        for thread in self.threads:
-            thread.join(timeout)
+        """Wait (at most ``timeout`` seconds) for every run handed over so far."""
+        with self._lock:
+            pending = list(self._futures)
+        wait_all(pending, timeout)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Let running and queued runs finish (``wait``), then stop the threads."""
+        self.pool.shutdown(wait=wait, cancel_futures=not wait)
 
 
 class DetachedProcessExecutor:
@@ -75,6 +101,9 @@ class DetachedProcessExecutor:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def __call__(self, task: ReportTask) -> int:
+        if not task.visibility.everything:
+            # The worker acts for the operator; a run limited by duty runs in-process.
+            raise ValueError("a detached report worker cannot run a run limited by duty")
         command = [
             self.python,
             "-m",

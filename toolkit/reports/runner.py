@@ -4,6 +4,13 @@
 whatever thread or process an executor chose) moves it to RUNNING, gathers the
 rows into a Parquet snapshot, computes the metadata and marks it COMPLETED, or
 FAILED with the reason. Rendering reads only the snapshot and the instance.
+
+Every step acts for one :class:`~toolkit.visibility.Visibility`. A run is refused
+(403) when its parameters name an event the caller does not see, and its rows are
+only those of the events the caller sees; the instance's header records which events
+the snapshot drew on. Reading an instance (status, fetch, a repeat run) needs it to
+be the caller's own (else 404, as if absent) and, since a snapshot is made once, every
+event it drew on still visible (else 403: run it again).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, BinaryIO, Literal, get_args
 
-from toolkit.errors import NotFoundError, OptionError, ToolkitError
+from toolkit.errors import NotFoundError, OptionError, PermissionDeniedError, ToolkitError
 from toolkit.filters import format_time, parse_int
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
@@ -28,6 +35,7 @@ from toolkit.reports.schema import schema_url
 from toolkit.reports.snapshot import Snapshot, SnapshotWriter
 from toolkit.reports.xlsx_file import write_xlsx
 from toolkit.store import SiteStore
+from toolkit.visibility import EVERYTHING, Visibility
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +76,12 @@ class ReportRunner:
         store: SiteStore,
         *,
         user_id: str | None = None,
+        visibility: Visibility = EVERYTHING,
         catalogue: Catalogue = CATALOGUE,
     ) -> None:
         self.store = store
         self.user_id = user_id
+        self.visibility = visibility
         self.catalogue = catalogue
 
     # --- queueing -------------------------------------------------------------------------
@@ -92,11 +102,13 @@ class ReportRunner:
             definition = self.catalogue.get(body["reportId"])
             raw = dict(overrides)
         else:
-            previous = self._row(body["reportInstanceId"], "reportInstanceId")
+            # Only the caller's own instance; its parameters are checked anew below.
+            previous = self._own_row(body["reportInstanceId"], "reportInstanceId")
             definition = self.catalogue.get(previous["report_id"])
             raw = {**json.loads(previous["params"] or "{}"), **overrides}
         raw = {k: v for k, v in raw.items() if v is not None}
         typed = definition.parse_params(raw)
+        self._require_scope(definition, typed, f"report {definition.id} ({definition.name})")
         return self.store.reports.create(
             report_id=definition.id,
             params=definition.params_json(typed),
@@ -111,6 +123,44 @@ class ReportRunner:
             raise NotFoundError(f"report instance {number} does not exist")
         return row
 
+    def _own_row(self, instance_id: Any, name: str = "id") -> Any:
+        """The instance, when it is the caller's; another user's is not found (404), so
+        instance ids tell nothing of other users' runs."""
+        row = self._row(instance_id, name)
+        if not self.visibility.owns(row["user_id"]):
+            raise NotFoundError(f"report instance {row['id']} does not exist")
+        return row
+
+    def _readable(self, instance_id: Any, name: str = "id") -> Any:
+        """The caller's own instance, when the caller still sees every event it draws on:
+        those its snapshot drew on once COMPLETED, else those its parameters name."""
+        row = self._own_row(instance_id, name)
+        if self.visibility.everything:
+            return row
+        what = f"report instance {row['id']}"
+        if row["status"] == "COMPLETED":
+            drawn = json.loads(row["header"]).get("visibility")
+            if drawn is None:
+                raise PermissionDeniedError(
+                    f"{what} was made from the register data of every event; only the "
+                    "site's operator sees it"
+                )
+            again = f"; run it again with reportInstanceId {row['id']}"
+            self.visibility.require(drawn, what, again)
+        else:
+            definition = self.catalogue.get(row["report_id"])
+            typed = definition.parse_params(json.loads(row["params"] or "{}"))
+            self._require_scope(definition, typed, what)
+        return row
+
+    def _require_scope(
+        self, definition: ReportDefinition, typed: Mapping[str, Any], what: str
+    ) -> set[int | None]:
+        """The events the parameters name; refused (403) unless the caller sees them all."""
+        events = definition.scope(self.store, typed)
+        self.visibility.require(events, what)
+        return events
+
     # --- executing ------------------------------------------------------------------------
 
     def execute(self, instance_id: int) -> dict[str, Any]:
@@ -121,7 +171,7 @@ class ReportRunner:
         """
         row = self._row(instance_id)
         if not self.store.reports.start(row["id"]):
-            return self.status(row["id"])
+            return self._instance(row["id"])
         started = time.perf_counter()
         try:
             definition = self.catalogue.get(row["report_id"])
@@ -129,12 +179,15 @@ class ReportRunner:
         except Exception as exc:  # every failure ends the instance, never the worker
             taken = time.perf_counter() - started
             if isinstance(exc, ToolkitError):
-                reason, code = str(exc), 400
+                reason = str(exc)
+                code = 403 if isinstance(exc, PermissionDeniedError) else 400
             else:
                 log.exception("report instance %s failed", row["id"])
-                reason, code = f"internal error: {type(exc).__name__}: {exc}", 500
+                # The exception's text can name files; it goes to the log only.
+                reason = f"internal error ({type(exc).__name__}); the log has the details"
+                code = 500
             self.store.reports.fail(row["id"], reason=reason, code=code, time_taken=taken)
-            return self.status(row["id"])
+            return self._instance(row["id"])
         taken = time.perf_counter() - started
         self.store.reports.complete(
             row["id"],
@@ -143,13 +196,20 @@ class ReportRunner:
             header=header,
             result=f"completed: {rows:,} rows in {taken:.2f} s",
         )
-        return self.status(row["id"])
+        return self._instance(row["id"])
 
     def _snapshot(
         self, instance_id: int, definition: ReportDefinition, params: Mapping[str, Any]
     ) -> tuple[dict[str, Any], int]:
         typed = definition.parse_params(params)
-        gathered = definition.gather(self.store, typed)
+        # Checked again here: duty can end between queueing and running.
+        scope = self._require_scope(definition, typed, f"report instance {instance_id}")
+        visible = self.visibility.events
+        gathered = definition.gather(self.store, typed, visible)
+        # The events the snapshot drew on: those the parameters name when they name
+        # some (the rows are theirs alone), else every visible one (None: every event).
+        narrowed = bool(scope) and None not in scope
+        drawn = sorted(scope) if narrowed else visible
         path = self.store.reports.snapshot_path(instance_id)
         with SnapshotWriter(path, gathered.spec) as writer:
             for frame in gathered.chunks:
@@ -166,6 +226,16 @@ class ReportRunner:
                 ),
                 *gathered.meta(snapshot),
             ]
+            if visible is not None and not narrowed:  # duty limited the rows: say so
+                listed = ", ".join(str(e) for e in sorted(visible)) or "none"
+                meta.append(
+                    MetaEntry(
+                        "dutyEvents",
+                        "Only register data of the events on duty in",
+                        sorted(visible),
+                        listed,
+                    )
+                )
             rows = snapshot.row_count
         chart = definition.chart
         header = {
@@ -176,16 +246,21 @@ class ReportRunner:
             "chart": None
             if chart is None
             else {"kind": chart.kind, "title": chart.title, "key": chart.key},
+            # Not part of the contents: who may read them (see _readable).
+            "visibility": None if drawn is None else [int(e) for e in drawn],
         }
         return header, rows
 
     # --- reading --------------------------------------------------------------------------
 
-    def status(self, instance_id: Any) -> dict[str, Any]:
+    def _instance(self, instance_id: int) -> dict[str, Any]:
         return instance_object(self._row(instance_id), self.catalogue)
 
+    def status(self, instance_id: Any) -> dict[str, Any]:
+        return instance_object(self._readable(instance_id), self.catalogue)
+
     def _completed(self, instance_id: Any) -> tuple[Any, dict[str, Any], Snapshot]:
-        row = self._row(instance_id)
+        row = self._readable(instance_id)
         if row["status"] != "COMPLETED":
             raise OptionError(
                 f"report instance {row['id']} is {row['status']}; only a COMPLETED run has "
@@ -196,7 +271,7 @@ class ReportRunner:
         path = self.store.reports.snapshot_path(row["id"])
         if not path.exists():
             raise NotFoundError(
-                f"report instance {row['id']}: its snapshot {path} is gone; run it again "
+                f"report instance {row['id']}: its snapshot is gone; run it again "
                 f"with reportInstanceId {row['id']}"
             )
         return row, header, Snapshot(path, spec)

@@ -25,6 +25,7 @@ from toolkit.server.errors import ApiError, response_for
 from toolkit.server.limits import client_key
 from toolkit.server.state import ServerState
 from toolkit.site import LocalSite
+from toolkit.visibility import Visibility
 
 
 @dataclass
@@ -66,6 +67,12 @@ class Call:
             assert self.user is not None
             self._duty = self.local.duty_events(self.user["id"])
         return self._duty
+
+    def visibility(self) -> Visibility:
+        """What the user may see in bulk reads (reports, import jobs): the events on duty
+        in, and only the user's own report instances."""
+        assert self.user is not None
+        return Visibility.of_user(self.user["username"], self.duty())
 
     def require_duty(self, event_id: object, name: str = "eventId") -> int:
         """The event id (checked as ``name``: missing or malformed is 400), once on duty."""

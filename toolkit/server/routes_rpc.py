@@ -83,35 +83,43 @@ def import_command(call: Call) -> Any:
             raise OptionError(f"unknown field(s) {', '.join(unknown)} for mode status; known: id")
         job_id = body.get("id")
         if job_id is None:
-            return call.local.import_status(None)
-        return call.local.import_status(parse_int("id", job_id, minimum=0))
+            return call.local.import_status(None, visibility=call.visibility())
+        return call.local.import_status(
+            parse_int("id", job_id, minimum=0), visibility=call.visibility()
+        )
     raise OptionError(f"mode {mode!r} is not one of: {', '.join(IMPORT_MODES)}")
 
 
 def report_command(call: Call) -> Any:
-    """4.5: ``run`` queues a report instance (it runs in the background), ``status``, ``fetch``."""
+    """4.5: ``run`` queues a report instance (it runs in the background), ``status``, ``fetch``.
+
+    Each acts for the user's visibility: runs are refused when their parameters name an
+    event off duty and hold only rows of events on duty; instances are the user's own.
+    """
     body = _body_object(call)
     mode = body.get("mode")
     site = call.local
     if not hasattr(site, "report_run"):
         raise ApiError(501, "reports are not available in this build of the toolkit")
     if mode == "run":
-        params = body.get("params")
-        if isinstance(params, dict) and params.get("eventId") is not None:
-            # A report of an event's register items is register data: duty is needed.
-            call.require_duty(params["eventId"], "parameter eventId")
-        return site.report_run({k: v for k, v in body.items() if k != "mode"})
+        return site.report_run(
+            {k: v for k, v in body.items() if k != "mode"}, visibility=call.visibility()
+        )
     if mode == "status":
         if "id" not in body:
             raise OptionError("id is required: the report instance id")
-        return site.report_status(body["id"])
+        return site.report_status(body["id"], visibility=call.visibility())
     if mode == "fetch":
         # $schema points at this server: the configured URL, else the one the client used.
         base = call.state.settings.base_url or str(call.request.base_url)
         site.schema_base_url = base.rstrip("/")  # type: ignore[attr-defined]
         if "reportInstanceId" not in body:
             raise OptionError("reportInstanceId is required")
-        return site.report_fetch(body["reportInstanceId"], str(body.get("format", "json")))
+        return site.report_fetch(
+            body["reportInstanceId"],
+            str(body.get("format", "json")),
+            visibility=call.visibility(),
+        )
     raise OptionError(f"mode {mode!r} is not one of: {', '.join(REPORT_MODES)}")
 
 

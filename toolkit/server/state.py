@@ -47,7 +47,7 @@ class ServerSettings:
     max_head_bytes: int = 16 * 1024  # request line plus headers
     forwarded_allow_ips: str | None = None  # peers whose X-Forwarded-For/-Proto are believed
     token_ttl_s: int = TOKEN_TTL_S
-    workers: int = 2  # background import jobs and report runs at once
+    workers: int = 2  # background import jobs at once, and report runs at once
     rule_paths: tuple[str | Path, ...] = ()
     # Epoch milliseconds, the store's clock type; injected by tests to expire tokens.
     clock: Callable[[], int] = field(default=now_ms)
@@ -108,7 +108,7 @@ class ServerState:
         self.logins = LoginBackoff(settings.login_backoff, self.clock_s)
         self.index_cache = IndexCache()
         self.imports = ThreadPoolImportExecutor(settings.workers)
-        self.reports: Any = _report_executor()
+        self.reports: Any = _report_executor(settings.workers)
         self.sites = SitePool(store_path, self._configure)
 
     def _configure(self, site: LocalSite) -> None:
@@ -142,18 +142,18 @@ class ServerState:
     def shutdown(self) -> None:
         """Let background jobs finish, then close every connection."""
         self.imports.shutdown(wait=True)
-        if self.reports is not None and hasattr(self.reports, "join"):
-            self.reports.join()
+        if self.reports is not None:
+            self.reports.shutdown(wait=True)
         self.sites.close()
 
 
-def _report_executor() -> Any:
-    """The reports' thread executor, when the reports package is present."""
+def _report_executor(workers: int) -> Any:
+    """The reports' pool of ``workers`` threads, when the reports package is present."""
     try:
         from toolkit.reports import ThreadExecutor  # type: ignore[import-not-found]
     except ImportError:
         return None
-    return ThreadExecutor()
+    return ThreadExecutor(workers)
 
 
 __all__ = ["ServerSettings", "ServerState", "SitePool", "run_import_task"]

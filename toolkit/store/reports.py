@@ -12,7 +12,7 @@ import json
 import os
 import socket
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +23,18 @@ from toolkit.store.sql import Where, json_path
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
 CHUNK_ROWS = 50_000
+
+
+def _within(
+    where: Where, column: str, events: Collection[int] | None, *, or_null: bool = False
+) -> None:
+    """Keep rows whose ``column`` is one of ``events`` (a caller's duty; None: any event),
+    and with ``or_null`` rows of no event too."""
+    if events is None:
+        return
+    marks = ", ".join("?" * len(events))
+    clause = f"{column} IN ({marks})"
+    where.add(f"{column} IS NULL OR {clause}" if or_null else clause, *sorted(events))
 
 
 class ReportStore:
@@ -139,12 +151,15 @@ class ReportStore:
         created_from: int | None,
         created_to: int | None,
         is_template: bool | None,
+        within_events: Collection[int] | None = None,
     ) -> Iterator[pd.DataFrame]:
         """Items of an event with their asset's name; each register field as a column
-        ``f0, f1, ...`` (in ``register_fields`` order), else the fields as JSON text."""
+        ``f0, f1, ...`` (in ``register_fields`` order), else the fields as JSON text.
+        ``within_events``, here and below: only register data of these events."""
         where = Where()
         where.add("i.site_id = ?", self.site_id)
         where.add("i.event_id = ?", event_id)
+        _within(where, "i.event_id", within_events)
         if register_id is not None:
             where.add("i.register_id = ?", register_id)
         if status == "active":
@@ -173,13 +188,20 @@ class ReportStore:
         return self._chunks(sql, [*extract_params, *where.params])
 
     def impacted_asset_rows(
-        self, *, event_id: int | None, register_id: str | None, asset_type: str | None
+        self,
+        *,
+        event_id: int | None,
+        register_id: str | None,
+        asset_type: str | None,
+        within_events: Collection[int] | None = None,
     ) -> Iterator[pd.DataFrame]:
-        """Assets with active items (spec 2.2 "impacted"), with counts and geometry (WKB)."""
+        """Assets with active items (spec 2.2 "impacted"), with counts and geometry (WKB);
+        only the items of ``within_events`` count."""
         join = Where()
         join.add("i.asset_id = a.id")
         join.add("i.site_id = a.site_id")
         join.add("i.status > 0")
+        _within(join, "i.event_id", within_events)
         if event_id is not None:
             join.add("i.event_id = ?", event_id)
         if register_id is not None:
@@ -210,11 +232,20 @@ class ReportStore:
         )
 
     def import_job_rows(
-        self, *, status: str | None, import_type: str | None
+        self,
+        *,
+        status: str | None,
+        import_type: str | None,
+        within_events: Collection[int] | None = None,
     ) -> Iterator[pd.DataFrame]:
-        """Import jobs with the counts of their summaries."""
+        """Import jobs with the counts of their summaries; with ``within_events``, item
+        jobs only of those events (an item job's rows are its event's register data)."""
         where = Where()
         where.add("site_id = ?", self.site_id)
+        if within_events is not None:
+            item_job = Where()
+            _within(item_job, "json_extract(params, '$.eventId')", within_events)
+            where.add(f"import_type != 'item' OR ({item_job.sql()})", *item_job.params)
         if status is not None:
             where.add("status = ?", status)
         if import_type is not None:
@@ -255,9 +286,12 @@ class ReportStore:
         action: str | None,
         created_from: int | None,
         created_to: int | None,
+        within_events: Collection[int] | None = None,
     ) -> Iterator[pd.DataFrame]:
+        """Audit entries; with ``within_events`` those of these events or of no event."""
         where = Where()
         where.add("site_id = ?", self.site_id)
+        _within(where, "event_id", within_events, or_null=True)
         for column, value in (
             ("event_id", event_id),
             ("item_id", item_id),
