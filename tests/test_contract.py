@@ -58,8 +58,8 @@ class Faces:
     local: LocalSite
     remote: RemoteSite
     event: int
-    local_items: Path
-    remote_items: Path
+    job: dict[str, Any]  # the local import of the sample's items
+    pushed: Any  # the same import pushed to the server
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,16 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
             LocalSite(root / "local" / "site.sqlite", "contract", user_id=USER) as local,
             RemoteSite(profile) as remote,
         ):
-            yield Faces(local, remote, event, items[0], items[1])
+            # Both faces import here, not in a test, so every test of the module sees the
+            # items whichever worker (pytest-xdist) runs it and in whatever order.
+            job = local.run_import(
+                ImportRequest("item", "damage-assessments", items[0], event_id=event, region_id=1)
+            )
+            index = index_from_file(SAMPLE / "parcels.zip")
+            pushed = Pusher(remote, asset_index=lambda: index, poll_interval_s=0.05).push(
+                ImportRequest("item", "damage-assessments", items[1], event_id=event, region_id=1)
+            )
+            yield Faces(local, remote, event, job, pushed)
 
 
 def _timeless(value: Any) -> Any:
@@ -102,16 +111,7 @@ def _both(faces: Faces, call: Any) -> tuple[Any, Any]:
 
 
 def test_an_import_gives_the_same_items_and_counts(faces: Faces) -> None:
-    request = ImportRequest(
-        "item", "damage-assessments", faces.local_items, event_id=faces.event, region_id=1
-    )
-    job = faces.local.run_import(request)
-    index = index_from_file(SAMPLE / "parcels.zip")
-    pushed = Pusher(faces.remote, asset_index=lambda: index, poll_interval_s=0.05).push(
-        ImportRequest(
-            "item", "damage-assessments", faces.remote_items, event_id=faces.event, region_id=1
-        )
-    )
+    job, pushed = faces.job, faces.pushed
     assert job["status"] == "COMPLETE" and pushed.ok
     local_counts = {k: v for k, v in job["summary"]["counts"].items() if k != "rejected"}
     local_counts["read"] -= job["summary"]["counts"]["rejected"]  # rejected rows stay home
