@@ -127,9 +127,12 @@ class ImportRunner:
         asset_index: IndexProvider | None = None,
         user_id: str | None = None,
         progress: Progress = no_progress,
+        rule_names_only: bool = False,
     ) -> None:
         self.store = store
         self.rule_paths = tuple(rule_paths)
+        # A server's requests name a rule of its catalogue, never a file (rules.load_rule).
+        self.rule_names_only = rule_names_only
         self.asset_index = asset_index
         self.user_id = user_id
         self.progress = progress
@@ -142,7 +145,7 @@ class ImportRunner:
             raise OptionError(
                 f"importType {request.import_type!r} is not one of: {', '.join(IMPORT_TYPES)}"
             )
-        rule = load_rule(request.import_rule, self.rule_paths)
+        rule = load_rule(request.import_rule, self.rule_paths, names_only=self.rule_names_only)
         if rule.import_type != request.import_type:
             raise OptionError(
                 f"importRule {rule.name!r} imports {rule.import_type}s, not "

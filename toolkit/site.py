@@ -94,6 +94,8 @@ class LocalSite(SiteWrites, SiteAdmin):
     # index kept in memory across calls (``toolkit serve`` shares one between threads).
     import_executor: ImportExecutor = staticmethod(inline_import_executor)  # type: ignore[assignment]
     index_cache: IndexCache | None = None
+    # Set by ``toolkit serve``: requests name rules of the catalogue, never rule files.
+    rule_names_only: bool = False
 
     def __init__(
         self,
@@ -151,6 +153,7 @@ class LocalSite(SiteWrites, SiteAdmin):
             user_id=self.user_id,
             progress=progress,
             asset_index=self.asset_index,
+            rule_names_only=self.rule_names_only,
         )
         return runner.run(request)
 

@@ -64,6 +64,7 @@ class SiteWrites:
     store: SiteStore
     user_id: str | None
     rule_paths: tuple[str | Path, ...]
+    rule_names_only: bool
     import_executor: ImportExecutor
     lock: threading.RLock
 
@@ -334,7 +335,12 @@ class SiteWrites:
         try:
             source, source_name = materialise_data(body, folder)
             request = request_from_spec(body, source, source_name)
-            runner = ImportRunner(self.store, rule_paths=self.rule_paths, user_id=self.user_id)
+            runner = ImportRunner(
+                self.store,
+                rule_paths=self.rule_paths,
+                user_id=self.user_id,
+                rule_names_only=self.rule_names_only,
+            )
             rule = runner.check(request)
             job_id = self.store.jobs.create(
                 import_type=request.import_type,
@@ -353,6 +359,7 @@ class SiteWrites:
                 request,
                 self.user_id,
                 self.rule_paths,
+                self.rule_names_only,
                 folder,
             )
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -113,6 +114,8 @@ class ServerState:
 
     def _configure(self, site: LocalSite) -> None:
         site.rule_paths = tuple(self.settings.rule_paths)
+        # Over the API a rule is a name from the catalogue, never a path to run.
+        site.rule_names_only = True
         site.index_cache = self.index_cache
         site.import_executor = self._run_import  # type: ignore[method-assign]
         if self.reports is not None:
@@ -126,18 +129,7 @@ class ServerState:
                 # New assets: the next lookup rebuilds the index instead of waiting.
                 self.index_cache.forget(site_id)
 
-        self.imports(
-            ImportTask(
-                task.path,
-                task.site,
-                task.job_id,
-                task.request,
-                task.user_id,
-                task.rule_paths,
-                task.folder,
-                done,
-            )
-        )
+        self.imports(dataclasses.replace(task, done=done))
 
     def shutdown(self) -> None:
         """Let background jobs finish, then close every connection."""
