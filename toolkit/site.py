@@ -147,6 +147,8 @@ class LocalSite(SiteWrites, SiteAdmin):
         self, request: ImportRequest, *, progress: Progress = no_progress
     ) -> dict[str, Any]:
         """Run an import now, in this process; returns the finished job object."""
+        if request.import_type == "user":
+            self.require_account_admin("an import of type user")
         runner = ImportRunner(
             self.store,
             rule_paths=self.rule_paths,

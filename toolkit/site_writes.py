@@ -342,6 +342,8 @@ class SiteWrites:
                 rule_names_only=self.rule_names_only,
             )
             rule = runner.check(request)
+            if rule.import_type == "user":
+                self.require_account_admin("an import of type user")  # type: ignore[attr-defined]
             job_id = self.store.jobs.create(
                 import_type=request.import_type,
                 import_rule=rule.name,

@@ -12,7 +12,7 @@ from typing import Any
 
 from toolkit.errors import AuthenticationError
 from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
-from toolkit.server.auth import TOKEN_TTL_S, TokenService
+from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
 from toolkit.server.limits import (
     MAX_BODY_BYTES,
     Backoff,
@@ -21,7 +21,7 @@ from toolkit.server.limits import (
     parse_rate,
 )
 from toolkit.site import LocalSite
-from toolkit.site_admin import BAD_CREDENTIALS
+from toolkit.site_admin import BAD_CREDENTIALS, NO_CALLER
 from toolkit.site_index import IndexCache
 from toolkit.store import Database, now_ms
 
@@ -102,7 +102,9 @@ class ServerState:
         self.store_path = store_path
         self.settings = settings
         self.clock_s: Callable[[], float] = lambda: settings.clock() / 1000
-        self.tokens = TokenService(self.clock_s, settings.token_ttl_s)
+        self.tokens = TokenService(
+            self.clock_s, settings.token_ttl_s, server_secret=server_secret(store_path)
+        )
         self.limiter = RateLimiter(parse_rate(settings.rate_limit), self.clock_s)
         self.auth_limiter = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
         self.refused_tokens = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
@@ -116,6 +118,8 @@ class ServerState:
         site.rule_paths = tuple(self.settings.rule_paths)
         # Over the API a rule is a name from the catalogue, never a path to run.
         site.rule_names_only = True
+        # No account changes until a request names its user (and then by its admin flag).
+        site.caller = NO_CALLER
         site.index_cache = self.index_cache
         site.import_executor = self._run_import  # type: ignore[method-assign]
         if self.reports is not None:

@@ -15,7 +15,7 @@ from toolkit.store.database import Database
 from toolkit.store.records import USER_KIND, Actor, RecordTable
 
 # Columns the admin commands may set on a user, besides credentials.
-USER_FLAGS = ("approved", "terms_accepted", "status")
+USER_FLAGS = ("approved", "terms_accepted", "status", "admin")
 
 
 class AuthStore:
@@ -106,6 +106,18 @@ class AuthStore:
                 actor.message,
             ),
         )
+
+    def use_totp_step(self, user_id: int, step: int) -> bool:
+        """Record that a login used TOTP ``step``; False when it (or a later one) was used."""
+        with self.db.transaction() as conn:
+            # One conditional UPDATE, so two logins racing with the same code cannot both win.
+            return bool(
+                conn.execute(
+                    "UPDATE user SET totp_last_step = ? WHERE id = ? AND site_id = ? "
+                    "AND (totp_last_step IS NULL OR totp_last_step < ?)",
+                    (step, user_id, self.site_id, step),
+                ).rowcount
+            )
 
     # --- duty -----------------------------------------------------------------------------
 
