@@ -353,7 +353,14 @@ def load_rule(
     """
     if name_or_path.endswith(".py") and not names_only:
         return _load_file(Path(name_or_path))
-    rules = available_rules(extra_paths)
+    try:
+        rules = available_rules(extra_paths)
+    except OptionError:
+        if not names_only:
+            raise
+        # The operator's rule files changed under a running server: their paths and
+        # errors are the operator's business (the server checked them when it started).
+        raise OptionError("the server's import rules cannot be read; tell its operator") from None
     try:
         return rules[name_or_path]
     except KeyError:

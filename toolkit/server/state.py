@@ -12,6 +12,7 @@ from typing import Any
 
 from toolkit.errors import AuthenticationError
 from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
+from toolkit.rules import available_rules
 from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
 from toolkit.server.limits import (
     MAX_BODY_BYTES,
@@ -101,6 +102,8 @@ class ServerState:
     def __init__(self, store_path: Path, settings: ServerSettings) -> None:
         self.store_path = store_path
         self.settings = settings
+        # The rule catalogue is checked once, so a bad --rules path fails at start.
+        available_rules(settings.rule_paths)
         self.clock_s: Callable[[], float] = lambda: settings.clock() / 1000
         self.tokens = TokenService(
             self.clock_s, settings.token_ttl_s, server_secret=server_secret(store_path)

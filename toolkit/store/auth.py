@@ -19,7 +19,7 @@ USER_FLAGS = ("approved", "terms_accepted", "status", "admin")
 
 
 class AuthStore:
-    """Users' credentials, duty and API keys of one site, and the site's secrets."""
+    """Users' credentials, duty and API keys of one site."""
 
     def __init__(self, db: Database, site_id: int) -> None:
         self.db = db
@@ -29,24 +29,6 @@ class AuthStore:
     @property
     def connection(self) -> sqlite3.Connection:
         return self.db.connection
-
-    # --- site secrets ---------------------------------------------------------------------
-
-    def secret(self, name: str, make: str) -> str:
-        """The site's secret called ``name``; ``make`` is stored the first time (only)."""
-        row = self.connection.execute(
-            "SELECT value FROM site_secret WHERE site_id = ? AND name = ?", (self.site_id, name)
-        ).fetchone()
-        if row is not None:
-            return str(row[0])
-        with self.db.transaction() as conn:
-            # Two servers starting at once: the first write wins, both read it back.
-            conn.execute(
-                "INSERT OR IGNORE INTO site_secret (site_id, name, value, date_created) "
-                "VALUES (?, ?, ?, ?)",
-                (self.site_id, name, make, self.db.clock()),
-            )
-        return self.secret(name, make)
 
     # --- users ----------------------------------------------------------------------------
 
