@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from serving import running
 
 from toolkit.cli import cli
+from toolkit.client import ApiClient, Credentials, Profile
 from toolkit.errors import OptionError
 from toolkit.imports import ImportRequest
 from toolkit.server import ServerSettings, create_app
@@ -47,6 +48,7 @@ class Trust:
     path: Path
     folder: Path
     totp_secret: str
+    client_totp_secret: str
 
     def client(self, site: str = "A", token: str | None = None) -> httpx.Client:
         headers = {"X-Site": site, "Accept": "application/json"}
@@ -83,14 +85,15 @@ def trust(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trust]:
             ImportRequest("item", "damage-assessments", items, event_id=event, region_id=1)
         )
         assert job["status"] == "COMPLETE", job["result"]
-        for name in ("api", "boss", "victim", "bystander", "mfa"):
+        for name in ("api", "boss", "victim", "bystander", "mfa", "mfa2"):
             _account(a, name, admin=name == "boss")
         totp = a.register_totp("mfa")["secret"]
+        totp2 = a.register_totp("mfa2")["secret"]
     with LocalSite(path, "B") as b:
         _account(b, "api")
     settings = ServerSettings(rate_limit=None, auth_rate_limit=None, rule_paths=(RULES,))
     with running(create_app(path, settings=settings)) as url:
-        yield Trust(url, path, folder, totp)
+        yield Trust(url, path, folder, totp, totp2)
 
 
 def _error(answer: httpx.Response, status: int) -> str:
@@ -221,7 +224,7 @@ def test_delete_and_insert_by_an_admin_keeps_the_admin_and_is_audited(trust: Tru
             if e["recordType"] == "user"
         ]
         # Put the bystanders back for the other tests (the operator may, at the CLI).
-        for name in ("victim", "bystander", "api", "mfa"):
+        for name in ("victim", "bystander", "api", "mfa", "mfa2"):
             a.update_user(name, status=1)
     assert {e["action"] for e in entries} == {"retire", "create"}
     assert {e["userId"] for e in entries} == {"boss"}
@@ -334,6 +337,18 @@ def test_a_totp_code_cannot_be_replayed(trust: Trust) -> None:
     )
     assert first.status_code == 200, first.text
     assert _error(again, 401) == "invalid credentials"
+
+
+def test_the_client_waits_for_a_fresh_code_to_log_in_again(trust: Trust) -> None:
+    credentials = Credentials(
+        username="mfa2", password=PASSWORD, totp_secret=trust.client_totp_secret
+    )
+    with ApiClient(Profile(trust.url, "A", credentials), max_attempts=1) as client:
+        assert client.request("GET", "/api/json/asset-type").status_code == 200
+        client.auth.token = None  # as after a server restart: log in again at once
+        started = time.monotonic()
+        assert client.request("GET", "/api/json/asset-type").status_code == 200
+    assert time.monotonic() - started <= 31
 
 
 # --- low: the signing key is not in the site file ---------------------------------------
