@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -396,3 +397,28 @@ def test_servers_sharing_the_environment_secret_share_tokens(
     with pytest.raises(OptionError, match="too short") as refused:
         create_app(copy, settings=settings)
     assert "short" not in str(refused.value).replace("too short", "")
+
+
+def test_two_processes_opening_an_old_file_at_once_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")  # as every site file is
+    conn.executescript(MIGRATIONS[0] + "; PRAGMA user_version = 1;")
+    conn.close()
+    first = sqlite3.connect(path, isolation_level=None)
+    first.execute("BEGIN IMMEDIATE")  # a second opener holds the lock, then migrates
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            opening = pool.submit(Database, path)
+            time.sleep(0.3)
+            for statement in MIGRATIONS[1].split(";"):
+                lines = [x for x in statement.splitlines() if not x.strip().startswith("--")]
+                if "\n".join(lines).strip():
+                    first.execute("\n".join(lines))
+            first.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+            first.execute("COMMIT")
+            opened = opening.result(timeout=30)
+        assert opened.connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        opened.close()
+    finally:
+        first.close()
