@@ -30,6 +30,8 @@ from toolkit.cli import cli
 from toolkit.client import ApiClient, Credentials, Profile
 from toolkit.errors import OptionError
 from toolkit.imports import ImportRequest
+from toolkit.push import Pusher
+from toolkit.remote import RemoteSite
 from toolkit.server import ServerSettings, create_app
 from toolkit.server.auth import SERVER_SECRET_ENV, key_file
 from toolkit.site import LocalSite
@@ -158,6 +160,17 @@ def test_the_operators_rule_folder_is_in_the_catalogue_by_name(trust: Trust) -> 
         )
     assert job.status_code == 200, job.text
     assert "is not one of:" in _error(by_path, 400)
+
+
+def test_a_push_with_a_local_rule_file_sends_the_rules_name(trust: Trust, tmp_path: Path) -> None:
+    source = tmp_path / "facilities.csv"
+    source.write_text("Name,Code\nHall,H1\nDepot,D1\n", encoding="utf-8")
+    profile = Profile(trust.url, "A", Credentials(username="api", password=PASSWORD))
+    with RemoteSite(profile) as remote:
+        pusher = Pusher(remote, rule_paths=(RULES,), poll_interval_s=0.05)
+        result = pusher.push(ImportRequest("asset", str(RULES / "facilities.py"), source))
+    assert [c["status"] for c in result.chunks] == ["COMPLETE"], result.chunks
+    assert result.offline["importRule"] == "test-facilities"
 
 
 def test_the_embedded_site_cli_still_takes_a_rule_file(tmp_path: Path) -> None:
