@@ -16,8 +16,7 @@ import pytest
 import shapely
 from test_server import World, _envelope, _error, api, world  # noqa: F401
 
-from toolkit.server.auth import SECRET_NAME
-from toolkit.site import LocalSite
+from toolkit.server.auth import TokenService, server_secret
 
 BIG = str(2**63)  # one past SQLite's largest integer
 REGISTER = {"registerId": "damage-assessment"}
@@ -140,8 +139,8 @@ def test_cql_with_too_many_terms_or_too_deep_is_400(api: httpx.Client) -> None:
 )
 def test_a_signed_token_with_malformed_claims_is_401(world: World, change: dict[str, Any]) -> None:
     claims = jwt.decode(world.token(), options={"verify_signature": False}) | change
-    with LocalSite(world.path, "alpha", create=False) as site:
-        secret = site.store.auth.secret(SECRET_NAME, "unused: the site has its key")
+    # The server's key for the site, from its key file beside the site file.
+    secret = TokenService(lambda: 0.0, server_secret=server_secret(world.path)).secret("alpha")
     token = jwt.encode(claims, secret, algorithm="HS256")
     with world.client(token=token) as client:
         assert _error(client.get("/api/json/asset-type"), 401)

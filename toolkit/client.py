@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_LIFETIME_S = 3600  # spec 8: an access token lives one hour
 RENEW_MARGIN_S = 300  # renew this long before the token expires
+TOTP_STEP_S = 30  # a TOTP code's time step (RFC 6238 default, as the service uses)
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 CONFIG_ENV = "TOOLKIT_CONFIG"
 DEFAULT_CONFIG = Path("~/.config/toolkit/config.toml")
@@ -61,13 +62,15 @@ class Credentials:
         kind = "api key" if self.api_key else f"user {self.username!r}"
         return f"Credentials({kind})"
 
-    def auth_fields(self) -> dict[str, str]:
+    def auth_fields(self, at: float | None = None) -> dict[str, str]:
+        """The auth body's credentials; a TOTP code is made for the time ``at`` (now)."""
         if self.api_key:
             return {"apiKey": self.api_key}
         if self.username and self.password:
             fields = {"username": self.username, "password": self.password}
             if self.totp_secret:
-                fields["mfaCode"] = pyotp.TOTP(self.totp_secret).now()
+                totp = pyotp.TOTP(self.totp_secret)
+                fields["mfaCode"] = totp.now() if at is None else totp.at(at)
             return fields
         raise OptionError(
             "no credentials: set TOOLKIT_API_KEY, or TOOLKIT_USERNAME and TOOLKIT_PASSWORD "
@@ -145,14 +148,25 @@ class ServiceAuth(httpx.Auth):
         self.clock = clock
         self.token: str | None = None
         self.expires_at = 0.0
+        self._totp_step = -1  # the TOTP time step of our last login
 
     def _auth_request(self) -> httpx.Request:
+        at = None
+        if self.profile.credentials.totp_secret:
+            # The server takes a code once: a second login in the same 30 s waits for the next.
+            now = time.time()
+            step = int(now // TOTP_STEP_S)
+            if step <= self._totp_step:
+                step = self._totp_step + 1
+                time.sleep(max(0.0, step * TOTP_STEP_S - now))
+            self._totp_step = step
+            at = step * TOTP_STEP_S
         body = {
             "uuid": device_uuid(self.profile.base_url),
             "platform": "toolkit (python)",
             "version": __version__,
             "name": "toolkit",
-            **self.profile.credentials.auth_fields(),
+            **self.profile.credentials.auth_fields(at),
         }
         return httpx.Request(
             "POST",

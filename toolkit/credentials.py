@@ -3,14 +3,17 @@
 Passwords and API keys are kept only as argon2id hashes (slow and salted). An
 API key is ``tk_<prefix>_<secret>``: the prefix finds its one row, the hash of
 the whole key proves it. TOTP codes are checked with pyotp, one 30-second step
-either side accepted for clock drift.
+either side accepted for clock drift; the step a code matched is returned so
+the caller can refuse it a second time (a code logs in once).
 """
 
 from __future__ import annotations
 
+import hmac
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pyotp
@@ -80,11 +83,25 @@ def totp_uri(secret: str, username: str, site: str) -> str:
     return pyotp.TOTP(secret).provisioning_uri(name=username, issuer_name=f"toolkit {site}")
 
 
+TOTP_WINDOW = 1  # steps either side of now that are accepted, for clock drift
+
+
+def totp_step(secret: str, code: object, at_seconds: float) -> int | None:
+    """The time step whose TOTP of ``secret`` is ``code`` (six digits), near the time; else None."""
+    if not isinstance(code, str) or len(code) != 6 or not code.isdigit():
+        return None
+    totp = pyotp.TOTP(secret)
+    now_step = totp.timecode(datetime.fromtimestamp(int(at_seconds), tz=UTC))
+    for step in range(now_step - TOTP_WINDOW, now_step + TOTP_WINDOW + 1):
+        # Compared in constant time, as pyotp's own verify does.
+        if hmac.compare_digest(totp.generate_otp(step), code):
+            return step
+    return None
+
+
 def verify_totp(secret: str, code: object, at_seconds: float) -> bool:
     """True when ``code`` is six digits and the TOTP of ``secret`` at (or next to) the time."""
-    if not isinstance(code, str) or len(code) != 6 or not code.isdigit():
-        return False
-    return bool(pyotp.TOTP(secret).verify(code, for_time=int(at_seconds), valid_window=1))
+    return totp_step(secret, code, at_seconds) is not None
 
 
 def check_auth_body(body: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ class ImportTask:
     request: ImportRequest
     user_id: str | None = None
     rule_paths: tuple[str | Path, ...] = ()
+    rule_names_only: bool = False  # scheduled by a server: the rule is a name, never a path
     folder: Path | None = None  # temporary data of the job, removed when it ends
     done: Callable[[ImportTask], None] | None = field(default=None, compare=False)
 
@@ -53,8 +54,11 @@ def run_import_task(task: ImportTask) -> None:
                 rule_paths=task.rule_paths,
                 user_id=task.user_id,
                 asset_index=lambda: site_asset_index(store),
+                rule_names_only=task.rule_names_only,
             )
-            rule = load_rule(task.request.import_rule, task.rule_paths)
+            rule = load_rule(
+                task.request.import_rule, task.rule_paths, names_only=task.rule_names_only
+            )
             runner.run_job(task.job_id, task.request, rule)
     except Exception:  # the job stays RUNNING; orphan recovery or the log tells why
         log.exception("import job %s could not run", task.job_id)

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,9 +127,12 @@ class ImportRunner:
         asset_index: IndexProvider | None = None,
         user_id: str | None = None,
         progress: Progress = no_progress,
+        rule_names_only: bool = False,
     ) -> None:
         self.store = store
         self.rule_paths = tuple(rule_paths)
+        # A server's requests name a rule of its catalogue, never a file (rules.load_rule).
+        self.rule_names_only = rule_names_only
         self.asset_index = asset_index
         self.user_id = user_id
         self.progress = progress
@@ -142,7 +145,7 @@ class ImportRunner:
             raise OptionError(
                 f"importType {request.import_type!r} is not one of: {', '.join(IMPORT_TYPES)}"
             )
-        rule = load_rule(request.import_rule, self.rule_paths)
+        rule = load_rule(request.import_rule, self.rule_paths, names_only=self.rule_names_only)
         if rule.import_type != request.import_type:
             raise OptionError(
                 f"importRule {rule.name!r} imports {rule.import_type}s, not "
@@ -171,6 +174,17 @@ class ImportRunner:
                 f"one of: {', '.join(allowed)}"
             )
         return rule
+
+    def _keep_own_account(self, plan: OverwritePlan, outcome: _Outcome) -> OverwritePlan:
+        """A user import never retires the account running it (``deleteAndInsert``)."""
+        own = self.store.users.by_username(self.user_id) if self.user_id else None
+        if own is None or not len(plan.retirements):
+            return plan
+        kept = plan.retirements != int(own["id"])
+        if kept.all():
+            return plan
+        outcome.notes.append(f"the account running the import ({self.user_id}) was not retired")
+        return replace(plan, retirements=plan.retirements[kept])
 
     @staticmethod
     def _is_matching_field(rule: ImportRule, name: str) -> bool:
@@ -358,6 +372,8 @@ class ImportRunner:
             else pd.Series(pd.NA, index=values.index, dtype="string")
         )
         plan = plan_overwrite(keys.astype("string"), existing, overwrite, key_name=matching_id)
+        if rule.import_type == "user":
+            plan = self._keep_own_account(plan, outcome)
         if len(plan.rejected.positions):
             refused = pd.DataFrame(
                 {

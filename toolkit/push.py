@@ -339,6 +339,9 @@ class Pusher:
         # CSV, whose geometry columns (WKT, coordinates) are ordinary columns.
         spatial = report.format in ("shapefile", "geojson", "gpkg")
         offline: dict[str, Any] = {
+            # A server takes a rule's name, never a path: a rule file given here is sent
+            # by the name it defines (the server must have that rule in its catalogue).
+            "importRule": rule.name,
             "read": len(frame),
             "rejected": [],
             "linking": None,
@@ -406,7 +409,7 @@ class Pusher:
             if entry is not None and entry.get("jobId") is not None:
                 continue  # sent before: only its result is awaited
             self.progress("send", chunk.index, len(chunks))
-            body = self._schedule_body(request, chunk, len(chunks))
+            body = self._schedule_body(request, chunk, len(chunks), offline["importRule"])
             # Recorded before sending: an interrupted send is resent, which repeats nothing
             # with a matching id (matches update to the same values, or are skipped).
             journal.chunks[chunk.sha256] = {
@@ -429,7 +432,9 @@ class Pusher:
         return PushResult(request.name, results, offline)
 
     @staticmethod
-    def _schedule_body(request: ImportRequest, chunk: Chunk, total: int) -> dict[str, Any]:
+    def _schedule_body(
+        request: ImportRequest, chunk: Chunk, total: int, rule_name: str
+    ) -> dict[str, Any]:
         overwrite = request.overwrite_rule
         if overwrite == "deleteAndInsert" and chunk.index > 0:
             # Only the first chunk retires what was there; the others must not retire the
@@ -437,7 +442,7 @@ class Pusher:
             overwrite = "updateAndInsert"
         body: dict[str, Any] = {
             "importType": request.import_type,
-            "importRule": request.import_rule,
+            "importRule": rule_name,
             "data": chunk.data,
             "dataType": chunk.data_type,
             "encoding": chunk.encoding,

@@ -341,11 +341,26 @@ def available_rules(extra_paths: Iterable[str | Path] = ()) -> dict[str, ImportR
     return rules
 
 
-def load_rule(name_or_path: str, extra_paths: Iterable[str | Path] = ()) -> ImportRule:
-    """The rule called ``name_or_path``, or the rule in that ``.py`` file."""
-    if name_or_path.endswith(".py"):
+def load_rule(
+    name_or_path: str, extra_paths: Iterable[str | Path] = (), *, names_only: bool = False
+) -> ImportRule:
+    """The rule called ``name_or_path``, or the rule in that ``.py`` file.
+
+    With ``names_only`` (a server's requests) only the name of a rule of the
+    catalogue is accepted, never a path: a client must not make the server run
+    a file of its choosing, nor learn which paths exist. The embedded site's
+    CLI passes paths on purpose (the user runs their own code on their machine).
+    """
+    if name_or_path.endswith(".py") and not names_only:
         return _load_file(Path(name_or_path))
-    rules = available_rules(extra_paths)
+    try:
+        rules = available_rules(extra_paths)
+    except OptionError:
+        if not names_only:
+            raise
+        # The operator's rule files changed under a running server: their paths and
+        # errors are the operator's business (the server checked them when it started).
+        raise OptionError("the server's import rules cannot be read; tell its operator") from None
     try:
         return rules[name_or_path]
     except KeyError:

@@ -95,6 +95,8 @@ class LocalSite(SiteWrites, SiteAdmin):
     # index kept in memory across calls (``toolkit serve`` shares one between threads).
     import_executor: ImportExecutor = staticmethod(inline_import_executor)  # type: ignore[assignment]
     index_cache: IndexCache | None = None
+    # Set by ``toolkit serve``: requests name rules of the catalogue, never rule files.
+    rule_names_only: bool = False
 
     def __init__(
         self,
@@ -146,12 +148,15 @@ class LocalSite(SiteWrites, SiteAdmin):
         self, request: ImportRequest, *, progress: Progress = no_progress
     ) -> dict[str, Any]:
         """Run an import now, in this process; returns the finished job object."""
+        if request.import_type == "user":
+            self.require_account_admin("an import of type user")
         runner = ImportRunner(
             self.store,
             rule_paths=self.rule_paths,
             user_id=self.user_id,
             progress=progress,
             asset_index=self.asset_index,
+            rule_names_only=self.rule_names_only,
         )
         return runner.run(request)
 

@@ -23,9 +23,9 @@ from toolkit.credentials import (
     hash_secret,
     new_api_key,
     new_totp_secret,
+    totp_step,
     totp_uri,
     verify_secret,
-    verify_totp,
 )
 from toolkit.errors import (
     AuthenticationError,
@@ -37,6 +37,9 @@ from toolkit.filters import format_time, parse_int
 from toolkit.store import Actor, Database, SiteStore
 
 BAD_CREDENTIALS = "invalid credentials"
+# Who calls a site that ``toolkit serve`` runs before a request names its user: no one, so
+# no account may be changed (fail closed).
+NO_CALLER: dict[str, Any] = {}
 
 
 class SiteAdmin:
@@ -46,6 +49,25 @@ class SiteAdmin:
     store: SiteStore
     user_id: str | None
     lock: threading.RLock
+    # The API user a server call runs as (``toolkit serve`` sets it per request); None is
+    # the operator at the embedded site's CLI, who may change every account.
+    caller: dict[str, Any] | None = None
+
+    def require_account_admin(self, what: str) -> None:
+        """Refuse (403) a change of accounts by an API user who is not an account admin.
+
+        Accounts are changed by the operator (the CLI on the embedded site) or, over the
+        API, only by a user the operator made an admin with ``toolkit user update --admin``.
+        """
+        caller = self.caller
+        if caller is None or caller.get("admin"):
+            return
+        who = caller.get("username")
+        raise PermissionDeniedError(
+            f"{what} changes accounts, which needs an account administrator; "
+            + (f"user {who!r} is not one; " if who else "")
+            + "the operator grants it with `toolkit user update NAME --admin`"
+        )
 
     # --- accounts -----------------------------------------------------------------------------
 
@@ -56,10 +78,12 @@ class SiteAdmin:
         positions: Iterable[str] = (),
         approved: bool = False,
         terms_accepted: bool = False,
+        admin: bool = False,
         first_name: str | None = None,
         last_name: str | None = None,
         email: str | None = None,
     ) -> dict[str, Any]:
+        self.require_account_admin("adding a user")
         username = username.strip()
         if not username:
             raise OptionError("a user needs a username")
@@ -73,6 +97,7 @@ class SiteAdmin:
             "positions": json.dumps(list(positions), ensure_ascii=False),
             "approved": int(approved),
             "terms_accepted": int(terms_accepted),
+            "admin": int(admin),
         }
         with self.lock:
             user_id = self.store.auth.add_user(columns, Actor(self.user_id))
@@ -98,7 +123,9 @@ class SiteAdmin:
         approved: bool | None = None,
         terms_accepted: bool | None = None,
         status: int | None = None,
+        admin: bool | None = None,
     ) -> dict[str, Any]:
+        self.require_account_admin("updating a user")
         row = self._user_row(user)
         columns: dict[str, object] = {}
         if positions is not None:
@@ -109,11 +136,14 @@ class SiteAdmin:
             columns["terms_accepted"] = int(terms_accepted)
         if status is not None:
             columns["status"] = status
+        if admin is not None:
+            columns["admin"] = int(admin)
         with self.lock:
             self.store.auth.update_user(row["id"], columns, Actor(self.user_id))
         return self.get_user(row["id"])
 
     def set_password(self, user: int | str, password: str) -> dict[str, Any]:
+        self.require_account_admin("setting a password")
         check_password_strength(password)
         row = self._user_row(user)
         with self.lock:
@@ -124,6 +154,7 @@ class SiteAdmin:
 
     def register_totp(self, user: int | str) -> dict[str, str]:
         """Give the user a TOTP device; returns its secret and otpauth URI (shown once)."""
+        self.require_account_admin("registering a TOTP device")
         row = self._user_row(user)
         secret = new_totp_secret()
         with self.lock:
@@ -135,6 +166,7 @@ class SiteAdmin:
         }
 
     def remove_totp(self, user: int | str) -> dict[str, Any]:
+        self.require_account_admin("removing a TOTP device")
         row = self._user_row(user)
         with self.lock:
             self.store.auth.update_user(row["id"], {"totp_secret": None}, Actor(self.user_id))
@@ -142,6 +174,7 @@ class SiteAdmin:
 
     def issue_api_key(self, user: int | str, label: str | None = None) -> dict[str, Any]:
         """A new API key for the user; ``key`` is in this answer only, never stored."""
+        self.require_account_admin("issuing an API key")
         row = self._user_row(user)
         issued = new_api_key()
         with self.lock:
@@ -150,6 +183,7 @@ class SiteAdmin:
 
     def revoke_api_key(self, key: int | str) -> dict[str, Any]:
         """Revoke a key given by id or prefix."""
+        self.require_account_admin("revoking an API key")
         row = self._key_row(key)
         with self.lock:
             self.store.auth.revoke_api_key(row["id"], Actor(self.user_id))
@@ -160,6 +194,7 @@ class SiteAdmin:
         return [_key_json(r) for r in self.store.auth.api_keys(user_id)]
 
     def put_on_duty(self, user: int | str, event_id: int, position: str) -> dict[str, Any]:
+        self.require_account_admin("putting a user on duty")
         row = self._user_row(user)
         if self.store.events.get(event_id) is None:
             raise NotFoundError(f"event {event_id} does not exist")
@@ -170,6 +205,7 @@ class SiteAdmin:
         return self.get_user(row["id"])
 
     def take_off_duty(self, user: int | str, event_id: int) -> dict[str, Any]:
+        self.require_account_admin("taking a user off duty")
         row = self._user_row(user)
         with self.lock:
             self.store.auth.take_off_duty(row["id"], event_id, Actor(self.user_id))
@@ -199,10 +235,12 @@ class SiteAdmin:
             proved = verify_secret(row["password_hash"] if row else None, body["password"])
             if row is None or not proved:
                 raise AuthenticationError(BAD_CREDENTIALS)
-            if row["totp_secret"] and not verify_totp(
-                row["totp_secret"], body.get("mfaCode"), now_s
-            ):
-                raise AuthenticationError(BAD_CREDENTIALS)
+            if row["totp_secret"]:
+                step = totp_step(row["totp_secret"], body.get("mfaCode"), now_s)
+                # A code logs in once: a step already used (or older) is refused, so a code
+                # seen by someone else cannot be replayed within its 30 seconds.
+                if step is None or not self.store.auth.use_totp_step(row["id"], step):
+                    raise AuthenticationError(BAD_CREDENTIALS)
         if row is None:
             raise AuthenticationError(BAD_CREDENTIALS)
         check_api_access(row)
@@ -280,6 +318,7 @@ def user_object(row: Mapping[str, Any]) -> dict[str, Any]:
         "active": row["status"] > 0,
         "approved": bool(row["approved"]),
         "termsAccepted": bool(row["terms_accepted"]),
+        "admin": bool(row["admin"]),
         "hasPassword": row["password_hash"] is not None,
         "hasTotp": row["totp_secret"] is not None,
         "dateCreated": format_time(row["date_created"]),

@@ -64,6 +64,7 @@ class SiteWrites:
     store: SiteStore
     user_id: str | None
     rule_paths: tuple[str | Path, ...]
+    rule_names_only: bool
     import_executor: ImportExecutor
     lock: threading.RLock
 
@@ -334,8 +335,15 @@ class SiteWrites:
         try:
             source, source_name = materialise_data(body, folder)
             request = request_from_spec(body, source, source_name)
-            runner = ImportRunner(self.store, rule_paths=self.rule_paths, user_id=self.user_id)
+            runner = ImportRunner(
+                self.store,
+                rule_paths=self.rule_paths,
+                user_id=self.user_id,
+                rule_names_only=self.rule_names_only,
+            )
             rule = runner.check(request)
+            if rule.import_type == "user":
+                self.require_account_admin("an import of type user")  # type: ignore[attr-defined]
             job_id = self.store.jobs.create(
                 import_type=request.import_type,
                 import_rule=rule.name,
@@ -353,6 +361,7 @@ class SiteWrites:
                 request,
                 self.user_id,
                 self.rule_paths,
+                self.rule_names_only,
                 folder,
             )
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from toolkit.cli import cli
@@ -69,6 +71,15 @@ from toolkit.cli.context import note, output_options, settings
     help="The URL clients reach this server at, for the $schema of report contents "
     "(default: the URL each request came to).",
 )
+@click.option(
+    "--rules",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A rule file or folder whose rules clients may name in imports, besides the "
+    "built-in ones and those of the global --rules (repeatable). Clients give a rule's "
+    "name, never a path.",
+)
 @output_options
 def serve(
     host: str,
@@ -82,6 +93,7 @@ def serve(
     max_connections_per_client: int,
     workers: int,
     base_url: str | None,
+    rule_paths: tuple[Path, ...],
 ) -> None:
     """Serve the API of the service over the embedded site file (every site in it).
 
@@ -97,6 +109,7 @@ def serve(
       toolkit --store staging.sqlite serve --host 0.0.0.0 --port 9000 --rate-limit 1200/minute
       toolkit serve --workers 4 --base-url https://staging.example.org
       toolkit serve --host 127.0.0.1 --forwarded-allow-ips 127.0.0.1  # behind a local proxy
+      toolkit serve --rules ./our-rules     # clients may then name the rules in that folder
     """
     import logging
 
@@ -122,7 +135,7 @@ def serve(
             rate_limit=rate_limit,
             auth_rate_limit=auth_rate_limit,
             workers=workers,
-            rule_paths=current.rule_paths,
+            rule_paths=(*current.rule_paths, *rule_paths),
             base_url=base_url,
             header_timeout_s=header_timeout,
             body_timeout_s=body_timeout,

@@ -29,7 +29,8 @@ def _show_user(user: dict[str, Any]) -> None:
         f"approved {'yes' if user['approved'] else 'no'}; terms "
         f"{'accepted' if user['termsAccepted'] else 'not accepted'}; password "
         f"{'set' if user['hasPassword'] else 'not set'}; TOTP "
-        f"{'yes' if user['hasTotp'] else 'no'}; duty {duty}"
+        f"{'yes' if user['hasTotp'] else 'no'}; account admin "
+        f"{'yes' if user.get('admin') else 'no'}; duty {duty}"
     )
 
 
@@ -54,6 +55,7 @@ def user_group() -> None:
 @click.option("--position", "positions", multiple=True, help="A position (repeatable).")
 @click.option("--approved", is_flag=True, help="Approved by the operator and the customer.")
 @click.option("--terms-accepted", is_flag=True, help="The API terms of use are accepted.")
+@click.option("--admin", is_flag=True, help="May change accounts over the API (user imports).")
 @click.option("--first-name")
 @click.option("--last-name")
 @click.option("--email")
@@ -63,6 +65,7 @@ def user_add(
     positions: tuple[str, ...],
     approved: bool,
     terms_accepted: bool,
+    admin: bool,
     first_name: str | None,
     last_name: str | None,
     email: str | None,
@@ -80,6 +83,7 @@ def user_add(
                 positions=positions,
                 approved=approved,
                 terms_accepted=terms_accepted,
+                admin=admin,
                 first_name=first_name,
                 last_name=last_name,
                 email=email,
@@ -93,6 +97,11 @@ def user_add(
 @click.option("--approved/--not-approved", default=None)
 @click.option("--terms-accepted/--terms-not-accepted", default=None)
 @click.option("--status", type=int, help="Positive is active; 0 disables the account.")
+@click.option(
+    "--admin/--not-admin",
+    default=None,
+    help="May change accounts over the API (user imports); set only here, by the operator.",
+)
 @output_options
 def user_update(
     username: str,
@@ -100,13 +109,15 @@ def user_update(
     approved: bool | None,
     terms_accepted: bool | None,
     status: int | None,
+    admin: bool | None,
 ) -> None:
-    """Change positions, approval, terms or status of USERNAME.
+    """Change positions, approval, terms, status or account administration of USERNAME.
 
     \b
     Examples:
       toolkit user update apiuser --position "API User" --position "Field Inspector"
       toolkit user update apiuser --not-approved
+      toolkit user update dataofficer --admin
     """
     with open_site() as site:
         _show_user(
@@ -116,6 +127,7 @@ def user_update(
                 approved=approved,
                 terms_accepted=terms_accepted,
                 status=status,
+                admin=admin,
             )
         )
 

@@ -2,16 +2,23 @@
 
 Claims: ``sub`` (user id), ``usr`` (username), ``site``, ``iat``, ``exp`` and,
 for machine logins, ``key`` (the API key id, so revoking the key ends its
-tokens). Each site signs with its own secret, generated once and kept in the
-site file, so a token of one site is refused by another twice over. The clock
-is injectable so that tests can expire tokens without waiting an hour.
+tokens). Each site signs with its own key, derived from the server's secret and
+the site's name, so a token of one site is refused by another twice over. The
+server's secret is never in the site file, so a copied site file cannot mint
+tokens: it is ``TOOLKIT_SERVER_SECRET`` when set (several servers of one file
+share it), else a key file beside the site file, made once with mode 0600. The
+clock is injectable so that tests can expire tokens without waiting an hour.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import secrets
-import threading
+import stat
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -20,9 +27,47 @@ from toolkit.errors import AuthenticationError, OptionError
 from toolkit.filters import parse_int
 
 TOKEN_TTL_S = 3600
-SECRET_NAME = "token-signing-key"
 ALGORITHM = "HS256"
 CLOCK_SKEW_S = 60
+SERVER_SECRET_ENV = "TOOLKIT_SERVER_SECRET"
+MIN_SERVER_SECRET = 32  # characters
+KEY_FILE_SUFFIX = ".token-key"
+
+
+def key_file(store_path: Path) -> Path:
+    """Where the server's secret is kept when the environment gives none: beside the file."""
+    return store_path.with_name(store_path.name + KEY_FILE_SUFFIX)
+
+
+def server_secret(store_path: Path, environ: Mapping[str, str] | None = None) -> bytes:
+    """The secret every site's signing key derives from; never read from the site file."""
+    environ = os.environ if environ is None else environ
+    given = environ.get(SERVER_SECRET_ENV)
+    if given:
+        if len(given) < MIN_SERVER_SECRET:
+            raise OptionError(
+                f"{SERVER_SECRET_ENV} is too short: at least {MIN_SERVER_SECRET} random characters"
+            )
+        return given.encode("utf-8")
+    path = key_file(store_path)
+    try:
+        # O_EXCL: of two servers starting at once, one writes and both read the same key.
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(handle, "w", encoding="ascii") as out:
+            out.write(secrets.token_urlsafe(48) + "\n")
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise OptionError(
+            f"{path}: the token key file may be read by others; chmod 600 it "
+            f"(or set {SERVER_SECRET_ENV})"
+        )
+    secret = path.read_text(encoding="ascii").strip()
+    if len(secret) < MIN_SERVER_SECRET:
+        raise OptionError(f"{path}: the token key file holds no key; remove it to make a new one")
+    return secret.encode("ascii")
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -38,21 +83,17 @@ def bearer_token(header: str | None) -> str | None:
 class TokenService:
     """Issues and checks the tokens of every site of one site file."""
 
-    def __init__(self, clock_s: Callable[[], float], ttl_s: int = TOKEN_TTL_S) -> None:
+    def __init__(
+        self, clock_s: Callable[[], float], ttl_s: int = TOKEN_TTL_S, *, server_secret: bytes
+    ) -> None:
         self.clock_s = clock_s
         self.ttl_s = ttl_s
-        self._secrets: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._server_secret = server_secret
 
-    def secret(self, site: str, load: Callable[[str, str], str]) -> str:
-        """The site's signing secret; ``load(name, new)`` reads it from the store (or keeps new)."""
-        with self._lock:
-            known = self._secrets.get(site)
-        if known is None:
-            known = load(SECRET_NAME, secrets.token_urlsafe(48))
-            with self._lock:
-                self._secrets[site] = known
-        return known
+    def secret(self, site: str) -> str:
+        """The site's signing key: an HMAC of its name under the server's secret."""
+        message = b"toolkit token-signing-key\0" + site.encode("utf-8")
+        return hmac.new(self._server_secret, message, hashlib.sha256).hexdigest()
 
     def issue(self, secret: str, site: str, user: Mapping[str, Any]) -> str:
         now = int(self.clock_s())

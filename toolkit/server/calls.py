@@ -25,6 +25,7 @@ from toolkit.server.errors import ApiError, response_for
 from toolkit.server.limits import client_key
 from toolkit.server.state import ServerState
 from toolkit.site import LocalSite
+from toolkit.site_admin import NO_CALLER
 from toolkit.visibility import Visibility
 
 
@@ -139,7 +140,7 @@ def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: b
         if state.tokens.site_of(token) != call.site_name:
             raise AuthenticationError("the access token is not valid for this site")
         call.site = state.sites.get(call.site_name)
-        secret = state.tokens.secret(call.site_name, call.site.store.auth.secret)
+        secret = state.tokens.secret(call.site_name)
         claims = state.tokens.verify(token, secret, call.site_name)
         # Per user and site, not per token string: a fresh token is not a fresh budget.
         state.limiter.check(f"user:{call.site_name}:{claims['sub']}")
@@ -149,10 +150,12 @@ def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: b
         return handler(call)
     # The thread's site is used by one request at a time; writes are audited as the user.
     site.user_id = call.user["username"] if call.user else None
+    site.caller = call.user or NO_CALLER
     try:
         return handler(call)
     finally:
         site.user_id = None
+        site.caller = NO_CALLER
 
 
 def client_of(request: Request) -> str:

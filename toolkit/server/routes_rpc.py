@@ -35,7 +35,7 @@ def auth(call: Call) -> Any:
     account = f"{call.site_name}\0{username}" if isinstance(username, str) else None
     with call.state.logins.attempt(account):
         user = call.local.authenticate(body, now_s=call.state.clock_s())
-    secret = call.state.tokens.secret(call.local.name, call.local.store.auth.secret)
+    secret = call.state.tokens.secret(call.local.name)
     token = call.state.tokens.issue(secret, call.local.name, user)
     return {"status": 200, "token": token, "type": "accessToken"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -11,7 +12,8 @@ from typing import Any
 
 from toolkit.errors import AuthenticationError
 from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
-from toolkit.server.auth import TOKEN_TTL_S, TokenService
+from toolkit.rules import available_rules
+from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
 from toolkit.server.limits import (
     MAX_BODY_BYTES,
     Backoff,
@@ -20,7 +22,7 @@ from toolkit.server.limits import (
     parse_rate,
 )
 from toolkit.site import LocalSite
-from toolkit.site_admin import BAD_CREDENTIALS
+from toolkit.site_admin import BAD_CREDENTIALS, NO_CALLER
 from toolkit.site_index import IndexCache
 from toolkit.store import Database, now_ms
 
@@ -100,8 +102,12 @@ class ServerState:
     def __init__(self, store_path: Path, settings: ServerSettings) -> None:
         self.store_path = store_path
         self.settings = settings
+        # The rule catalogue is checked once, so a bad --rules path fails at start.
+        available_rules(settings.rule_paths)
         self.clock_s: Callable[[], float] = lambda: settings.clock() / 1000
-        self.tokens = TokenService(self.clock_s, settings.token_ttl_s)
+        self.tokens = TokenService(
+            self.clock_s, settings.token_ttl_s, server_secret=server_secret(store_path)
+        )
         self.limiter = RateLimiter(parse_rate(settings.rate_limit), self.clock_s)
         self.auth_limiter = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
         self.refused_tokens = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
@@ -113,6 +119,10 @@ class ServerState:
 
     def _configure(self, site: LocalSite) -> None:
         site.rule_paths = tuple(self.settings.rule_paths)
+        # Over the API a rule is a name from the catalogue, never a path to run.
+        site.rule_names_only = True
+        # No account changes until a request names its user (and then by its admin flag).
+        site.caller = NO_CALLER
         site.index_cache = self.index_cache
         site.import_executor = self._run_import  # type: ignore[method-assign]
         if self.reports is not None:
@@ -126,18 +136,7 @@ class ServerState:
                 # New assets: the next lookup rebuilds the index instead of waiting.
                 self.index_cache.forget(site_id)
 
-        self.imports(
-            ImportTask(
-                task.path,
-                task.site,
-                task.job_id,
-                task.request,
-                task.user_id,
-                task.rule_paths,
-                task.folder,
-                done,
-            )
-        )
+        self.imports(dataclasses.replace(task, done=done))
 
     def shutdown(self) -> None:
         """Let background jobs finish, then close every connection."""

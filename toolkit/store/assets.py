@@ -118,12 +118,13 @@ class AssetStore:
         ).fetchall()
 
     def ids_taken(self, ids: Sequence[int]) -> set[int]:
-        """Which of ``ids`` are already used by an asset of any site."""
+        """Which of ``ids`` are already used by an asset of this site (ids are per site)."""
         taken: set[int] = set()
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             rows = self.connection.execute(
-                f"SELECT id FROM asset WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+                f"SELECT id FROM asset WHERE site_id = ? AND id IN ({', '.join('?' * len(chunk))})",
+                [self.site_id, *chunk],
             )
             taken.update(r[0] for r in rows)
         return taken
@@ -286,4 +287,7 @@ def distance_m(geometries: np.ndarray, latitude: float, longitude: float) -> np.
 
 
 # An asset is impacted when it has an active register item (spec 2.2).
-_IMPACTED = "EXISTS (SELECT 1 FROM item WHERE item.asset_id = asset.id AND item.status > 0)"
+_IMPACTED = (
+    "EXISTS (SELECT 1 FROM item WHERE item.asset_id = asset.id AND item.site_id = asset.site_id "
+    "AND item.status > 0)"
+)

@@ -15,11 +15,11 @@ from toolkit.store.database import Database
 from toolkit.store.records import USER_KIND, Actor, RecordTable
 
 # Columns the admin commands may set on a user, besides credentials.
-USER_FLAGS = ("approved", "terms_accepted", "status")
+USER_FLAGS = ("approved", "terms_accepted", "status", "admin")
 
 
 class AuthStore:
-    """Users' credentials, duty and API keys of one site, and the site's secrets."""
+    """Users' credentials, duty and API keys of one site."""
 
     def __init__(self, db: Database, site_id: int) -> None:
         self.db = db
@@ -29,24 +29,6 @@ class AuthStore:
     @property
     def connection(self) -> sqlite3.Connection:
         return self.db.connection
-
-    # --- site secrets ---------------------------------------------------------------------
-
-    def secret(self, name: str, make: str) -> str:
-        """The site's secret called ``name``; ``make`` is stored the first time (only)."""
-        row = self.connection.execute(
-            "SELECT value FROM site_secret WHERE site_id = ? AND name = ?", (self.site_id, name)
-        ).fetchone()
-        if row is not None:
-            return str(row[0])
-        with self.db.transaction() as conn:
-            # Two servers starting at once: the first write wins, both read it back.
-            conn.execute(
-                "INSERT OR IGNORE INTO site_secret (site_id, name, value, date_created) "
-                "VALUES (?, ?, ?, ?)",
-                (self.site_id, name, make, self.db.clock()),
-            )
-        return self.secret(name, make)
 
     # --- users ----------------------------------------------------------------------------
 
@@ -106,6 +88,18 @@ class AuthStore:
                 actor.message,
             ),
         )
+
+    def use_totp_step(self, user_id: int, step: int) -> bool:
+        """Record that a login used TOTP ``step``; False when it (or a later one) was used."""
+        with self.db.transaction() as conn:
+            # One conditional UPDATE, so two logins racing with the same code cannot both win.
+            return bool(
+                conn.execute(
+                    "UPDATE user SET totp_last_step = ? WHERE id = ? AND site_id = ? "
+                    "AND (totp_last_step IS NULL OR totp_last_step < ?)",
+                    (step, user_id, self.site_id, step),
+                ).rowcount
+            )
 
     # --- duty -----------------------------------------------------------------------------
 

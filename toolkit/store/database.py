@@ -84,6 +84,9 @@ class Database:
             )
         for number in range(version, SCHEMA_VERSION):
             with self.transaction() as conn:
+                # Another process may have applied it while we waited for the write lock.
+                if conn.execute("PRAGMA user_version").fetchone()[0] > number:
+                    continue
                 # executescript would commit our transaction; run statement by statement.
                 for statement in _statements(MIGRATIONS[number]):
                     conn.execute(statement)

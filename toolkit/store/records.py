@@ -37,6 +37,9 @@ class RecordKind:
     audit_columns: Mapping[str, str]  # column -> key in the audit JSON
     item_id_sql: str = "NULL"
     event_id_sql: str = "NULL"
+    # Ids numbered within each site (assets keep their master system's ids, and two sites
+    # may hold the same ones) rather than across the file.
+    ids_per_site: bool = False
 
 
 ITEM_KIND = RecordKind(
@@ -52,6 +55,7 @@ ASSET_KIND = RecordKind(
     "asset",
     "extra_info",
     {"name": "name", "code": "code", "type": "type", "friendly": "friendly", "status": "status"},
+    ids_per_site=True,
 )
 USER_KIND = RecordKind(
     "user",
@@ -93,6 +97,13 @@ class RecordTable:
     def __init__(self, kind: RecordKind, site_id: int) -> None:
         self.kind = kind
         self.site_id = site_id
+        # Every statement names the site as well as the id: an asset id is only unique
+        # within its site. ``site_id`` is our own integer, so it is inlined. Joins with the
+        # temporary id tables are CROSS JOINs so that SQLite looks each id up rather than
+        # scanning every record of the site.
+        # Where ids are unique in the file, ``+`` keeps SQLite on the id's own index.
+        self._plus = "" if kind.ids_per_site else "+"
+        self._in_site = f"{self._plus}r.site_id = {int(site_id)}"
 
     def insert_many(
         self,
@@ -113,7 +124,8 @@ class RecordTable:
         if count == 0:
             return []
         if ids is None:
-            first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}")
+            scope = f" WHERE site_id = {int(self.site_id)}" if self.kind.ids_per_site else ""
+            first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}{scope}")
             start = first.fetchone()[0]
             ids = range(start, start + count)
         names = ["id", "site_id", *columns, "import_job_id", "date_created", "date_modified"]
@@ -136,12 +148,16 @@ class RecordTable:
         changes = _audit_object(self.kind, "r")
         if isinstance(ids, range):
             source, params = (
-                f"FROM {self.kind.table} r WHERE r.id BETWEEN ? AND ?",
+                f"FROM {self.kind.table} r WHERE r.id BETWEEN ? AND ? AND {self._in_site}",
                 [ids.start, ids.stop - 1],
             )
         else:
             self._fill_temp_ids(conn, ids)
-            source, params = (f"FROM temp.record_ids t JOIN {self.kind.table} r ON r.id = t.id", [])
+            source, params = (
+                f"FROM temp.record_ids t CROSS JOIN {self.kind.table} r "
+                f"ON r.id = t.id AND {self._in_site}",
+                [],
+            )
         conn.execute(
             _audit_insert(self.kind, "create", changes, source),
             (now, actor.user_id, actor.message, actor.import_job_id, *params),
@@ -182,7 +198,8 @@ class RecordTable:
         same += [f"(c.{n} IS NULL OR c.{n} IS r.{n})" for n in names]
         unchanged = conn.execute(
             "DELETE FROM temp.record_change WHERE id IN (SELECT c.id FROM temp.record_change c "
-            f"JOIN {kind.table} r ON r.id = c.id WHERE {' AND '.join(same)})"
+            f"CROSS JOIN {kind.table} r ON r.id = c.id AND {self._in_site} "
+            f"WHERE {' AND '.join(same)})"
         ).rowcount
         patch_parts = [f"'{kind.json_column}', json(c.patch)"] + [
             f"'{kind.audit_columns.get(n, n)}', "
@@ -202,7 +219,8 @@ class RecordTable:
                 kind,
                 "update",
                 changes,
-                f"FROM temp.record_change c JOIN {kind.table} r ON r.id = c.id",
+                f"FROM temp.record_change c CROSS JOIN {kind.table} r "
+                f"ON r.id = c.id AND {self._in_site}",
             ),
             (now, actor.user_id, actor.message, actor.import_job_id),
         )
@@ -211,7 +229,10 @@ class RecordTable:
         conn.execute(
             f"UPDATE {kind.table} SET {', '.join(sets)}, "
             f"import_job_id = coalesce(?, {kind.table}.import_job_id), date_modified = ? "
-            f"FROM temp.record_change c WHERE {kind.table}.id = c.id",
+            f"FROM temp.record_change c WHERE {kind.table}.id = c.id "
+            f"AND {self._plus}{kind.table}.site_id = {int(self.site_id)} "
+            # The IN steers SQLite to look the changed ids up, not to scan the whole site.
+            f"AND {kind.table}.id IN (SELECT id FROM temp.record_change)",
             (actor.import_job_id, now),
         )
         conn.execute("DROP TABLE temp.record_change")
@@ -279,14 +300,16 @@ class RecordTable:
                 kind,
                 "retire",
                 f"json_object('status', json_array(r.status, {INACTIVE_STATUS}))",
-                f"FROM temp.record_ids t JOIN {kind.table} r ON r.id = t.id",
+                f"FROM temp.record_ids t CROSS JOIN {kind.table} r "
+                f"ON r.id = t.id AND {self._in_site}",
             ),
             (now, actor.user_id, actor.message, actor.import_job_id),
         )
         conn.execute(
             f"UPDATE {kind.table} SET status = {INACTIVE_STATUS}, date_modified = ?, "
             "import_job_id = coalesce(?, import_job_id) "
-            "WHERE id IN (SELECT id FROM temp.record_ids)",
+            f"WHERE id IN (SELECT id FROM temp.record_ids) "
+            f"AND {self._plus}site_id = {int(self.site_id)}",
             (now, actor.import_job_id),
         )
         return len(ids)
@@ -299,7 +322,8 @@ class RecordTable:
         table = self.kind.table
         conn.execute(
             f"UPDATE {table} SET tags = json_insert(tags, '$[#]', ?) "
-            "WHERE id IN (SELECT id FROM temp.record_ids) "
+            f"WHERE id IN (SELECT id FROM temp.record_ids) "
+            f"AND {self._plus}site_id = {int(self.site_id)} "
             f"AND NOT EXISTS (SELECT 1 FROM json_each({table}.tags) WHERE value = ?)",
             (tag, tag),
         )

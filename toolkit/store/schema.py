@@ -5,9 +5,11 @@ migration is appended, never edited, once it has shipped.
 
 Conventions: every record table carries ``site_id`` (the spec's ``X-Site``
 tenancy); ids are integers unique across the whole file, so an id never names
-records in two sites; timestamps are integer epoch milliseconds (UTC); statuses
-are integers, positive active and zero or negative inactive; flexible parts
-(register fields, extraInfo, changes) are JSON text.
+records in two sites, except asset ids, which are unique within their site
+(migration 2: each site owns the id space of its master asset register, so
+every statement on assets names the site too); timestamps are integer epoch
+milliseconds (UTC); statuses are integers, positive active and zero or negative
+inactive; flexible parts (register fields, extraInfo, changes) are JSON text.
 """
 
 from __future__ import annotations
@@ -233,6 +235,51 @@ MIGRATIONS: tuple[str, ...] = (
         date_completed INTEGER
     );
     CREATE INDEX report_instance_site ON report_instance(site_id, id);
+    """,
+    # 2: the trust of `toolkit serve` (issue 10).
+    """
+    -- Account administration over the API needs this flag, set only by the local CLI.
+    ALTER TABLE user ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
+    -- The last TOTP time step a login used: a code logs in once, never replayed in its step.
+    ALTER TABLE user ADD COLUMN totp_last_step INTEGER;
+
+    -- Token signing keys now come from outside the site file (a key file or the server's
+    -- secret), so a copied site file cannot mint tokens: the old keys go.
+    DELETE FROM site_secret WHERE name = 'token-signing-key';
+
+    -- Asset ids belong to their site: two sites may import the same master register.
+    CREATE TABLE asset_v2 (
+        id INTEGER NOT NULL,
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        type TEXT NOT NULL,
+        code TEXT,
+        name TEXT NOT NULL,
+        friendly TEXT,
+        region_id INTEGER,
+        source TEXT,
+        status INTEGER NOT NULL DEFAULT 1,
+        extra_info TEXT NOT NULL DEFAULT '{}',
+        geometry BLOB,
+        min_x REAL,
+        min_y REAL,
+        max_x REAL,
+        max_y REAL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        import_job_id INTEGER,
+        date_created INTEGER NOT NULL,
+        date_modified INTEGER NOT NULL,
+        PRIMARY KEY (site_id, id)
+    );
+    INSERT INTO asset_v2 (id, site_id, type, code, name, friendly, region_id, source, status,
+        extra_info, geometry, min_x, min_y, max_x, max_y, tags, import_job_id, date_created,
+        date_modified)
+    SELECT id, site_id, type, code, name, friendly, region_id, source, status, extra_info,
+        geometry, min_x, min_y, max_x, max_y, tags, import_job_id, date_created, date_modified
+    FROM asset;
+    DROP TABLE asset;
+    ALTER TABLE asset_v2 RENAME TO asset;
+    CREATE INDEX asset_site_code ON asset(site_id, code);
+    CREATE INDEX asset_site_x ON asset(site_id, min_x);
     """,
 )
 
