@@ -132,3 +132,28 @@ def test_saint_and_mount_match_their_short_forms() -> None:
     assert normalised[2] == normalised[3]
     parsed = parse(pd.Series(["5 ST KILDA ST", "5 SAINT KILDA STREET"]))
     assert parsed.iloc[0].to_dict() == parsed.iloc[1].to_dict()
+
+
+@pytest.mark.parametrize(
+    ("text", "street_name", "street_type", "locality"),
+    [
+        ("3 light setreet windermere", "LIGHT", "STREET", "WINDERMERE"),
+        ("4 moon crescant, bayside", "MOON", "CRESCENT", "BAYSIDE"),
+        ("5 ocean avenue, sorento", "OCEAN", "AVENUE", "SORENTO"),
+        ("6 ocean aevnue sorrento", "OCEAN", "AVENUE", "SORRENTO"),
+        ("177 pridhamstreet, marsden", "PRIDHAM", "STREET", "MARSDEN"),
+        ("174 alabaste rstreet, riverwood", "ALABASTE", "STREET", "RIVERWOOD"),
+        ("32 mckillop ecircuit, corio", "MCKILLOP", "CIRCUIT", "CORIO"),
+        ("9 lang st", "LANG", "STREET", ""),
+        ("12 streeton drive", "STREETON", "DRIVE", ""),
+    ],
+)
+def test_parse_recognises_misspelt_and_joined_street_types(
+    text: str, street_name: str, street_type: str, locality: str
+) -> None:
+    got = parsed(text)
+    assert (got["street_name"], got["street_type"], got["locality"]) == (
+        street_name,
+        street_type,
+        locality,
+    )

@@ -156,8 +156,44 @@ class Words:
     n_rows: int
 
 
+# Street types that are also written joined to the name (``PRIDHAMSTREET``): long and
+# rarely the tail of a real name word (unlike GROVE, RIDGE, VIEW: ELMGROVE, PINERIDGE).
+_JOINED_TYPES = (
+    "STREET", "CRESCENT", "AVENUE", "CIRCUIT", "PLACE", "DRIVE", "CLOSE", "COURT", "PARADE",
+    "TERRACE", "HIGHWAY", "BOULEVARD", "ESPLANADE",
+)  # fmt: skip
+# A word this long or longer, one edit (OSA: transpositions count one) from a street type's
+# full form, is that type misspelt (SETREET, CRESCANT, STRET); shorter words are too often
+# real names (LANG, ROAM).
+TYPO_MIN_LENGTH = 5
+
+
+def _typo_canonical(words: np.ndarray) -> dict[str, str]:
+    """Misspelt street types and states among ``words`` -> their canonical form."""
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    candidates = [
+        w
+        for w in words
+        if len(w) >= TYPO_MIN_LENGTH and w.isalpha() and w not in STREET_TYPE_CANONICAL
+    ]
+    if not candidates:
+        return {}
+    full = [t for t in STREET_TYPES if len(t) >= TYPO_MIN_LENGTH - 1]
+    distances = process.cdist(candidates, full, scorer=OSA.distance, score_cutoff=1, workers=1)
+    found: dict[str, str] = {}
+    best = distances.argmin(axis=1)
+    for word, column, row in zip(candidates, best, distances, strict=True):
+        if row[column] <= 1 and (row <= 1).sum() == 1:
+            found[word] = full[column]
+    return found
+
+
 def split_words(cleaned: pa.Array) -> Words:
-    """Split cleaned text into canonical words (street types in full, states abbreviated)."""
+    """Split cleaned text into canonical words (street types in full, states abbreviated;
+    a street type misspelt by one edit, or joined to the name before it, is recognised)."""
+    cleaned = _sub(cleaned, r"\b([A-Z]{3,}?)(" + "|".join(_JOINED_TYPES) + r")\b", r"\1 \2")
     lists = pc.split_pattern(cleaned, " ")
     flat = lists.flatten()
     offsets = lists.offsets.to_numpy().astype(np.int64)
@@ -171,8 +207,10 @@ def split_words(cleaned: pa.Array) -> Words:
     counts = np.bincount(row, minlength=len(counts))
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     position = np.arange(len(row), dtype=np.int64) - starts[row]
+    typos = _typo_canonical(raw_words)
     canonical = np.array(
-        [STREET_TYPE_CANONICAL.get(w) or STATES.get(w, w) for w in raw_words], dtype=object
+        [STREET_TYPE_CANONICAL.get(w) or STATES.get(w) or typos.get(w, w) for w in raw_words],
+        dtype=object,
     )
     # Two spellings can map to one canonical word; merge their codes.
     canon_codes, vocabulary = pd.factorize(canonical, sort=False)
