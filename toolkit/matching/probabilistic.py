@@ -1,0 +1,512 @@
+"""Probabilistic address matching (Fellegi–Sunter), the engine of mode ``fuzzy``.
+
+A query is compared with every asset that shares at least one blocking key with it; each pair
+gets one comparison *level* per address component (number, street name, street type,
+locality, postcode, unit, state); each level has an m probability (how often true matches
+show it) and a u probability (how often non-matches do). Their ratio is the level's evidence;
+the evidence of a pair is the sum over components of ``log2(m/u)``, and its match
+probability follows from the prior share of matches among candidate pairs.
+
+Nothing is tuned per file: u comes from random (query, asset) pairs, m and the prior from an
+EM fit over the candidate pairs of the data at hand, and an exact street or locality weighs
+more when that value is rare among the assets (term-frequency adjustment).
+
+Everything is computed on whole columns over *distinct* address strings; the only Python
+loops run over components, levels, keys and EM iterations, never over rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jellyfish
+import numpy as np
+import pandas as pd
+from rapidfuzz import process
+from rapidfuzz.distance import OSA, JaroWinkler
+
+from toolkit.matching.address import (
+    Analysis,
+    Words,
+    _join_words,
+    _per_row_cumsum,
+    mix64,
+    string_hashes,
+)
+
+# --- the model's fixed shape (never tuned per file) ------------------------------------------
+
+COMPONENTS = ("number", "street", "type", "locality", "postcode", "unit", "state")
+# Jaro–Winkler bands of the text components: level 0 is equal, then these floors.
+TEXT_BANDS = (0.95, 0.88, 0.80)
+LEVELS = {
+    "number": ("exact", "one edit", "different"),
+    "street": ("exact", "jw>=0.95", "jw>=0.88", "jw>=0.80", "different"),
+    "type": ("exact", "different"),
+    "locality": ("exact", "jw>=0.95", "jw>=0.88", "jw>=0.80", "different"),
+    "postcode": ("exact", "one edit", "different"),
+    "unit": ("exact", "different"),
+    "state": ("exact", "different"),
+}
+MISSING = -1
+# In choosing how to read a query (which words are street, which locality), a component
+# left out counts as this similarity: above what unrelated words score, below a near match.
+ABSENT_SIMILARITY = 0.7
+# Blocking: a key shared by more assets than this says too little to be worth the pairs.
+MAX_KEY_ASSETS = 100
+# At most this many candidates per query reach scoring (those sharing the rarest keys).
+MAX_CANDIDATES = 40
+RANDOM_PAIRS = 200_000
+EM_ITERATIONS = 30
+# The decision (one configuration for every data set).
+LINK_PROBABILITY = 0.8  # link when the best candidate's match probability reaches this
+REVIEW_PROBABILITY = 0.3  # between this and LINK_PROBABILITY: a candidate for review
+MARGIN_BITS = 5.0  # and the runner-up's evidence is this many bits (32x) weaker
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """The components of distinct address strings, as object arrays of str ("" = absent)."""
+
+    number: np.ndarray
+    unit: np.ndarray
+    postcode: np.ndarray
+    state: np.ndarray
+    street_type: np.ndarray
+    street: np.ndarray  # street name words, joined without spaces (split/joined words agree)
+    locality: np.ndarray  # locality words, joined without spaces
+    alpha: np.ndarray  # every name and locality word, in order, joined without spaces
+    head: dict[int, np.ndarray]  # the first k name/locality words, joined
+    tail: dict[int, np.ndarray]  # the words after the first k, joined
+    last: dict[int, np.ndarray]  # the last k name/locality words, joined
+    street_words: np.ndarray  # int64: number of words in the street name
+    locality_words: np.ndarray  # int64: number of words in the locality
+    key_rows: np.ndarray  # blocking keys: distinct-string row of each key
+    keys: np.ndarray  # uint64 blocking key
+
+    @classmethod
+    def of(cls, analysis: Analysis) -> Parsed:
+        words, parts = analysis.words, analysis.parts
+        vocab = words.vocabulary
+        is_alpha_word = np.array([w.isalpha() for w in vocab], dtype=bool)[words.word_code]
+        alpha = (parts.is_name | parts.is_locality) & is_alpha_word
+        rank = _per_row_cumsum(alpha, words.row, words.n_rows) - 1
+        n_alpha = np.bincount(words.row[alpha], minlength=words.n_rows)
+        from_end = n_alpha[words.row] - rank  # 1 for the last name/locality word
+
+        def joined(mask: np.ndarray) -> np.ndarray:
+            return np.char.replace(_join_words(words, mask).astype(str), " ", "").astype(object)
+
+        unit_number = parts.is_unit & (words.position == 1)
+        number_rank = _per_row_cumsum(parts.is_number, words.row, words.n_rows)
+        street_words = np.bincount(
+            words.row[parts.is_name & is_alpha_word], minlength=words.n_rows
+        ).astype(np.int64)
+        locality_words = np.bincount(
+            words.row[parts.is_locality & is_alpha_word], minlength=words.n_rows
+        ).astype(np.int64)
+        parsed = {
+            "locality_words": locality_words,
+            "number": _join_words(words, parts.is_number & (number_rank == 1)),
+            "unit": _join_words(words, unit_number),
+            "postcode": _join_words(words, parts.is_postcode),
+            "state": _join_words(words, parts.is_state),
+            "street_type": _join_words(words, parts.is_type),
+            "street": joined(parts.is_name & is_alpha_word),
+            "locality": joined(parts.is_locality & is_alpha_word),
+            "alpha": joined(alpha),
+            "head": {k: joined(alpha & (rank < k)) for k in (1, 2, 3)},
+            "tail": {k: joined(alpha & (rank >= k)) for k in (1, 2, 3)},
+            "last": {k: joined(alpha & (from_end <= k)) for k in (1, 2, 3)},
+            "street_words": street_words,
+        }
+        key_rows, keys = _blocking_keys(
+            words,
+            alpha,
+            parsed["number"],
+            parsed["postcode"],
+            parsed["street"],
+            parsed["locality"],
+        )
+        return cls(**parsed, key_rows=key_rows, keys=keys)
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+
+def _blocking_keys(
+    words: Words,
+    alpha: np.ndarray,
+    number: np.ndarray,
+    postcode: np.ndarray,
+    street: np.ndarray,
+    locality: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Blocking keys per distinct string, as a long (row, key) table.
+
+    Each key survives an error in the components it leaves out, so a true pair shares at
+    least one key unless two components are wrong at once:
+    number + sounds-like word (any street or locality word: a typo elsewhere is harmless),
+    number + a word's first or last three letters (soundex misses a wrong first letter
+    and, in short words, a wrong last one),
+    two sounds-like words in any order (the number missing or wrong),
+    postcode + number.
+    """
+    vocab = words.vocabulary
+    sound = string_hashes(
+        np.array([jellyfish.soundex(w) if w.isalpha() else w for w in vocab], dtype=object)
+    )
+    ending = string_hashes(np.array([w[-3:] if len(w) >= 4 else "" for w in vocab], dtype=object))
+    beginning = string_hashes(np.array([w[:3] for w in vocab], dtype=object))
+    long_word = np.array([len(w) >= 4 for w in vocab], dtype=bool)
+    number_hash = np.where(number != "", string_hashes(number.astype(object)), 0).astype(np.uint64)
+    postcode_hash = np.where(postcode != "", string_hashes(postcode.astype(object)), 0).astype(
+        np.uint64
+    )
+    row = words.row[alpha]
+    code = words.word_code[alpha]
+    rows: list[np.ndarray] = []
+    keys: list[np.ndarray] = []
+    has_number = number_hash[row] != 0
+    rows.append(row[has_number])
+    keys.append(mix64(number_hash[row[has_number]] ^ mix64(sound[code[has_number]])))
+    with_ending = has_number & long_word[code]
+    rows.append(row[with_ending])
+    keys.append(mix64(number_hash[row[with_ending]] ^ mix64(ending[code[with_ending]] + 1)))
+    rows.append(row[with_ending])
+    keys.append(mix64(number_hash[row[with_ending]] ^ mix64(beginning[code[with_ending]] + 7)))
+    # Unordered pairs of words of one address (up to 6 apart).
+    for gap in range(1, 7):
+        same = row[gap:] == row[:-gap]
+        first, second = code[:-gap][same], code[gap:][same]
+        rows.append(row[gap:][same])
+        keys.append(mix64(mix64(sound[first] + 2) + mix64(sound[second] + 2)))
+    # A single word spelt exactly (4 letters or more), without the number: the number and
+    # every other word may be wrong; common words fall to MAX_KEY_ASSETS.
+    exact = string_hashes(vocab)
+    single = long_word[code]
+    rows.append(row[single])
+    keys.append(mix64(exact[code[single]] + 4))
+    # The street and the locality with their words joined (VENUS BAY = VENUSBAY).
+    for text, salt in ((street, 5), (locality, 6)):
+        present = text != ""
+        hashed = string_hashes(text[present].astype(object))
+        rows.append(np.flatnonzero(present))
+        keys.append(mix64(hashed + salt))
+    both = (number_hash != 0) & (postcode_hash != 0)
+    rows.append(np.flatnonzero(both))
+    keys.append(mix64(number_hash[both] ^ mix64(postcode_hash[both] + 3)))
+    all_rows = np.concatenate(rows).astype(np.int64)
+    all_keys = np.concatenate(keys).astype(np.uint64)
+    # One row may give the same key twice (two words sounding alike).
+    table = pd.DataFrame({"row": all_rows, "key": all_keys}).drop_duplicates()
+    return table["row"].to_numpy(), table["key"].to_numpy(dtype=np.uint64)
+
+
+def candidate_pairs(
+    queries: Parsed, assets: Parsed, allowed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(query row, asset row) of every pair sharing a blocking key, at most
+    ``MAX_CANDIDATES`` per query (those sharing the rarest keys first); rows are distinct
+    strings."""
+    a_rows, a_keys = assets.key_rows, assets.keys
+    if allowed is not None:
+        keep = allowed[a_rows]
+        a_rows, a_keys = a_rows[keep], a_keys[keep]
+    order = np.argsort(a_keys, kind="stable")
+    a_rows, a_keys = a_rows[order], a_keys[order]
+    start = np.searchsorted(a_keys, queries.keys, side="left")
+    end = np.searchsorted(a_keys, queries.keys, side="right")
+    size = end - start
+    useful = (size > 0) & (size <= MAX_KEY_ASSETS)
+    q_rows, start, size = queries.key_rows[useful], start[useful], size[useful]
+    total = int(size.sum())
+    pair_q = np.repeat(q_rows, size)
+    offsets = np.arange(total) - np.repeat(np.cumsum(size) - size, size)
+    pair_a = a_rows[np.repeat(start, size) + offsets]
+    n_assets = np.int64(len(assets))
+    combined = pair_q * n_assets + pair_a
+    # A shared key says more the fewer assets hold it: rank by the sum of log2(N / size).
+    key_weight = np.repeat(np.log2((len(assets) + 1) / size), size)
+    unique, inverse = np.unique(combined, return_inverse=True)
+    shared = np.bincount(inverse, weights=key_weight, minlength=len(unique))
+    pair_q, pair_a = unique // n_assets, unique % n_assets
+    # Keep the candidates sharing most keys, per query.
+    order = np.lexsort((-shared, pair_q))
+    pair_q, pair_a = pair_q[order], pair_a[order]
+    counts = np.bincount(pair_q, minlength=len(queries))
+    rank = np.arange(len(pair_q)) - (np.cumsum(counts) - counts)[pair_q]
+    keep = rank < MAX_CANDIDATES
+    return pair_q[keep], pair_a[keep]
+
+
+# --- comparisons ---------------------------------------------------------------------------
+
+
+def _jw(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Jaro–Winkler similarity pair by pair; NaN where either side is empty."""
+    if not len(left):
+        return np.zeros(0)
+    sim = process.cpdist(
+        list(left), list(right), scorer=JaroWinkler.normalized_similarity, workers=-1
+    ).astype(np.float64)
+    empty = (np.char.str_len(left.astype(str)) == 0) | (np.char.str_len(right.astype(str)) == 0)
+    sim[empty] = np.nan
+    return sim
+
+
+def _text_level(sim: np.ndarray) -> np.ndarray:
+    level = np.full(len(sim), len(TEXT_BANDS) + 1, dtype=np.int8)
+    for band in reversed(range(len(TEXT_BANDS))):
+        level[sim >= TEXT_BANDS[band]] = band + 1
+    level[sim >= 1.0] = 0
+    level[np.isnan(sim)] = MISSING
+    return level
+
+
+def _code_level(left: np.ndarray, right: np.ndarray, near: bool) -> np.ndarray:
+    """Equal (0), one edit apart (1, when ``near``), different; MISSING where absent."""
+    level = np.full(len(left), 2 if near else 1, dtype=np.int8)
+    if near and len(left):
+        distance = process.cpdist(list(left), list(right), scorer=OSA.distance, workers=-1)
+        level[distance <= 1] = 1
+    level[left == right] = 0
+    level[(left == "") | (right == "")] = MISSING
+    return level
+
+
+@dataclass
+class Comparison:
+    """Per candidate pair: the level of each component (``MISSING`` when not comparable)
+    and the similarities used to choose the reading of the query."""
+
+    levels: np.ndarray  # int8, pairs x components
+    street_value: np.ndarray  # the asset's street (for term frequencies), per pair
+    locality_value: np.ndarray
+
+
+def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Comparison:
+    """Compare each (query row ``q``, asset row ``a``) pair, component by component.
+
+    Which query words are the street and which the locality is read five ways, and the
+    reading that agrees best with the asset is kept: as parsed; split where the asset's
+    street name ends (a street type missing or unrecognised); the asset's number of street
+    words first and of locality words last (garbled words between); all words the locality (the
+    street missing); all words the street (the locality missing).
+    """
+    a_street, a_locality = assets.street[a], assets.locality[a]
+    k = np.clip(assets.street_words[a], 1, 3)
+    head = np.select([k == 1, k == 2], [queries.head[1][q], queries.head[2][q]], queries.head[3][q])
+    tail = np.select([k == 1, k == 2], [queries.tail[1][q], queries.tail[2][q]], queries.tail[3][q])
+    j = np.clip(assets.locality_words[a], 1, 3)
+    last = np.select([j == 1, j == 2], [queries.last[1][q], queries.last[2][q]], queries.last[3][q])
+    readings = [
+        (_jw(queries.street[q], a_street), _jw(queries.locality[q], a_locality)),
+        (_jw(head, a_street), _jw(tail, a_locality)),
+        (_jw(head, a_street), _jw(last, a_locality)),
+        (np.full(len(q), np.nan), _jw(queries.alpha[q], a_locality)),
+        (_jw(queries.alpha[q], a_street), np.full(len(q), np.nan)),
+    ]
+    totals = np.stack(
+        [
+            np.nan_to_num(s, nan=ABSENT_SIMILARITY) + np.nan_to_num(lo, nan=ABSENT_SIMILARITY)
+            for s, lo in readings
+        ]
+    )
+    best = np.argmax(totals, axis=0)
+    street_sim = np.choose(best, [r[0] for r in readings])
+    locality_sim = np.choose(best, [r[1] for r in readings])
+    levels = np.stack(
+        [
+            _code_level(queries.number[q], assets.number[a], near=True),
+            _text_level(street_sim),
+            _code_level(queries.street_type[q], assets.street_type[a], near=False),
+            _text_level(locality_sim),
+            _code_level(queries.postcode[q], assets.postcode[a], near=True),
+            _code_level(queries.unit[q], assets.unit[a], near=False),
+            _code_level(queries.state[q], assets.state[a], near=False),
+        ],
+        axis=1,
+    )
+    return Comparison(levels, a_street, a_locality)
+
+
+# --- the model: u from random pairs, m and the prior by EM ---------------------------------
+
+
+@dataclass
+class Model:
+    """m and u per component and level, the prior share of matches among candidate pairs,
+    and the term frequencies of street names and localities among the assets."""
+
+    m: dict[str, np.ndarray]
+    u: dict[str, np.ndarray]
+    prior: float
+    street_tf: dict[str, float] = field(default_factory=dict)
+    locality_tf: dict[str, float] = field(default_factory=dict)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """log2(m/u) per component and level."""
+        return {c: np.log2(self.m[c] / self.u[c]) for c in COMPONENTS}
+
+
+def estimate_u(queries: Parsed, assets: Parsed, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """u per level: level frequencies among random (query, asset) pairs, which are almost
+    all non-matches; one pseudo-count per level so no level has u = 0."""
+    n = min(RANDOM_PAIRS, len(queries) * len(assets))
+    q = rng.integers(0, len(queries), n)
+    a = rng.integers(0, len(assets), n)
+    levels = compare(queries, assets, q, a).levels
+    return {c: _frequencies(levels[:, i], len(LEVELS[c])) for i, c in enumerate(COMPONENTS)}
+
+
+def _frequencies(
+    levels: np.ndarray, n_levels: int, weights: np.ndarray | None = None
+) -> np.ndarray:
+    present = levels != MISSING
+    w = np.ones(len(levels)) if weights is None else weights
+    counts = np.bincount(levels[present].astype(np.int64), weights=w[present], minlength=n_levels)
+    return (counts + 1.0) / (counts.sum() + n_levels)
+
+
+def posterior(
+    log2_bf: np.ndarray, q: np.ndarray, n_queries: int, n_assets: int, share: float
+) -> np.ndarray:
+    """P(this candidate is the query's asset | every candidate's evidence).
+
+    A query names at most one asset: a priori any given asset with chance ``share / n_assets``
+    (``share``: how many queries have their asset in the table), none with ``1 - share``.
+    Evidence ``2**log2_bf`` is measured against a random asset, so assets that are not
+    candidates add next to nothing; two candidates with equal evidence share the probability,
+    so neither reaches a link threshold above one half (a tie is never guessed).
+    """
+    scaled = np.exp2(np.clip(log2_bf - np.log2(max(n_assets, 1)), -300, 300))
+    total = np.bincount(q, weights=scaled, minlength=n_queries)
+    return share * scaled / (share * total[q] + (1.0 - share))
+
+
+def fit_em(
+    levels: np.ndarray,
+    q: np.ndarray,
+    n_queries: int,
+    n_assets: int,
+    u: dict[str, np.ndarray],
+) -> tuple[dict[str, np.ndarray], float]:
+    """m per level and the share of queries whose asset is in the table, by EM over the
+    candidate pairs with u held fixed (as Splink does), under ``posterior``'s one-asset
+    model."""
+    m = {}
+    for c in COMPONENTS:
+        n = len(LEVELS[c])
+        # Start: matches mostly agree exactly.
+        start = np.full(n, 0.2 / max(n - 1, 1))
+        start[0] = 0.8
+        m[c] = start
+    share = 0.5
+    for _ in range(EM_ITERATIONS):
+        weight = posterior(_log2_bayes(levels, m, u), q, n_queries, n_assets, share)
+        share = float(np.clip(weight.sum() / max(n_queries, 1), 1e-3, 1 - 1e-3))
+        m = {
+            c: _frequencies(levels[:, i], len(LEVELS[c]), weight) for i, c in enumerate(COMPONENTS)
+        }
+    return m, share
+
+
+def _log2_bayes(
+    levels: np.ndarray, m: dict[str, np.ndarray], u: dict[str, np.ndarray]
+) -> np.ndarray:
+    total = np.zeros(len(levels))
+    for i, c in enumerate(COMPONENTS):
+        lv = levels[:, i]
+        present = lv != MISSING
+        weight = np.log2(m[c] / u[c])
+        total[present] += weight[lv[present]]
+    return total
+
+
+def term_frequencies(values: np.ndarray) -> dict[str, float]:
+    """Share of assets holding each non-empty value."""
+    present = values[values != ""]
+    if not len(present):
+        return {}
+    counts = pd.Series(present).value_counts()
+    return (counts / len(present)).to_dict()
+
+
+def contributions(comparison: Comparison, model: Model) -> np.ndarray:
+    """Evidence in bits, pairs x components, with the term-frequency adjustment applied to
+    exact streets and localities (0 for a missing component)."""
+    levels = comparison.levels
+    out = np.zeros(levels.shape)
+    weights = model.weights()
+    for i, c in enumerate(COMPONENTS):
+        lv = levels[:, i]
+        present = lv != MISSING
+        out[present, i] = weights[c][lv[present]]
+    for column, values, tf in (
+        (COMPONENTS.index("street"), comparison.street_value, model.street_tf),
+        (COMPONENTS.index("locality"), comparison.locality_value, model.locality_tf),
+    ):
+        exact = levels[:, column] == 0
+        if not exact.any() or not tf:
+            continue
+        freq = pd.Series(values[exact]).map(tf).fillna(min(tf.values())).to_numpy()
+        u_exact = model.u[COMPONENTS[column]][0]
+        out[exact, column] += np.log2(u_exact / np.maximum(freq, 1e-9))
+    return out
+
+
+# --- deciding -------------------------------------------------------------------------------
+
+
+@dataclass
+class Scored:
+    """Every candidate pair with its evidence and probability; per query the best."""
+
+    q: np.ndarray  # query row of each pair
+    a: np.ndarray  # asset row of each pair
+    bits: np.ndarray  # pairs x components: evidence per component (log2 m/u, TF-adjusted)
+    probability: np.ndarray  # match probability of each pair
+    best: np.ndarray  # per query: pair index of the best candidate, -1 when none
+    second: np.ndarray  # per query: pair index of the runner-up, -1 when none
+    model: Model
+
+
+FIT_QUERIES = 100_000
+
+
+def fit(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray, seed: int = 0) -> Model:
+    """The model for this data: u from random pairs, m and the share of queries with an
+    asset by EM on the candidate pairs (of at most ``FIT_QUERIES`` queries)."""
+    rng = np.random.default_rng(seed)
+    u = estimate_u(queries, assets, rng)
+    n_queries = len(queries)
+    if n_queries > FIT_QUERIES:
+        chosen = np.zeros(n_queries, dtype=bool)
+        chosen[rng.choice(n_queries, FIT_QUERIES, replace=False)] = True
+        keep = chosen[q]
+        q, a = q[keep], a[keep]
+        q = np.cumsum(chosen)[q] - 1
+        n_queries = FIT_QUERIES
+    levels = compare(queries, assets, q, a).levels
+    m, share = fit_em(levels, q, n_queries, len(assets), u)
+    return Model(m, u, share, term_frequencies(assets.street), term_frequencies(assets.locality))
+
+
+def score(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray, model: Model) -> Scored:
+    """Evidence and match probability of every pair; the best and runner-up per query."""
+    comparison = compare(queries, assets, q, a)
+    bits = contributions(comparison, model)
+    total = bits.sum(axis=1)
+    probability = posterior(total, q, len(queries), len(assets), model.prior)
+    order = np.lexsort((-total, q))
+    sorted_q = q[order]
+    first = np.ones(len(q), dtype=bool)
+    first[1:] = sorted_q[1:] != sorted_q[:-1]
+    best = np.full(len(queries), -1, dtype=np.int64)
+    best[sorted_q[first]] = order[first]
+    is_second = np.zeros(len(q), dtype=bool)
+    is_second[1:] = first[:-1] & ~first[1:]
+    second = np.full(len(queries), -1, dtype=np.int64)
+    second[sorted_q[is_second]] = order[is_second]
+    return Scored(q, a, bits, probability, best, second, model)
