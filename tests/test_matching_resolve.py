@@ -192,11 +192,20 @@ def test_inactive_assets_are_never_returned(index: AssetIndex) -> None:
 
 def test_fuzzy_resolves_typos_soundex_cannot(index: AssetIndex) -> None:
     assert answers(index, ["12 Smiyh St Richmond"], mode="soundex", maxRank=3) == [(None, None, 0)]
-    assert answers(index, ["12 Smiyh St Richmond"], mode="fuzzy") == [("A1", 95.8, 1)]
+    # accuracy is the match probability x 100
+    assert answers(index, ["12 Smiyh St Richmond"], mode="fuzzy") == [("A1", 95.3, 1)]
 
 
-def test_fuzzy_second_pass_finds_a_typo_in_the_first_letter(index: AssetIndex) -> None:
-    assert answers(index, ["12 Xmith St Richmond"], mode="fuzzy") == [("A1", 95.8, 1)]
+def test_fuzzy_finds_a_typo_in_the_first_letter(index: AssetIndex) -> None:
+    assert answers(index, ["12 Xmith St Richmond"], mode="fuzzy") == [("A1", 85.9, 1)]
+
+
+def test_fuzzy_abstains_when_the_evidence_is_weak(index: AssetIndex) -> None:
+    # The postcode disagrees: the best candidate is no longer likely enough.
+    assert answers(index, ["12 Smith St Richmond 3000"], mode="fuzzy") == [(None, None, 1)]
+    assert errors(index, ["12 Smith St Richmond 3000"], mode="fuzzy") == [
+        "the best candidate is 68% likely, below the 80% needed to link"
+    ]
 
 
 # --- auto, fallback, class, empty input -------------------------------------------------
@@ -231,7 +240,7 @@ def test_fallback_runs_only_on_rows_the_first_mode_did_not_match(index: AssetInd
     ]
     assert result["err"].iloc[2] == (
         "no asset name sounds like this (soundex, maxRank 2); "
-        "fallback fuzzy: no asset name scores 90 or more (fuzzy)"
+        "fallback fuzzy: no asset shares a number, street or locality with this address (fuzzy)"
     )
 
 
@@ -336,10 +345,13 @@ def test_candidates_list_the_tie_without_changing_the_answer(index: AssetIndex) 
     plain = resolve(index, frame, {"mode": "fuzzy", **OFF})
     result, candidates = resolve_with_candidates(index, frame, {"mode": "fuzzy", **OFF}, 3)
     pd.testing.assert_frame_equal(result, plain)
+    # Scores are match probabilities x 100: the twins share theirs.
     assert candidates[["row", "rank", "asset_id", "score"]].values.tolist() == [
-        [0, 1, "A5", 100.0],
-        [0, 2, "A6", 100.0],
-        [1, 1, "A1", 100.0],
+        [0, 1, "A5", 50.0],
+        [0, 2, "A6", 50.0],
+        [1, 1, "A1", 92.8],
+        [1, 2, "A10", 4.0],
+        [1, 3, "A8", 2.3],
     ]
 
 

@@ -17,8 +17,8 @@ any order)
 ``geo`` (geometry covers the input)    100
 ``contains``                           share of the asset name the query covers
                                        (``100 * len(query) / len(name)``)
-``fuzzy``                              the rapidfuzz ``token_sort_ratio`` score
-                                       (second pass: ``ratio``), one decimal
+``fuzzy``                              the match probability x 100, one decimal
+                                       (``probabilistic``: links from 80)
 external geocoder                      the geocoder's own figure
 =====================================  ========
 
@@ -31,11 +31,6 @@ EXACT = 100.0
 CODE_WITHOUT_LEADING_ZEROS = 95.0
 SOUNDEX_BY_RANK: dict[int, float] = {1: 100.0, 2: 90.0, 3: 80.0}
 GEO = 100.0
-
-# Fuzzy matches: the best score must reach FUZZY_CUTOFF and beat the second best by
-# FUZZY_MARGIN, otherwise the query is a tie (never guess).
-FUZZY_CUTOFF = 90.0
-FUZZY_MARGIN = 5.0
 
 
 def as_text(value: float) -> str:

@@ -8,6 +8,7 @@ format version; only the spatial tree is rebuilt on load, which is cheap).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,8 @@ class AssetIndex:
     # Derived arrays (class masks, columns as numpy), computed on first use.
     _masks: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict, repr=False)
     _tree: shapely.STRtree | None = field(default=None, repr=False)
+    # Other derived structures (the fuzzy matcher's parsed names), built on first use.
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
 
     # --- building -----------------------------------------------------------------------
@@ -207,7 +210,7 @@ class AssetIndex:
         """Pickle the tables only (for workers of a distributed engine); caches and the
         spatial tree are rebuilt on the other side."""
         state = dict(self.__dict__)
-        state.update(_tables={}, _masks={}, _tree=None, _tree_assets=None)
+        state.update(_tables={}, _masks={}, _derived={}, _tree=None, _tree_assets=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -233,6 +236,12 @@ class AssetIndex:
                 mask = mask & (types == asset_class.strip().upper()).to_numpy(dtype=bool)
             self._masks[cache_key] = mask
         return self._masks[cache_key]
+
+    def derived(self, name: str, build: Callable[[], Any]) -> Any:
+        """A structure derived from the assets, built by ``build`` on first use, cached."""
+        if name not in self._derived:
+            self._derived[name] = build()
+        return self._derived[name]
 
     def name_column(self, name: str) -> np.ndarray:
         """One column of ``name_keys`` as a numpy array (object for text), cached."""

@@ -8,10 +8,8 @@ an ``err`` naming the number of tied candidates (never guess).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,10 +17,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import shapely
-from rapidfuzz import fuzz, process
 
 from toolkit.errors import OptionError
-from toolkit.matching import accuracy
+from toolkit.matching import accuracy, probabilistic
 from toolkit.matching.address import Analysis
 from toolkit.matching.index import (
     AssetIndex,
@@ -32,10 +29,10 @@ from toolkit.matching.index import (
 )
 from toolkit.matching.options import LookupOptions
 
-FUZZY_THREADS = os.cpu_count() or 1
 # From this many point queries on, mode geo indexes the points instead of probing the
 # asset tree once per point (and always when they are a tenth of the assets or more).
 INVERSE_GEO_MIN = 50_000
+NO_FUZZY_CANDIDATE = "no asset shares a number, street or locality with this address (fuzzy)"
 _LAT_LON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*[, ]\s*(-?\d+(?:\.\d+)?)\s*$")
 
 
@@ -91,6 +88,9 @@ class ModeResult:
     candidates: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame({"query": [], "asset": [], "score": []})
     )
+    # Mode fuzzy: every scored pair (for explanations) and each query's distinct-text row.
+    details: probabilistic.Scored | None = None
+    detail_rows: np.ndarray | None = None
 
     @classmethod
     def empty(cls, n: int) -> ModeResult:
@@ -462,130 +462,91 @@ def _covers(assets: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
-    """rapidfuzz ``token_sort_ratio`` within blocks of assets sharing the query's unit and
-    house numbers and the first letter of the street name; queries with no candidate there
-    get a second pass, scored with ``ratio`` on the words in order, in blocks keyed by the
-    name's last two letters (a typo in the first letter). The best score must reach
-    ``FUZZY_CUTOFF`` and lead the next by ``FUZZY_MARGIN``. Queries naming a locality are
-    scored on street and locality, others on the street only.
+    """Probabilistic address matching (``probabilistic``): candidates from several blocking
+    keys, a Fellegi–Sunter match probability for each, fitted on this batch. A query links
+    when its best candidate's probability reaches ``LINK_PROBABILITY``; ties (two assets
+    about equally likely) therefore never link. ``accuracy`` is that probability x 100.
     """
     result = ModeResult.empty(len(batch))
-    frames: list[pd.DataFrame] = []
-    rows = np.arange(len(batch))
-    for block in ("block", "block2"):
-        _fuzzy_pass(index, batch, rows, block, options, k, result, frames)
-        rows = rows[result.count[rows] == 0]
-    if frames:
-        result.candidates = pd.concat([result.candidates, *frames], ignore_index=True)
-    _no_match(result, f"no asset name scores {accuracy.FUZZY_CUTOFF:g} or more (fuzzy)")
+    side: probabilistic.AssetSide = index.derived(
+        "fuzzy", lambda: probabilistic.AssetSide.of(index.assets["name"])
+    )
+    analysis = batch.analysis()
+    queries = probabilistic.parsed_queries(analysis)
+    codes = analysis.codes
+    used = np.unique(codes)
+    allowed = index.allowed(options.asset_class)
+    allowed_assets = np.flatnonzero(allowed)
+    per_row = np.bincount(side.codes[allowed_assets], minlength=len(side.parsed))
+    row_asset = np.full(len(side.parsed), -1, dtype=np.int64)
+    row_asset[side.codes[allowed_assets]] = allowed_assets
+    q, a = probabilistic.candidate_pairs(queries, side.parsed, per_row > 0, used)
+    if not len(q):
+        _no_match(result, NO_FUZZY_CANDIDATE)
+        return result
+    model = probabilistic.fit(queries, side.parsed, q, a, side.u, len(used))
+    scored = probabilistic.score(
+        queries, side.parsed, q, a, model, per_row, n_assets=len(allowed_assets)
+    )
+    result.details = scored
+    result.detail_rows = codes
+
+    best = scored.best[codes]
+    has = best >= 0
+    safe = np.maximum(best, 0)
+    p_best = np.where(has, scored.probability[safe], np.nan)
+    n_same = np.where(has, per_row[scored.a[safe]], 0)
+    second = scored.second[codes]
+    p_second = np.where(second >= 0, scored.probability[np.maximum(second, 0)], 0.0)
+    # Candidate assets worth a look: those within review distance.
+    reviewable = scored.probability >= probabilistic.REVIEW_PROBABILITY
+    per_query_near = np.bincount(
+        scored.q, weights=reviewable * per_row[scored.a], minlength=len(queries)
+    ).astype(np.int64)
+    link = has & (p_best >= probabilistic.LINK_PROBABILITY) & (n_same == 1)
+    result.asset[link] = row_asset[scored.a[safe[link]]]
+    result.accuracy[link] = np.round(100.0 * p_best[link], 1)
+    result.count[:] = np.where(link, np.maximum(per_query_near[codes], 1), per_query_near[codes])
+    shared = has & ~link & (n_same > 1)
+    result.err[shared] = [
+        f"{c} assets have this address ({p:.0%} likely); none chosen"
+        for c, p in zip(n_same[shared], p_best[shared], strict=True)
+    ]
+    close = has & ~link & ~shared & (p_second >= p_best / 2)
+    result.err[close] = [
+        f"the best candidates are about equally likely ({p:.0%}, {p2:.0%}); none chosen"
+        for p, p2 in zip(p_best[close], p_second[close], strict=True)
+    ]
+    weak = has & ~link & ~shared & ~close
+    result.err[weak] = [
+        f"the best candidate is {p:.0%} likely, below the "
+        f"{probabilistic.LINK_PROBABILITY:.0%} needed to link"
+        for p in p_best[weak]
+    ]
+    if k:
+        result.candidates = _fuzzy_candidates(scored, codes, per_row, side, allowed, k)
+    _no_match(result, NO_FUZZY_CANDIDATE)
     return result
 
 
-def _fuzzy_pass(
-    index: AssetIndex,
-    batch: QueryBatch,
-    rows: np.ndarray,
-    block: str,
-    options: LookupOptions,
+def _fuzzy_candidates(
+    scored: probabilistic.Scored,
+    codes: np.ndarray,
+    per_row: np.ndarray,
+    side: probabilistic.AssetSide,
+    allowed: np.ndarray,
     k: int,
-    result: ModeResult,
-    frames: list[pd.DataFrame],
-) -> None:
-    """Score batch ``rows`` against the assets of their block (key column ``block``)."""
-    qkeys = batch.keys()
-    q_block = qkeys[block]
-    a_block = index.name_column(block)
-    a_pos = np.flatnonzero(index.allowed(options.asset_class) & (a_block != 0))
-    a_pos = a_pos[np.argsort(a_block[a_pos], kind="stable")]
-    a_sorted = a_block[a_pos]
-    q_pos = rows[q_block[rows] != 0]
-    q_pos = q_pos[np.argsort(q_block[q_pos], kind="stable")]
-    q_sorted = q_block[q_pos]
-    q_start = np.flatnonzero(np.concatenate([[True], q_sorted[1:] != q_sorted[:-1]]))
-    q_count = np.diff(np.append(q_start, len(q_sorted)))
-    blocks = q_sorted[q_start[q_start < len(q_sorted)]]
-    a_start = np.searchsorted(a_sorted, blocks, side="left")
-    a_end = np.searchsorted(a_sorted, blocks, side="right")
-    q_has_locality = qkeys["has_locality"]
-    qtexts = batch.texts()
-    # token_sort_ratio is ratio() of the words in alphabetical order: sorting once per
-    # distinct string here, not once per pair inside rapidfuzz, makes scoring ~4x faster.
-    # The second pass is for a wrong first letter, which moves the word in that order, so
-    # it compares the words in their own order instead.
-    prefix = "sorted_" if block == "block" else ""
-    texts = {
-        True: (qtexts[f"{prefix}normalised"], index.name_column(f"{prefix}normalised")),
-        False: (qtexts[f"{prefix}street"], index.name_column(f"{prefix}street")),
-    }
-
-    def score_block(b: int) -> None:
-        block_queries = q_pos[q_start[b] : q_start[b] + q_count[b]]
-        block_assets = a_pos[a_start[b] : a_end[b]]
-        for with_locality in (True, False):
-            rows = block_queries[q_has_locality[block_queries] == with_locality]
-            if not len(rows):
-                continue
-            q_text, a_text = texts[with_locality]
-            scores = process.cdist(
-                q_text[rows],
-                a_text[block_assets],
-                scorer=fuzz.ratio,
-                score_cutoff=accuracy.FUZZY_CUTOFF - accuracy.FUZZY_MARGIN,
-                workers=1,
-            )
-            # Blocks write disjoint rows of ``result``, so threads need no lock.
-            _settle_scores(result, rows, block_assets, scores, k, frames)
-
-    # Blocks are small, so rapidfuzz's own workers would cost more than they give;
-    # threads over blocks use the cores instead.
-    with ThreadPoolExecutor(max_workers=FUZZY_THREADS) as pool:
-        list(pool.map(score_block, np.flatnonzero(a_end > a_start)))
-
-
-def _settle_scores(
-    result: ModeResult,
-    rows: np.ndarray,
-    assets: np.ndarray,
-    scores: np.ndarray,
-    k: int,
-    frames: list[pd.DataFrame],
-) -> None:
-    """Best and second-best per row of a score matrix; a unique clear winner resolves."""
-    if scores.shape[1] == 1:
-        best_col = np.zeros(len(rows), dtype=np.int64)
-        second = np.zeros(len(rows))
-    else:
-        top2 = np.argpartition(-scores, 1, axis=1)[:, :2]
-        pair = np.take_along_axis(scores, top2, axis=1)
-        first_is_best = pair[:, 0] >= pair[:, 1]
-        best_col = np.where(first_is_best, top2[:, 0], top2[:, 1])
-        second = np.where(first_is_best, pair[:, 1], pair[:, 0])
-    best = scores[np.arange(len(rows)), best_col]
-    near = (scores >= best[:, None] - accuracy.FUZZY_MARGIN) & (scores > 0)
-    count = np.where(best >= accuracy.FUZZY_CUTOFF, near.sum(axis=1), 0)
-    won = (best >= accuracy.FUZZY_CUTOFF) & (best - second >= accuracy.FUZZY_MARGIN)
-    result.count[rows] = count
-    result.asset[rows[won]] = assets[best_col[won]]
-    result.accuracy[rows[won]] = np.round(best[won].astype(np.float64), 1)
-    tied = (count > 1) & ~won
-    result.err[rows[tied]] = [
-        f"{c} assets scored within {accuracy.FUZZY_MARGIN:g} of the best ({s:.1f}); none chosen"
-        for c, s in zip(count[tied], best[tied], strict=True)
-    ]
-    if k:
-        kk = min(k, scores.shape[1])
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :kk]
-        top_scores = np.take_along_axis(scores, top, axis=1)
-        keep = top_scores > 0
-        frames.append(
-            pd.DataFrame(
-                {
-                    "query": np.repeat(rows, kk)[keep.ravel()],
-                    "asset": assets[top].ravel()[keep.ravel()],
-                    "score": np.round(top_scores.ravel()[keep.ravel()].astype(np.float64), 1),
-                }
-            )
-        )
+) -> pd.DataFrame:
+    """The top ``k`` candidate assets of each query, scored by probability x 100."""
+    pairs = pd.DataFrame(
+        {"q": scored.q, "row": scored.a, "score": np.round(100.0 * scored.probability, 1)}
+    )
+    assets = pd.DataFrame({"row": side.codes, "asset": np.arange(len(side.codes))})[allowed]
+    pairs = pairs.merge(assets, on="row").sort_values(["q", "score"], ascending=[True, False])
+    pairs = pairs.groupby("q", sort=False).head(k)
+    batch = pd.DataFrame({"query": np.arange(len(codes)), "q": codes})
+    found = batch.merge(pairs, on="q").sort_values(["query", "score"], ascending=[True, False])
+    return found[["query", "asset", "score"]].reset_index(drop=True)
 
 
 MODE_FUNCTIONS: dict[str, ModeFunction] = {

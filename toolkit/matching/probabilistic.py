@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import jellyfish
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from rapidfuzz import process
 from rapidfuzz.distance import OSA, JaroWinkler
 
@@ -57,6 +59,20 @@ MAX_KEY_ASSETS = 100
 # At most this many candidates per query reach scoring (those sharing the rarest keys).
 MAX_CANDIDATES = 40
 RANDOM_PAIRS = 200_000
+# m before any data: what the development sets' fits agree on. EM starts here and, for a
+# small batch, stays near it: these count as PRIOR_QUERIES queries' worth of evidence, so
+# one interactive lookup is judged by the defaults and a large import by its own fit.
+DEFAULT_M = {
+    "number": (0.85, 0.05, 0.10),
+    "street": (0.80, 0.10, 0.05, 0.02, 0.03),
+    "type": (0.97, 0.03),
+    "locality": (0.76, 0.14, 0.05, 0.02, 0.03),
+    "postcode": (0.90, 0.05, 0.05),
+    "unit": (0.90, 0.10),
+    "state": (0.97, 0.03),
+}
+DEFAULT_SHARE = 0.9
+PRIOR_QUERIES = 200.0
 EM_ITERATIONS = 30
 # The decision (one configuration for every data set).
 LINK_PROBABILITY = 0.8  # link when the best candidate's match probability reaches this
@@ -95,7 +111,10 @@ class Parsed:
         from_end = n_alpha[words.row] - rank  # 1 for the last name/locality word
 
         def joined(mask: np.ndarray) -> np.ndarray:
-            return np.char.replace(_join_words(words, mask).astype(str), " ", "").astype(object)
+            text = pa.array(_join_words(words, mask), type=pa.large_string())
+            return np.asarray(
+                pc.replace_substring(text, " ", "").to_numpy(zero_copy_only=False), dtype=object
+            )
 
         unit_number = parts.is_unit & (words.position == 1)
         number_rank = _per_row_cumsum(parts.is_number, words.row, words.n_rows)
@@ -204,7 +223,10 @@ def _blocking_keys(
 
 
 def candidate_pairs(
-    queries: Parsed, assets: Parsed, allowed: np.ndarray | None = None
+    queries: Parsed,
+    assets: Parsed,
+    allowed: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(query row, asset row) of every pair sharing a blocking key, at most
     ``MAX_CANDIDATES`` per query (those sharing the rarest keys first); rows are distinct
@@ -215,11 +237,17 @@ def candidate_pairs(
         a_rows, a_keys = a_rows[keep], a_keys[keep]
     order = np.argsort(a_keys, kind="stable")
     a_rows, a_keys = a_rows[order], a_keys[order]
-    start = np.searchsorted(a_keys, queries.keys, side="left")
-    end = np.searchsorted(a_keys, queries.keys, side="right")
+    q_rows, q_keys = queries.key_rows, queries.keys
+    if rows is not None:
+        wanted = np.zeros(len(queries), dtype=bool)
+        wanted[rows] = True
+        keep = wanted[q_rows]
+        q_rows, q_keys = q_rows[keep], q_keys[keep]
+    start = np.searchsorted(a_keys, q_keys, side="left")
+    end = np.searchsorted(a_keys, q_keys, side="right")
     size = end - start
     useful = (size > 0) & (size <= MAX_KEY_ASSETS)
-    q_rows, start, size = queries.key_rows[useful], start[useful], size[useful]
+    q_rows, start, size = q_rows[useful], start[useful], size[useful]
     total = int(size.sum())
     pair_q = np.repeat(q_rows, size)
     offsets = np.arange(total) - np.repeat(np.cumsum(size) - size, size)
@@ -350,27 +378,41 @@ class Model:
         return {c: np.log2(self.m[c] / self.u[c]) for c in COMPONENTS}
 
 
-def estimate_u(queries: Parsed, assets: Parsed, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """u per level: level frequencies among random (query, asset) pairs, which are almost
-    all non-matches; one pseudo-count per level so no level has u = 0."""
-    n = min(RANDOM_PAIRS, len(queries) * len(assets))
-    q = rng.integers(0, len(queries), n)
-    a = rng.integers(0, len(assets), n)
-    levels = compare(queries, assets, q, a).levels
+def estimate_u(assets: Parsed, seed: int = 0) -> dict[str, np.ndarray]:
+    """u per level: level frequencies among random pairs of different assets (non-matches
+    all, and independent of the size of the query batch); one pseudo-count per level so no
+    level has u = 0."""
+    rng = np.random.default_rng(seed)
+    n = min(RANDOM_PAIRS, len(assets) * max(len(assets) - 1, 0))
+    left = rng.integers(0, max(len(assets), 1), n)
+    right = rng.integers(0, max(len(assets), 1), n)
+    keep = left != right
+    levels = compare(assets, assets, left[keep], right[keep]).levels
     return {c: _frequencies(levels[:, i], len(LEVELS[c])) for i, c in enumerate(COMPONENTS)}
 
 
 def _frequencies(
-    levels: np.ndarray, n_levels: int, weights: np.ndarray | None = None
+    levels: np.ndarray,
+    n_levels: int,
+    weights: np.ndarray | None = None,
+    prior: np.ndarray | None = None,
 ) -> np.ndarray:
+    """Share of each level among the present ones (weighted), plus one pseudo-count per
+    level, or ``prior`` counts when given."""
     present = levels != MISSING
     w = np.ones(len(levels)) if weights is None else weights
     counts = np.bincount(levels[present].astype(np.int64), weights=w[present], minlength=n_levels)
-    return (counts + 1.0) / (counts.sum() + n_levels)
+    extra = np.ones(n_levels) if prior is None else prior
+    return (counts + extra) / (counts.sum() + extra.sum())
 
 
 def posterior(
-    log2_bf: np.ndarray, q: np.ndarray, n_queries: int, n_assets: int, share: float
+    log2_bf: np.ndarray,
+    q: np.ndarray,
+    n_queries: int,
+    n_assets: int,
+    share: float,
+    multiplicity: np.ndarray | None = None,
 ) -> np.ndarray:
     """P(this candidate is the query's asset | every candidate's evidence).
 
@@ -379,9 +421,11 @@ def posterior(
     Evidence ``2**log2_bf`` is measured against a random asset, so assets that are not
     candidates add next to nothing; two candidates with equal evidence share the probability,
     so neither reaches a link threshold above one half (a tie is never guessed).
+    ``multiplicity``: how many assets hold each candidate's address (all equally likely).
     """
     scaled = np.exp2(np.clip(log2_bf - np.log2(max(n_assets, 1)), -300, 300))
-    total = np.bincount(q, weights=scaled, minlength=n_queries)
+    counted = scaled if multiplicity is None else scaled * multiplicity
+    total = np.bincount(q, weights=counted, minlength=n_queries)
     return share * scaled / (share * total[q] + (1.0 - share))
 
 
@@ -393,21 +437,23 @@ def fit_em(
     u: dict[str, np.ndarray],
 ) -> tuple[dict[str, np.ndarray], float]:
     """m per level and the share of queries whose asset is in the table, by EM over the
-    candidate pairs with u held fixed (as Splink does), under ``posterior``'s one-asset
-    model."""
-    m = {}
-    for c in COMPONENTS:
-        n = len(LEVELS[c])
-        # Start: matches mostly agree exactly.
-        start = np.full(n, 0.2 / max(n - 1, 1))
-        start[0] = 0.8
-        m[c] = start
-    share = 0.5
+    candidate pairs of ``n_queries`` queries with u held fixed (as Splink does), under
+    ``posterior``'s one-asset model; ``DEFAULT_M`` is the starting point and a prior."""
+    prior = {c: np.asarray(DEFAULT_M[c]) * PRIOR_QUERIES for c in COMPONENTS}
+    m = {c: np.asarray(DEFAULT_M[c], dtype=np.float64) for c in COMPONENTS}
+    share = DEFAULT_SHARE
     for _ in range(EM_ITERATIONS):
-        weight = posterior(_log2_bayes(levels, m, u), q, n_queries, n_assets, share)
-        share = float(np.clip(weight.sum() / max(n_queries, 1), 1e-3, 1 - 1e-3))
+        weight = posterior(_log2_bayes(levels, m, u), q, max(n_queries, 1), n_assets, share)
+        share = float(
+            np.clip(
+                (weight.sum() + DEFAULT_SHARE * PRIOR_QUERIES) / (n_queries + PRIOR_QUERIES),
+                1e-3,
+                1 - 1e-3,
+            )
+        )
         m = {
-            c: _frequencies(levels[:, i], len(LEVELS[c]), weight) for i, c in enumerate(COMPONENTS)
+            c: _frequencies(levels[:, i], len(LEVELS[c]), weight, prior[c])
+            for i, c in enumerate(COMPONENTS)
         }
     return m, share
 
@@ -475,30 +521,53 @@ class Scored:
 FIT_QUERIES = 100_000
 
 
-def fit(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray, seed: int = 0) -> Model:
-    """The model for this data: u from random pairs, m and the share of queries with an
-    asset by EM on the candidate pairs (of at most ``FIT_QUERIES`` queries)."""
-    rng = np.random.default_rng(seed)
-    u = estimate_u(queries, assets, rng)
-    n_queries = len(queries)
+def fit(
+    queries: Parsed,
+    assets: Parsed,
+    q: np.ndarray,
+    a: np.ndarray,
+    u: dict[str, np.ndarray],
+    n_queries: int,
+    seed: int = 0,
+) -> Model:
+    """The model for this data: m and the share of queries with an asset by EM on the
+    candidate pairs of the ``n_queries`` queries (at most ``FIT_QUERIES`` of them)."""
     if n_queries > FIT_QUERIES:
-        chosen = np.zeros(n_queries, dtype=bool)
-        chosen[rng.choice(n_queries, FIT_QUERIES, replace=False)] = True
-        keep = chosen[q]
+        rng = np.random.default_rng(seed)
+        distinct = np.unique(q)
+        chosen = rng.choice(distinct, min(FIT_QUERIES, len(distinct)), replace=False)
+        keep = np.isin(q, chosen)
         q, a = q[keep], a[keep]
-        q = np.cumsum(chosen)[q] - 1
         n_queries = FIT_QUERIES
+    _, q_compact = np.unique(q, return_inverse=True)
     levels = compare(queries, assets, q, a).levels
-    m, share = fit_em(levels, q, n_queries, len(assets), u)
+    m, share = fit_em(levels, q_compact.astype(np.int64), n_queries, len(assets), u)
     return Model(m, u, share, term_frequencies(assets.street), term_frequencies(assets.locality))
 
 
-def score(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray, model: Model) -> Scored:
-    """Evidence and match probability of every pair; the best and runner-up per query."""
+def score(
+    queries: Parsed,
+    assets: Parsed,
+    q: np.ndarray,
+    a: np.ndarray,
+    model: Model,
+    multiplicity: np.ndarray | None = None,
+    n_assets: int | None = None,
+) -> Scored:
+    """Evidence and match probability of every pair (per asset, when ``multiplicity``
+    assets share an address; ``n_assets`` of them in all); the best and runner-up per
+    query."""
     comparison = compare(queries, assets, q, a)
     bits = contributions(comparison, model)
     total = bits.sum(axis=1)
-    probability = posterior(total, q, len(queries), len(assets), model.prior)
+    probability = posterior(
+        total,
+        q,
+        len(queries),
+        len(assets) if n_assets is None else n_assets,
+        model.prior,
+        None if multiplicity is None else multiplicity[a],
+    )
     order = np.lexsort((-total, q))
     sorted_q = q[order]
     first = np.ones(len(q), dtype=bool)
@@ -510,3 +579,27 @@ def score(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray, model: 
     second = np.full(len(queries), -1, dtype=np.int64)
     second[sorted_q[is_second]] = order[is_second]
     return Scored(q, a, bits, probability, best, second, model)
+
+
+@dataclass(frozen=True)
+class AssetSide:
+    """What the matcher needs of an asset table, computed once per index: the parsed
+    distinct names, each asset's row among them, and u from random pairs of them."""
+
+    parsed: Parsed
+    codes: np.ndarray  # int64: distinct-name row of each asset
+    u: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, names: pd.Series) -> AssetSide:
+        analysis = Analysis.of(names)
+        parsed = Parsed.of(analysis)
+        return cls(parsed, analysis.codes, estimate_u(parsed))
+
+
+def parsed_queries(analysis: Analysis) -> Parsed:
+    """``Parsed`` of an analysis's distinct strings, cached with the analysis."""
+    cache = analysis._cache
+    if "parsed" not in cache:
+        cache["parsed"] = Parsed.of(analysis)  # type: ignore[assignment]
+    return cache["parsed"]  # type: ignore[return-value]
