@@ -58,7 +58,7 @@ ABSENT_SIMILARITY = 0.7
 MAX_KEY_ASSETS = 100
 # At most this many candidates per query reach scoring (those sharing the rarest keys).
 MAX_CANDIDATES = 40
-RANDOM_PAIRS = 200_000
+RANDOM_PAIRS = 50_000
 # m before any data: what the development sets' fits agree on. EM starts here and, for a
 # small batch, stays near it: these count as PRIOR_QUERIES queries' worth of evidence, so
 # one interactive lookup is judged by the defaults and a large import by its own fit.
@@ -146,6 +146,7 @@ class Parsed:
             parsed["postcode"],
             parsed["street"],
             parsed["locality"],
+            joined(alpha | (parts.is_type & is_alpha_word)),
         )
         return cls(**parsed, key_rows=key_rows, keys=keys)
 
@@ -160,6 +161,7 @@ def _blocking_keys(
     postcode: np.ndarray,
     street: np.ndarray,
     locality: np.ndarray,
+    letters: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Blocking keys per distinct string, as a long (row, key) table.
 
@@ -169,7 +171,8 @@ def _blocking_keys(
     number + a word's first or last three letters (soundex misses a wrong first letter
     and, in short words, a wrong last one),
     two sounds-like words in any order (the number missing or wrong),
-    postcode + number.
+    postcode + number; a single word, spelt exactly or (five letters or more) sounding
+    alike; the street, the locality or all the words with their spaces removed.
     """
     vocab = words.vocabulary
     sound = string_hashes(
@@ -206,8 +209,13 @@ def _blocking_keys(
     single = long_word[code]
     rows.append(row[single])
     keys.append(mix64(exact[code[single]] + 4))
-    # The street and the locality with their words joined (VENUS BAY = VENUSBAY).
-    for text, salt in ((street, 5), (locality, 6)):
+    # ... or sounding alike, for words of five letters or more (rarer codes).
+    longer = np.array([len(w) >= 5 for w in vocab], dtype=bool)[code]
+    rows.append(row[longer])
+    keys.append(mix64(sound[code[longer]] + 9))
+    # The street, the locality, and all the words with the street type, each with their
+    # words joined (VENUS BAY = VENUSBAY; HALLENC LOSE = HALLEN CLOSE).
+    for text, salt in ((street, 5), (locality, 6), (letters, 8)):
         present = text != ""
         hashed = string_hashes(text[present].astype(object))
         rows.append(np.flatnonzero(present))
@@ -278,7 +286,7 @@ def _jw(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     sim = process.cpdist(
         list(left), list(right), scorer=JaroWinkler.normalized_similarity, workers=-1
     ).astype(np.float64)
-    empty = (np.char.str_len(left.astype(str)) == 0) | (np.char.str_len(right.astype(str)) == 0)
+    empty = (left == "") | (right == "")
     sim[empty] = np.nan
     return sim
 
@@ -383,7 +391,8 @@ def estimate_u(assets: Parsed, seed: int = 0) -> dict[str, np.ndarray]:
     all, and independent of the size of the query batch); one pseudo-count per level so no
     level has u = 0."""
     rng = np.random.default_rng(seed)
-    n = min(RANDOM_PAIRS, len(assets) * max(len(assets) - 1, 0))
+    # Rare levels (an exact street) need some thousands of pairs to be seen at all.
+    n = min(RANDOM_PAIRS, max(10_000, 10 * len(assets)), len(assets) * max(len(assets) - 1, 0))
     left = rng.integers(0, max(len(assets), 1), n)
     right = rng.integers(0, max(len(assets), 1), n)
     keep = left != right
