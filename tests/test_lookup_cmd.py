@@ -120,3 +120,37 @@ def test_queries_and_file_are_one_or_the_other() -> None:
     assert "give QUERIES or --file" in err
     code, _, err = _run("lookup", "x", "--file", str(PARCELS), "--column", "name")
     assert code == 2
+
+
+def test_fuzzy_explains_its_links_in_json_and_with_explain() -> None:
+    code, out, err = _run(
+        "--json",
+        "lookup",
+        "78 WADR COURT BALLARAT CENTRAL",
+        "55 SMITH RD",
+        "--assets",
+        str(PARCELS),
+        "--mode",
+        "fuzzy",
+        "--output",
+        "id",
+    )
+    assert code == 0, err
+    linked, tied = json.loads(out)["1"], json.loads(out)["2"]
+    # The spec's keys are unchanged; the explanation sits beside them.
+    assert list(linked)[:4] == ["reference", "query", "asset", "err"]
+    assert linked["asset"] == "100441" and linked["explain"]["assetId"] == "100441"
+    evidence = linked["explain"]["evidence"]
+    assert set(evidence) == {"number", "street", "type", "locality", "postcode", "unit", "state"}
+    assert evidence["number"] > 0 and evidence["street"] > 0 and evidence["locality"] > 0
+    assert linked["explain"]["probability"] >= 0.8
+    # A tie is explained too: its best candidate is below the link threshold.
+    assert tied["asset"] is None and tied["explain"]["probability"] < 0.5
+    assert "about equally likely" in tied["err"]
+    code, out, _ = _run(
+        "lookup", "78 WADR COURT BALLARAT CENTRAL", "--assets", str(PARCELS), "--mode", "fuzzy",
+        "--explain",
+    )  # fmt: skip
+    assert code == 0
+    assert "best candidate 100441: probability 0.9" in out
+    assert "evidence in bits: number +5.4" in out

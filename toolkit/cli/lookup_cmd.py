@@ -74,6 +74,12 @@ MODES = ("id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy")
     help="Also list the top K candidates with scores, for review.",
 )
 @click.option(
+    "--explain",
+    is_flag=True,
+    help="Mode fuzzy: print each query's best candidate, its match probability and the "
+    "evidence (in bits) each address component gave. --json always includes them.",
+)
+@click.option(
     "-o",
     "out_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -97,6 +103,7 @@ def lookup(
     code_field: str | None,
     output: str,
     candidates: int,
+    explain: bool,
     out_file: Path | None,
 ) -> None:
     """Resolve QUERIES, or every row of --file, to assets, offline, before importing.
@@ -117,7 +124,7 @@ def lookup(
     import pandas as pd
 
     from toolkit.lookup import index_from_file, queries_from_file, result_rows, run_lookup
-    from toolkit.matching import to_spec_result
+    from toolkit.matching import explanations, to_spec_result
     from toolkit.safe_output import safe_frame
 
     if bool(queries) == (file is not None):
@@ -160,10 +167,14 @@ def lookup(
             rows = result_rows(result)
             for entry, review in zip(document.values(), rows["review"], strict=True):
                 entry["candidates"] = review or ""
+        # Beside the spec's keys, never instead of them: mode fuzzy's explanation.
+        for entry, why in zip(document.values(), explanations(index, result.resolved), strict=True):
+            if why is not None:
+                entry["explain"] = why
         if settings().json:
             print_json(document)
         else:
-            _print_entries(document.values())
+            _print_entries(document.values(), explain)
     by_mode = ", ".join(f"{k} {v}" for k, v in summary["byMode"].items())
     note(
         f"{summary['queries']} queries: {summary['matched']} matched"
@@ -228,8 +239,9 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
     )
 
 
-def _print_entries(entries: Any) -> None:
-    """One line per lookup entry: reference, query, the asset (or -), the error."""
+def _print_entries(entries: Any, explain: bool = False) -> None:
+    """One line per lookup entry: reference, query, the asset (or -), the error; with
+    ``explain``, a second line for mode fuzzy's best candidate and its evidence."""
     for entry in entries:
         asset = entry["asset"]
         if isinstance(asset, dict):
@@ -237,3 +249,10 @@ def _print_entries(entries: Any) -> None:
         else:
             label = asset or "-"
         click.echo(f"{entry['reference']}\t{entry['query']}\t{label}\t{entry['err'] or ''}")
+        why = entry.get("explain")
+        if explain and why:
+            parts = ", ".join(f"{c} {b:+.1f}" for c, b in why["evidence"].items() if b)
+            click.echo(
+                f"\t  best candidate {why['assetId']}: probability {why['probability']:.4f}; "
+                f"evidence in bits: {parts or 'none'}"
+            )

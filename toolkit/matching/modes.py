@@ -88,9 +88,11 @@ class ModeResult:
     candidates: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame({"query": [], "asset": [], "score": []})
     )
-    # Mode fuzzy: every scored pair (for explanations) and each query's distinct-text row.
-    details: probabilistic.Scored | None = None
-    detail_rows: np.ndarray | None = None
+    # Mode fuzzy's explanation of each query's best candidate (linked or not): its asset
+    # position (-1 when none), match probability, and evidence in bits per component.
+    explained: np.ndarray | None = None
+    probability: np.ndarray | None = None
+    evidence: np.ndarray | None = None
 
     @classmethod
     def empty(cls, n: int) -> ModeResult:
@@ -488,13 +490,13 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     scored = probabilistic.score(
         queries, side.parsed, q, a, model, per_row, n_assets=len(allowed_assets)
     )
-    result.details = scored
-    result.detail_rows = codes
-
     best = scored.best[codes]
     has = best >= 0
     safe = np.maximum(best, 0)
     p_best = np.where(has, scored.probability[safe], np.nan)
+    result.explained = np.where(has, row_asset[scored.a[safe]], -1)
+    result.probability = p_best
+    result.evidence = np.where(has[:, None], scored.bits[safe], np.nan)
     n_same = np.where(has, per_row[scored.a[safe]], 0)
     second = scored.second[codes]
     p_second = np.where(second >= 0, scored.probability[np.maximum(second, 0)], 0.0)

@@ -29,6 +29,7 @@ from rapidfuzz.distance import OSA, JaroWinkler
 
 from toolkit.matching.address import (
     Analysis,
+    Structure,
     Words,
     _join_words,
     _per_row_cumsum,
@@ -117,7 +118,21 @@ class Parsed:
             )
 
         unit_number = parts.is_unit & (words.position == 1)
-        number_rank = _per_row_cumsum(parts.is_number, words.row, words.n_rows)
+        # The house number: the parsed one, else a number ending the address that is not
+        # a postcode (SMITH STREET KEW 17: the number moved to the end).
+        has_digit = np.array([any(ch.isdigit() for ch in w) for w in vocab], dtype=bool)
+        parsed_number = np.bincount(words.row[parts.is_number], minlength=words.n_rows) > 0
+        row_length = np.bincount(words.row, minlength=words.n_rows)
+        last_word = words.position == row_length[words.row] - 1
+        stray = (
+            has_digit[words.word_code]
+            & last_word
+            & ~parts.is_unit
+            & ~parts.is_postcode
+            & ~parsed_number[words.row]
+        )
+        number_word = parts.is_number | stray
+        number_rank = _per_row_cumsum(number_word, words.row, words.n_rows)
         street_words = np.bincount(
             words.row[parts.is_name & is_alpha_word], minlength=words.n_rows
         ).astype(np.int64)
@@ -126,7 +141,7 @@ class Parsed:
         ).astype(np.int64)
         parsed = {
             "locality_words": locality_words,
-            "number": _join_words(words, parts.is_number & (number_rank == 1)),
+            "number": _join_words(words, number_word & (number_rank == 1)),
             "unit": _join_words(words, unit_number),
             "postcode": _join_words(words, parts.is_postcode),
             "state": _join_words(words, parts.is_state),
@@ -141,12 +156,14 @@ class Parsed:
         }
         key_rows, keys = _blocking_keys(
             words,
+            parts,
             alpha,
             parsed["number"],
             parsed["postcode"],
             parsed["street"],
             parsed["locality"],
             joined(alpha | (parts.is_type & is_alpha_word)),
+            parsed["street_type"],
         )
         return cls(**parsed, key_rows=key_rows, keys=keys)
 
@@ -156,12 +173,14 @@ class Parsed:
 
 def _blocking_keys(
     words: Words,
+    parts: Structure,
     alpha: np.ndarray,
     number: np.ndarray,
     postcode: np.ndarray,
     street: np.ndarray,
     locality: np.ndarray,
     letters: np.ndarray,
+    street_type: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Blocking keys per distinct string, as a long (row, key) table.
 
@@ -171,6 +190,7 @@ def _blocking_keys(
     number + a word's first or last three letters (soundex misses a wrong first letter
     and, in short words, a wrong last one),
     two sounds-like words in any order (the number missing or wrong),
+    number + street type + the street name's first letter;
     postcode + number; a single word, spelt exactly or (five letters or more) sounding
     alike; the street, the locality or all the words with their spaces removed.
     """
@@ -182,6 +202,10 @@ def _blocking_keys(
     beginning = string_hashes(np.array([w[:3] for w in vocab], dtype=object))
     long_word = np.array([len(w) >= 4 for w in vocab], dtype=bool)
     number_hash = np.where(number != "", string_hashes(number.astype(object)), 0).astype(np.uint64)
+    type_hash = np.where(street_type != "", string_hashes(street_type.astype(object)), 0).astype(
+        np.uint64
+    )
+    rank_in_name = _per_row_cumsum(alpha & parts.is_name, words.row, words.n_rows)
     postcode_hash = np.where(postcode != "", string_hashes(postcode.astype(object)), 0).astype(
         np.uint64
     )
@@ -220,6 +244,18 @@ def _blocking_keys(
         hashed = string_hashes(text[present].astype(object))
         rows.append(np.flatnonzero(present))
         keys.append(mix64(hashed + salt))
+    # Number + street type + the street name's first letter: any later typo in the name.
+    first_name = alpha & parts.is_name & (rank_in_name == 1)
+    row_first = words.row[first_name]
+    has_type = (number_hash[row_first] != 0) & (type_hash[row_first] != 0)
+    initial = string_hashes(np.array([w[:1] for w in vocab], dtype=object))
+    rows.append(row_first[has_type])
+    keys.append(
+        mix64(
+            number_hash[row_first[has_type]]
+            ^ mix64(type_hash[row_first[has_type]] + initial[words.word_code[first_name]][has_type])
+        )
+    )
     both = (number_hash != 0) & (postcode_hash != 0)
     rows.append(np.flatnonzero(both))
     keys.append(mix64(number_hash[both] ^ mix64(postcode_hash[both] + 3)))

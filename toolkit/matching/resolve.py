@@ -23,8 +23,10 @@ from toolkit.matching.geocoder import Geocoder, NoGeocoder
 from toolkit.matching.index import AssetIndex
 from toolkit.matching.modes import MODE_FUNCTIONS, ModeResult, QueryBatch
 from toolkit.matching.options import OUTPUTS, LookupOptions
+from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.shapes import asset_json, geo_object, geo_objects, geometry_from_geo
 
+EVIDENCE_COLUMNS = tuple(f"evidence_{c}" for c in COMPONENTS)
 RESULT_COLUMNS = (
     "reference",
     "query",
@@ -37,6 +39,11 @@ RESULT_COLUMNS = (
     "external_longitude",
     "external_latitude",
     "external_label",
+    # Mode fuzzy's explanation of the best candidate (NaN / -1 for other modes): the asset,
+    # its match probability (0-1) and the evidence in bits of each address component.
+    "explained_position",
+    "probability",
+    *EVIDENCE_COLUMNS,
 )
 CANDIDATE_COLUMNS = ("row", "rank", "asset_position", "asset_id", "mode", "score")
 EMPTY_QUERY = "the query is empty"
@@ -86,6 +93,9 @@ def resolve_with_candidates(
         blank = blank & shapely.is_missing(geometry)
     result.err[blank] = EMPTY_QUERY
     candidate_frames: list[pd.DataFrame] = []
+    result.explained = np.full(n, -1, dtype=np.int64)
+    result.probability = np.full(n, np.nan)
+    result.evidence = np.full((n, len(COMPONENTS)), np.nan)
 
     rows = np.flatnonzero(~blank)
     _run(index, batch, options.mode, rows, options, k, result, modes, candidate_frames)
@@ -116,6 +126,9 @@ def resolve_with_candidates(
             "external_longitude": external["longitude"],
             "external_latitude": external["latitude"],
             "external_label": _text(external["label"]),
+            "explained_position": result.explained,
+            "probability": result.probability,
+            **{name: result.evidence[:, i] for i, name in enumerate(EVIDENCE_COLUMNS)},
         }
     )
     return frame, _candidates(index, candidate_frames, k)
@@ -192,6 +205,12 @@ def _run(
     result.accuracy[rows] = sub.accuracy
     result.err[rows] = sub.err
     modes[rows[sub.asset >= 0]] = mode
+    if sub.explained is not None:
+        assert result.explained is not None and sub.probability is not None
+        assert result.probability is not None and result.evidence is not None
+        result.explained[rows] = sub.explained
+        result.probability[rows] = sub.probability
+        result.evidence[rows] = sub.evidence
     if k and len(sub.candidates):
         found = sub.candidates.assign(
             row=rows[sub.candidates["query"].to_numpy(dtype=np.int64)], mode=mode
@@ -369,6 +388,29 @@ def to_spec_result(
             "err": None if pd.isna(record["err"]) else record["err"],
         }
     return response
+
+
+def explanations(index: AssetIndex, resolved: pd.DataFrame) -> list[dict[str, Any] | None]:
+    """Per row of ``resolve``'s frame, mode fuzzy's explanation of its best candidate
+    (linked or not), else None: ``{assetId, probability, evidence: {component: bits}}``.
+    The bits add up to the candidate's total evidence against a random asset."""
+    positions = resolved["explained_position"].to_numpy()
+    probability = resolved["probability"].to_numpy()
+    evidence = resolved[list(EVIDENCE_COLUMNS)].to_numpy()
+    ids = index.output_column("id")
+    out: list[dict[str, Any] | None] = []
+    for position, p, bits in zip(positions, probability, evidence, strict=True):
+        if position < 0 or np.isnan(p):
+            out.append(None)
+            continue
+        out.append(
+            {
+                "assetId": None if ids[position] is None else str(ids[position]),
+                "probability": round(float(p), 4),
+                "evidence": {c: round(float(b), 2) for c, b in zip(COMPONENTS, bits, strict=True)},
+            }
+        )
+    return out
 
 
 def asset_object(

@@ -1,0 +1,104 @@
+"""The probabilistic matcher: EM recovers m, ties abstain, blocking survives one error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from toolkit.matching import AssetIndex, resolve
+from toolkit.matching import probabilistic as prob
+
+OFF = {"useExternalLookups": False, "mode": "fuzzy"}
+
+
+def test_em_recovers_known_m_from_unlabelled_candidate_pairs() -> None:
+    rng = np.random.default_rng(7)
+    n_queries, per_query, n_assets = 3000, 5, 100
+    true_m = {
+        c: np.asarray(v)
+        for c, v in {
+            "number": (0.7, 0.1, 0.2),
+            "street": (0.6, 0.2, 0.1, 0.05, 0.05),
+            "type": (0.9, 0.1),
+            "locality": (0.5, 0.3, 0.1, 0.05, 0.05),
+            "postcode": (0.8, 0.1, 0.1),
+            "unit": (0.9, 0.1),
+            "state": (0.95, 0.05),
+        }.items()
+    }
+    u = {
+        c: np.asarray(v)
+        for c, v in {
+            "number": (0.02, 0.2, 0.78),
+            "street": (0.002, 0.003, 0.01, 0.05, 0.935),
+            "type": (0.3, 0.7),
+            "locality": (0.01, 0.01, 0.02, 0.06, 0.9),
+            "postcode": (0.05, 0.15, 0.8),
+            "unit": (0.3, 0.7),
+            "state": (0.8, 0.2),
+        }.items()
+    }
+    # Each query: its one true asset (levels drawn from m) and four others (from u).
+    is_match = np.tile(np.arange(per_query) == 0, n_queries)
+    q = np.repeat(np.arange(n_queries), per_query)
+    levels = np.empty((len(q), len(prob.COMPONENTS)), dtype=np.int8)
+    for i, c in enumerate(prob.COMPONENTS):
+        levels[is_match, i] = rng.choice(len(true_m[c]), is_match.sum(), p=true_m[c])
+        levels[~is_match, i] = rng.choice(len(u[c]), (~is_match).sum(), p=u[c])
+    m, share = prob.fit_em(levels, q, n_queries, n_assets, u)
+    for c in prob.COMPONENTS:
+        np.testing.assert_allclose(m[c], true_m[c], atol=0.03, err_msg=c)
+    assert share > 0.95
+
+
+def _index(names: list[str]) -> AssetIndex:
+    return AssetIndex.from_frame(
+        pd.DataFrame({"id": [f"P{i}" for i in range(len(names))], "name": names})
+    )
+
+
+def test_two_equally_likely_assets_are_a_tie_with_the_reason() -> None:
+    index = _index(["12 SMITH STREET KEW", "12 SMITH ROAD KEW", "4 JONES COURT RICHMOND"])
+    result = resolve(index, pd.DataFrame({"query": ["12 SMITH KEW"]}), OFF)
+    assert result["asset_position"].tolist() == [-1]
+    assert result["candidates"].tolist() == [2]
+    assert result["err"].str.startswith("the best candidates are about equally likely").all()
+
+
+def test_a_typo_in_any_one_component_still_links() -> None:
+    rng = np.random.default_rng(3)
+    streets = [
+        "SMITH", "JONES", "BROWN", "WILSON", "TAYLOR", "MARTIN", "WHITE", "CLARKE", "HALL",
+        "YOUNG", "KING", "WRIGHT", "WALKER", "GREEN", "BAKER", "ADAMS", "NELSON", "HILL",
+    ]  # fmt: skip
+    types = ["STREET", "ROAD", "AVENUE", "COURT", "CRESCENT"]
+    towns = ["KEW", "RICHMOND", "CARLTON", "FITZROY", "BRIGHTON", "ELWOOD", "ESSENDON"]
+    n = 3000
+    frame = pd.DataFrame(
+        {
+            "number": rng.integers(1, 200, n),
+            "street": rng.choice(streets, n),
+            "type": rng.choice(types, n),
+            "town": rng.choice(towns, n),
+        }
+    ).drop_duplicates()
+    names = (
+        frame["number"].astype(str) + " " + frame["street"] + " " + frame["type"] + " "
+        + frame["town"]
+    ).tolist()  # fmt: skip
+    names += ["17 SMITH STREET KEW", "23 WILSON ROAD RICHMOND"]
+    index = _index(names)
+    queries = [
+        "17 SMTIH STREET KEW",  # street transposition
+        "17 SMITH SETREET KEW",  # street type misspelt
+        "23 WILSON ROAD RICHMNOD",  # locality
+        "SMITH STREET KEW 17",  # number moved
+        "17 SMITHSTREET KEW",  # joined words
+        "23 WIL SON ROAD RICHMOND",  # split word
+    ]
+    result = resolve(index, pd.DataFrame({"query": queries}), OFF)
+    expected = ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"]
+    expected += ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"]
+    got = [None if p < 0 else names[p] for p in result["asset_position"]]
+    assert got == expected, result["err"].tolist()
+    assert (result["accuracy"] >= 80).all()
