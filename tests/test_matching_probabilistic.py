@@ -22,7 +22,7 @@ def test_em_recovers_known_m_from_unlabelled_candidate_pairs() -> None:
             "type": (0.9, 0.1),
             "locality": (0.5, 0.3, 0.1, 0.05, 0.05),
             "postcode": (0.8, 0.1, 0.1),
-            "unit": (0.9, 0.1),
+            "unit": (0.85, 0.1, 0.05),
             "state": (0.95, 0.05),
         }.items()
     }
@@ -34,7 +34,7 @@ def test_em_recovers_known_m_from_unlabelled_candidate_pairs() -> None:
             "type": (0.3, 0.7),
             "locality": (0.01, 0.01, 0.02, 0.06, 0.9),
             "postcode": (0.05, 0.15, 0.8),
-            "unit": (0.3, 0.7),
+            "unit": (0.05, 0.15, 0.8),
             "state": (0.8, 0.2),
         }.items()
     }

@@ -93,6 +93,7 @@ Kind = Literal[
     "missing_suburb",
     "swapped",
     "case_space",
+    "field",
     "propnum_only",
     "coords_only",
     "wkt_only",
@@ -113,6 +114,7 @@ KIND_SHARES: Final[dict[Kind, float]] = {
     "missing_suburb": 0.08,
     "swapped": 0.05,
     "case_space": 0.08,
+    "field": 0.15,
     "propnum_only": 0.05,
     "coords_only": 0.05,
     "wkt_only": 0.03,
@@ -623,7 +625,10 @@ def _kind_counts(m: int) -> dict[Kind, int]:
     counts: dict[Kind, int] = {kind: math.floor(share * m) for kind, share in KIND_SHARES.items()}
     if m >= len(KINDS):
         counts = {kind: max(1, count) for kind, count in counts.items()}
-    counts["exact"] = m - sum(counts.values())
+    # Tiny sets: every kind once may be more than the shares allow; the largest give way.
+    while sum(counts.values()) > m and max(counts.values()) > 1:
+        counts[max(counts, key=lambda kind: counts[kind])] -= 1
+    counts["exact"] = max(0, m - sum(counts.values()))
     return counts
 
 
@@ -805,6 +810,18 @@ def _spoil(kind: Kind, parcels: _Parcels, target: np.ndarray, rng: np.random.Gen
             ],
         )
         return with_suburb(messy)
+    if kind == "field":
+        spoilt, kept = _field_noise(address, rng)
+        suburb_noise = rng.random(count)
+        typed = _typo_text(pc.utf8_upper(suburb).to_numpy(zero_copy_only=False), rng)
+        field_suburb = pc.if_else(pa.array(suburb_noise < 0.15), typed, suburb)
+        # A fifth of the rows lose the suburb; never both the suburb and the number.
+        has_suburb = (suburb_noise >= 0.35) | ~kept
+        rows = np.flatnonzero(has_suburb)
+        return {
+            "Address": (every, spoilt),
+            "Suburb": (rows, field_suburb.take(pa.array(rows))),
+        }
     if kind == "propnum_only":
         propnum = pc.take(parcels.table["propnum"], target)
         # Excel drops leading zeros when a column is opened as numbers.
@@ -858,8 +875,93 @@ def _expanded(street_name: str) -> str:
 
 def _typo(name_idx: np.ndarray, rng: np.random.Generator) -> pa.Array:
     """Each name with one letter substituted, dropped or swapped with the next (never the first)."""
-    width = max(len(s) for s in STREET_NAMES) + 1
-    text = np.asarray(STREET_NAMES, dtype=f"<U{width}")[name_idx]
+    return _typo_text(np.asarray(STREET_NAMES, dtype=object)[name_idx], rng)
+
+
+# Sounds-alike spellings officers write (one applied per row that gets a phonetic slip).
+_PHONETIC = (("PH", "F"), ("CK", "K"), ("EE", "EA"), ("OU", "OW"), ("IE", "Y"), ("C", "K"))
+_FIELD_OPS = ("typo", "drop_number", "drop_type", "double", "swap", "join", "split", "phonetic")
+
+
+def _field_noise(address: pa.Array, rng: np.random.Generator) -> tuple[pa.Array, np.ndarray]:
+    """``number name type`` addresses spoilt as field data is: per row one of a typo in any
+    word (the street type included), the number or the street type left out, a word
+    doubled, two words swapped, two words joined, a word split, or a sounds-alike spelling.
+    Returns the spoilt text and whether each row still holds its house number."""
+    count = len(address)
+    lists = pc.split_pattern(address, " ")
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    words = np.asarray(lists.flatten().to_numpy(zero_copy_only=False), dtype=object)
+    length = np.diff(offsets)
+    op = rng.integers(0, len(_FIELD_OPS), count)
+    op[(length < 3) & (op == _FIELD_OPS.index("drop_type"))] = 0
+    # Only a house number is left out, not a unit's UNIT keyword.
+    first_digits = pc.match_substring_regex(pc.list_element(lists, 0), "^[0-9]").to_numpy(
+        zero_copy_only=False
+    )
+    op[~first_digits & (op == _FIELD_OPS.index("drop_number"))] = 0
+    # A word of each row, never its number (the first word): the street name or type.
+    which = offsets[:-1] + 1 + (rng.random(count) * (length - 1)).astype(np.int64)
+    which = np.minimum(which, offsets[1:] - 1)
+    # Words with digits (a unit's house number) are left alone: the row's last word instead.
+    digits = pc.match_substring_regex(pa.array(words, pa.string()), "[0-9]").to_numpy(
+        zero_copy_only=False
+    )
+    which = np.where(digits[which], offsets[1:] - 1, which)
+    # Joins are of two words of the name (or name and type), never the number.
+    join_rows = op == _FIELD_OPS.index("join")
+    which[join_rows] = np.minimum(
+        np.maximum(which[join_rows], offsets[:-1][join_rows] + 2), offsets[1:][join_rows] - 1
+    )
+    op[join_rows & (length < 3)] = 0
+    repeat = np.ones(len(words), dtype=np.int64)
+    kept = np.ones(count, dtype=bool)
+
+    def rows(name: str) -> np.ndarray:
+        return np.flatnonzero(op == _FIELD_OPS.index(name))
+
+    at = which[rows("typo")]
+    words[at] = np.asarray(_typo_text(words[at], rng).to_pylist(), dtype=object)
+    at = offsets[:-1][rows("drop_number")]
+    repeat[at] = 0
+    kept[rows("drop_number")] = False
+    repeat[offsets[1:][rows("drop_type")] - 1] = 0
+    repeat[which[rows("double")]] = 2
+    swap = rows("swap")
+    first, second = which[swap] - 1, which[swap]
+    words[first], words[second] = words[second].copy(), words[first].copy()
+    join = rows("join")
+    left = which[join] - 1
+    words[left] = words[left] + words[which[join]]
+    repeat[which[join]] = 0
+    split = which[rows("split")]
+    cut = [max(1, len(w) // 2) for w in words[split]]
+    words[split] = [w[:c] + " " + w[c:] for w, c in zip(words[split], cut, strict=True)]
+    phonetic = which[rows("phonetic")]
+    pattern = rng.integers(0, len(_PHONETIC), phonetic.size)
+    spelt = words[phonetic]
+    for i, (old, new) in enumerate(_PHONETIC):
+        chosen = pattern == i
+        spelt[chosen] = [w.replace(old, new, 1) for w in spelt[chosen]]
+    words[phonetic] = spelt
+    row = np.repeat(np.arange(count), length)
+    row, words = np.repeat(row, repeat), np.repeat(words, repeat)
+    new_offsets = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=count))])
+    joined = pc.binary_join(
+        pa.ListArray.from_arrays(pa.array(new_offsets, pa.int32()), pa.array(words, pa.string())),
+        " ",
+    )
+    return joined, kept
+
+
+def _typo_text(texts: np.ndarray, rng: np.random.Generator) -> pa.Array:
+    """Each text with one letter substituted, dropped or swapped with the next, never the
+    first letter (texts of fewer than three letters are left alone)."""
+    if not len(texts):
+        return pa.array([], pa.string())
+    width = max(len(str(t)) for t in texts) + 1
+    text = np.asarray(texts, dtype=f"<U{width}")
+    short = np.char.str_len(text) < 3
     chars = text.view(np.uint32).reshape(-1, width).copy()
     length = np.char.str_len(text)
     rows = np.arange(chars.shape[0])
@@ -879,7 +981,8 @@ def _typo(name_idx: np.ndarray, rng: np.random.Generator) -> pa.Array:
     shifted = np.minimum(columns + (columns >= pos[drop, None]), width - 1)
     chars[drop] = np.take_along_axis(chars[drop], shifted, axis=1)
     chars[drop, width - 1] = 0
-    return pa.array(chars.view(f"<U{width}").ravel())
+    spoilt = chars.view(f"<U{width}").ravel()
+    return pa.array(np.where(short, text, spoilt))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,9 +7,9 @@ array with row offsets, so per-word work (street-type table, sounds-like keys) r
 
 Canonical form: upper case, accents folded (``CAFÉ`` -> ``CAFE``), punctuation removed,
 spaces collapsed, every street type in its full form (``ST`` -> ``STREET``), unit forms
-``1/12``, ``UNIT 1 12``, ``U1 12``, ``FLAT 1 12`` -> ``UNIT 1 12``, ranges ``12 - 14`` ->
-``12-14``. The parse splits a canonical address into unit, number, street name, street type,
-locality, state and postcode; locality, state and postcode are optional.
+``1/12``, ``UNIT 1 12``, ``U1 12``, ``FLAT 1 12``, ``1 12 SMITH`` -> ``UNIT 1 12``, ranges
+``12 - 14`` -> ``12-14``. The parse splits a canonical address into unit, number, street
+name, street type, locality, state and postcode; locality, state and postcode are optional.
 """
 
 from __future__ import annotations
@@ -135,6 +135,8 @@ def clean_text(texts: pa.Array) -> pa.Array:
         text, r"^ *(?:" + _UNIT_WORDS + r" *)?([0-9]+[A-Z]?|[A-Z]) */ *([0-9])", r"UNIT \1 \2"
     )
     text = _sub(text, r"^ *" + _UNIT_WORDS + r" *([0-9]+[A-Z]?|[A-Z]) +([0-9])", r"UNIT \1 \2")
+    # Two numbers before the street name ("1 76 BIRCH ROAD"): the unit, then the house.
+    text = _sub(text, r"^ *([0-9]+[A-Z]?) +([0-9]+[A-Z]?) +([A-Z])", r"UNIT \1 \2 \3")
     # Name words written out or short (SAINT JOHNS / ST JOHNS, MOUNT CLEAR / MT CLEAR) take
     # one form, on both sides of a match; a non-final ST is then read as Saint, not Street.
     text = _sub(text, r"\bSAINT\b", "ST")

@@ -48,7 +48,7 @@ LEVELS = {
     "type": ("exact", "different"),
     "locality": ("exact", "jw>=0.95", "jw>=0.88", "jw>=0.80", "different"),
     "postcode": ("exact", "one edit", "different"),
-    "unit": ("exact", "different"),
+    "unit": ("exact", "different", "only one has a unit"),
     "state": ("exact", "different"),
 }
 MISSING = -1
@@ -69,7 +69,7 @@ DEFAULT_M = {
     "type": (0.97, 0.03),
     "locality": (0.76, 0.14, 0.05, 0.02, 0.03),
     "postcode": (0.90, 0.05, 0.05),
-    "unit": (0.90, 0.10),
+    "unit": (0.88, 0.07, 0.05),
     "state": (0.97, 0.03),
 }
 DEFAULT_SHARE = 0.9
@@ -107,9 +107,12 @@ class Parsed:
         vocab = words.vocabulary
         is_alpha_word = np.array([w.isalpha() for w in vocab], dtype=bool)[words.word_code]
         alpha = (parts.is_name | parts.is_locality) & is_alpha_word
-        rank = _per_row_cumsum(alpha, words.row, words.n_rows) - 1
-        n_alpha = np.bincount(words.row[alpha], minlength=words.n_rows)
-        from_end = n_alpha[words.row] - rank  # 1 for the last name/locality word
+        # For the readings split by the asset's shape, every word of letters counts, street
+        # types included: GARDENS in LAKE GARDENS is a locality word, not the street type.
+        lettered = alpha | (parts.is_type & is_alpha_word)
+        rank = _per_row_cumsum(lettered, words.row, words.n_rows) - 1
+        n_lettered = np.bincount(words.row[lettered], minlength=words.n_rows)
+        from_end = n_lettered[words.row] - rank  # 1 for the last word of letters
 
         def joined(mask: np.ndarray) -> np.ndarray:
             text = pa.array(_join_words(words, mask), type=pa.large_string())
@@ -149,9 +152,9 @@ class Parsed:
             "street": joined(parts.is_name & is_alpha_word),
             "locality": joined(parts.is_locality & is_alpha_word),
             "alpha": joined(alpha),
-            "head": {k: joined(alpha & (rank < k)) for k in (1, 2, 3)},
-            "tail": {k: joined(alpha & (rank >= k)) for k in (1, 2, 3)},
-            "last": {k: joined(alpha & (from_end <= k)) for k in (1, 2, 3)},
+            "head": {k: joined(lettered & (rank < k)) for k in (1, 2, 3)},
+            "tail": {k: joined(lettered & (rank >= k)) for k in (1, 2, 3)},
+            "last": {k: joined(lettered & (from_end <= k)) for k in (1, 2, 3)},
             "street_words": street_words,
         }
         key_rows, keys = _blocking_keys(
@@ -347,6 +350,16 @@ def _code_level(left: np.ndarray, right: np.ndarray, near: bool) -> np.ndarray:
     return level
 
 
+def _unit_level(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Units equal (0), different (1), or only one side names a unit (2: a unit parcel and
+    the whole lot are different assets); MISSING when neither does."""
+    level = np.where(left == right, 0, 1).astype(np.int8)
+    one_sided = (left == "") != (right == "")
+    level[one_sided] = 2
+    level[(left == "") & (right == "")] = MISSING
+    return level
+
+
 @dataclass
 class Comparison:
     """Per candidate pair: the level of each component (``MISSING`` when not comparable)
@@ -363,7 +376,8 @@ def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Co
     Which query words are the street and which the locality is read five ways, and the
     reading that agrees best with the asset is kept: as parsed; split where the asset's
     street name ends (a street type missing or unrecognised); the asset's number of street
-    words first and of locality words last (garbled words between); all words the locality (the
+    words first and of locality words last (garbled words between; in these two a street
+    type that differs counts for nothing: it may be a locality word); all words the locality (the
     street missing); all words the street (the locality missing).
     """
     a_street, a_locality = assets.street[a], assets.locality[a]
@@ -388,14 +402,18 @@ def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Co
     best = np.argmax(totals, axis=0)
     street_sim = np.choose(best, [r[0] for r in readings])
     locality_sim = np.choose(best, [r[1] for r in readings])
+    street_type = _code_level(queries.street_type[q], assets.street_type[a], near=False)
+    # Split by the asset's shape, the query's "type" may be a word of its locality: a type
+    # that differs is then no evidence either way.
+    street_type[np.isin(best, (1, 2)) & (street_type == 1)] = MISSING
     levels = np.stack(
         [
             _code_level(queries.number[q], assets.number[a], near=True),
             _text_level(street_sim),
-            _code_level(queries.street_type[q], assets.street_type[a], near=False),
+            street_type,
             _text_level(locality_sim),
             _code_level(queries.postcode[q], assets.postcode[a], near=True),
-            _code_level(queries.unit[q], assets.unit[a], near=False),
+            _unit_level(queries.unit[q], assets.unit[a]),
             _code_level(queries.state[q], assets.state[a], near=False),
         ],
         axis=1,
