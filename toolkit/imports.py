@@ -422,7 +422,12 @@ class ImportRunner:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
         self.progress("link", 0, None)
         linked = link_rows(
-            self.asset_index(), frame, prepared, rule, reference_field=rule.matching_id
+            self.asset_index(),
+            frame,
+            prepared,
+            rule,
+            reference_field=rule.matching_id,
+            decisions=self.store.decisions.all(),
         )
         self.store.jobs.record_links(job_id, linked.links)
         outcome.linking = linked.counts()

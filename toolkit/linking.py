@@ -19,6 +19,7 @@ import pandas as pd
 import shapely
 
 from toolkit.matching import AssetIndex, resolve
+from toolkit.matching.review import apply_decisions
 from toolkit.rules import ImportRule, Prepared
 
 LINK_COLUMNS = ("row", "reference", "query", "asset_id", "mode", "accuracy", "candidates", "err")
@@ -58,8 +59,11 @@ def link_rows(
     rule: ImportRule,
     *,
     reference_field: str | None = None,
+    decisions: pd.DataFrame | None = None,
 ) -> LinkResult:
-    """Link every row of ``frame`` that the rule's asset link can place."""
+    """Link every row of ``frame`` that the rule's asset link can place. ``decisions``
+    (reviewers' ``query`` -> ``asset_id``, see ``matching.review``) settle the address
+    rows whose text they name, before any matcher's answer."""
     link = rule.asset_link
     n = len(frame)
     # Positional numpy arrays: each way writes its rows by position, never by label.
@@ -91,6 +95,7 @@ def link_rows(
         texts: pd.Series,
         way_options: Mapping[str, Any],
         geometry: np.ndarray | None = None,
+        reviewed: pd.DataFrame | None = None,
     ) -> None:
         rows = np.flatnonzero(mask & ~linked)
         if rows.size == 0:
@@ -98,7 +103,7 @@ def link_rows(
         queries = pd.DataFrame({"query": texts.iloc[rows].fillna("").astype("str").to_numpy()})
         if geometry is not None:
             queries["geometry"] = geometry[rows]
-        result = resolve(index, queries, way_options)
+        result = apply_decisions(index, resolve(index, queries, way_options), reviewed)
         found = result["asset_position"].to_numpy() >= 0
         ids = pd.to_numeric(result["asset_id"], errors="coerce").to_numpy()
         asset_ids[rows[found]] = ids[found].astype(np.int64)
@@ -137,7 +142,7 @@ def link_rows(
         present = [p for p in parts if p is not None]
         if present:
             address = join_address(present)
-            attempt(address.notna().to_numpy(), address, options)
+            attempt(address.notna().to_numpy(), address, options, reviewed=decisions)
     reasons[linked] = None
     untried = ~linked & pd.isna(reasons)
     reasons[untried] = "the row has nothing to find an asset by"

@@ -18,6 +18,7 @@ import pandas as pd
 
 from toolkit.errors import SourceError
 from toolkit.matching import AssetIndex, resolve_with_candidates
+from toolkit.matching.review import apply_decisions
 from toolkit.sources import read_source
 
 RESULT_FILE_COLUMNS = (
@@ -126,9 +127,16 @@ def queries_from_file(
 
 
 def run_lookup(
-    index: AssetIndex, queries: pd.DataFrame, options: dict[str, Any], candidates: int = 0
+    index: AssetIndex,
+    queries: pd.DataFrame,
+    options: dict[str, Any],
+    candidates: int = 0,
+    decisions: pd.DataFrame | None = None,
 ) -> LookupResult:
+    """Resolve ``queries``; reviewers' ``decisions`` (see ``matching.review``) settle the
+    queries whose text they name."""
     resolved, top = resolve_with_candidates(index, queries, options, candidates)
+    resolved = apply_decisions(index, resolved, decisions)
     return LookupResult(resolved=resolved, candidates=top, index=index)
 
 

@@ -57,7 +57,7 @@ def tally(got: pd.Series, truth: pd.Series) -> tuple[float, float, float]:
 def pairs_completeness(assets: pd.DataFrame, queries: pd.DataFrame) -> float:
     """Share of queries (with a true asset) whose true asset reaches scoring in ``fuzzy``."""
     a_analysis, q_analysis = Analysis.of(assets["name"]), Analysis.of(queries["query"])
-    a_parsed, q_parsed = prob.Parsed.of(a_analysis), prob.Parsed.of(q_analysis)
+    a_parsed, q_parsed = prob.Parsed.of(a_analysis), prob.Parsed.of(q_analysis, field_data=True)
     q, a = prob.candidate_pairs(q_parsed, a_parsed)
     position = pd.Series(np.arange(len(assets)), index=assets["id"].astype(str))
     has_truth = queries["truth"].notna().to_numpy() & (queries["truth"] != "").to_numpy()

@@ -115,9 +115,21 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     default=None,
     help="With --url: seconds between status checks (at least 60, the spec's limit).",
 )
+@click.option(
+    "--links",
+    "links_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A review file marked by a reviewer (see lookup --review): its decisions are "
+    "remembered by the site and used by this import and every later one.",
+)
 @output_options
 def import_command(
-    file: Path, assets_file: Path | None, force: bool, poll_interval: float | None, **options: Any
+    file: Path,
+    assets_file: Path | None,
+    force: bool,
+    poll_interval: float | None,
+    links_file: Path | None,
+    **options: Any,
 ) -> None:
     """Import FILE into the site as one job, and report what happened.
 
@@ -138,8 +150,16 @@ def import_command(
 
     request = ImportRequest(source=file, **options)
     if is_remote():
+        if links_file is not None:
+            raise click.UsageError("--links works on the embedded site, not with --url")
         _push(request, assets_file, force, poll_interval)
         return
+    with open_site() as site:
+        if links_file is not None:
+            from toolkit.matching.review import read_review
+
+            kept = site.store.decisions.remember(read_review(links_file))
+            note(f"Remembered {kept} review decisions from {links_file.name}")
     with open_site() as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
     if settings().json:

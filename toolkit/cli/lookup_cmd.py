@@ -80,6 +80,21 @@ MODES = ("id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy")
     "evidence (in bits) each address component gave. --json always includes them.",
 )
 @click.option(
+    "--review",
+    "review_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the queries fuzzy could not link but whose best candidate is worth a look "
+    "(ties included) to this CSV or XLSX, with their top candidates and a 'chosen' column "
+    "to fill with 1, 2, 3, an asset id or none.",
+)
+@click.option(
+    "--links",
+    "links_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A marked review file: its decisions settle the queries of the same text (and, "
+    "with the site's assets, are remembered for every later lookup and import).",
+)
+@click.option(
     "-o",
     "out_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -104,6 +119,8 @@ def lookup(
     output: str,
     candidates: int,
     explain: bool,
+    review_file: Path | None,
+    links_file: Path | None,
     out_file: Path | None,
 ) -> None:
     """Resolve QUERIES, or every row of --file, to assets, offline, before importing.
@@ -125,6 +142,7 @@ def lookup(
 
     from toolkit.lookup import index_from_file, queries_from_file, result_rows, run_lookup
     from toolkit.matching import explanations, to_spec_result
+    from toolkit.matching.review import read_review, review_frame, write_review
     from toolkit.safe_output import safe_frame
 
     if bool(queries) == (file is not None):
@@ -149,14 +167,25 @@ def lookup(
         if value is not None:
             options[key] = value
     if assets is None and is_remote():
+        if review_file is not None or links_file is not None:
+            raise click.UsageError("--review and --links work offline, not with --url")
         _remote_lookup(frame, options, output, out_file)
         return
+    decisions = None if links_file is None else read_review(links_file)
     if assets is not None:
         index = index_from_file(assets, saved=index_dir)
     else:
         with open_site() as site:
             index = site.asset_index()
-    result = run_lookup(index, frame, options, candidates)
+            if decisions is not None:
+                kept = site.store.decisions.remember(decisions)
+                note(f"Remembered {kept} review decisions from {links_file.name}")
+            decisions = site.store.decisions.all()
+    result = run_lookup(index, frame, options, candidates, decisions)
+    if review_file is not None:
+        to_review = review_frame(index, result.resolved, asset_class)
+        write_review(to_review, review_file)
+        note(f"Wrote {len(to_review)} queries to review to {review_file}")
     summary = result.summary()
     if out_file is not None:
         safe_frame(result_rows(result)).to_csv(out_file, index=False)

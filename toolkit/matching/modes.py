@@ -486,9 +486,26 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     if not len(q):
         _no_match(result, NO_FUZZY_CANDIDATE)
         return result
-    model = probabilistic.fit(queries, side.parsed, q, a, side.u, len(used))
+    comparison = probabilistic.compare(queries, side.parsed, q, a)
+    model = probabilistic.fit(
+        queries,
+        side.parsed,
+        q,
+        a,
+        side.u,
+        len(used),
+        comparison=comparison,
+        frequencies=side.frequencies,
+    )
     scored = probabilistic.score(
-        queries, side.parsed, q, a, model, per_row, n_assets=len(allowed_assets)
+        queries,
+        side.parsed,
+        q,
+        a,
+        model,
+        per_row,
+        n_assets=len(allowed_assets),
+        comparison=comparison,
     )
     best = scored.best[codes]
     has = best >= 0

@@ -58,7 +58,7 @@ ABSENT_SIMILARITY = 0.7
 # Blocking: a key shared by more assets than this says too little to be worth the pairs.
 MAX_KEY_ASSETS = 100
 # At most this many candidates per query reach scoring (those sharing the rarest keys).
-MAX_CANDIDATES = 40
+MAX_CANDIDATES = 30
 RANDOM_PAIRS = 50_000
 # m before any data: what the development sets' fits agree on. EM starts here and, for a
 # small batch, stays near it: these count as PRIOR_QUERIES queries' worth of evidence, so
@@ -102,11 +102,25 @@ class Parsed:
     keys: np.ndarray  # uint64 blocking key
 
     @classmethod
-    def of(cls, analysis: Analysis) -> Parsed:
+    def of(cls, analysis: Analysis, *, field_data: bool = False) -> Parsed:
+        """Parse distinct address strings; ``field_data`` (queries, not an asset table)
+        also takes a house number found anywhere (MOUNT CLEAR 31 MAGPIE ROAD: the suburb
+        typed first), where clean asset names only allow one moved to the end."""
         words, parts = analysis.words, analysis.parts
         vocab = words.vocabulary
         is_alpha_word = np.array([w.isalpha() for w in vocab], dtype=bool)[words.word_code]
-        alpha = (parts.is_name | parts.is_locality) & is_alpha_word
+        has_digit = np.array([any(ch.isdigit() for ch in w) for w in vocab], dtype=bool)
+        # Field data may put "UNIT 2 6" after the suburb: the unit keyword anywhere, and
+        # the number after it is the unit.
+        late_keyword = np.zeros(len(words.row), dtype=bool)
+        late_unit = np.zeros(len(words.row), dtype=bool)
+        if field_data:
+            late_keyword = (vocab == "UNIT")[words.word_code] & ~parts.is_unit
+            follows = np.zeros(len(words.row), dtype=bool)
+            follows[1:] = late_keyword[:-1] & (words.row[1:] == words.row[:-1])
+            late_unit = follows & has_digit[words.word_code]
+            late_keyword[:-1] &= late_unit[1:]
+        alpha = (parts.is_name | parts.is_locality) & is_alpha_word & ~late_keyword
         # For the readings split by the asset's shape, every word of letters counts, street
         # types included: GARDENS in LAKE GARDENS is a locality word, not the street type.
         lettered = alpha | (parts.is_type & is_alpha_word)
@@ -120,17 +134,17 @@ class Parsed:
                 pc.replace_substring(text, " ", "").to_numpy(zero_copy_only=False), dtype=object
             )
 
-        unit_number = parts.is_unit & (words.position == 1)
+        unit_number = (parts.is_unit & (words.position == 1)) | late_unit
         # The house number: the parsed one, else a number ending the address that is not
         # a postcode (SMITH STREET KEW 17: the number moved to the end).
-        has_digit = np.array([any(ch.isdigit() for ch in w) for w in vocab], dtype=bool)
         parsed_number = np.bincount(words.row[parts.is_number], minlength=words.n_rows) > 0
         row_length = np.bincount(words.row, minlength=words.n_rows)
         last_word = words.position == row_length[words.row] - 1
         stray = (
             has_digit[words.word_code]
-            & last_word
+            & (last_word | field_data)
             & ~parts.is_unit
+            & ~late_unit
             & ~parts.is_postcode
             & ~parsed_number[words.row]
         )
@@ -505,8 +519,20 @@ def fit_em(
     prior = {c: np.asarray(DEFAULT_M[c]) * PRIOR_QUERIES for c in COMPONENTS}
     m = {c: np.asarray(DEFAULT_M[c], dtype=np.float64) for c in COMPONENTS}
     share = DEFAULT_SHARE
+    # Pairs share few distinct level patterns: evidence and m counts are computed per
+    # pattern, only the posterior (normalised per query) per pair.
+    code = np.zeros(len(levels), dtype=np.int64)
+    for i in range(levels.shape[1]):
+        code = code * 8 + (levels[:, i].astype(np.int64) + 1)
+    distinct, pattern = np.unique(code, return_inverse=True)
+    patterns = np.empty((len(distinct), levels.shape[1]), dtype=np.int8)
+    rest = distinct.copy()
+    for i in reversed(range(levels.shape[1])):
+        patterns[:, i] = rest % 8 - 1
+        rest //= 8
     for _ in range(EM_ITERATIONS):
-        weight = posterior(_log2_bayes(levels, m, u), q, max(n_queries, 1), n_assets, share)
+        log_bf = _log2_bayes(patterns, m, u)[pattern]
+        weight = posterior(log_bf, q, max(n_queries, 1), n_assets, share)
         share = float(
             np.clip(
                 (weight.sum() + DEFAULT_SHARE * PRIOR_QUERIES) / (n_queries + PRIOR_QUERIES),
@@ -514,8 +540,9 @@ def fit_em(
                 1 - 1e-3,
             )
         )
+        per_pattern = np.bincount(pattern, weights=weight, minlength=len(distinct))
         m = {
-            c: _frequencies(levels[:, i], len(LEVELS[c]), weight, prior[c])
+            c: _frequencies(patterns[:, i], len(LEVELS[c]), per_pattern, prior[c])
             for i, c in enumerate(COMPONENTS)
         }
     return m, share
@@ -581,7 +608,7 @@ class Scored:
     model: Model
 
 
-FIT_QUERIES = 100_000
+FIT_QUERIES = 20_000
 
 
 def fit(
@@ -592,20 +619,26 @@ def fit(
     u: dict[str, np.ndarray],
     n_queries: int,
     seed: int = 0,
+    comparison: Comparison | None = None,
+    frequencies: tuple[dict[str, float], dict[str, float]] | None = None,
 ) -> Model:
     """The model for this data: m and the share of queries with an asset by EM on the
-    candidate pairs of the ``n_queries`` queries (at most ``FIT_QUERIES`` of them)."""
+    candidate pairs of the ``n_queries`` queries (at most ``FIT_QUERIES`` of them).
+    ``comparison`` of the pairs and the assets' term ``frequencies`` (street, locality) are
+    reused when given."""
+    levels = (compare(queries, assets, q, a) if comparison is None else comparison).levels
     if n_queries > FIT_QUERIES:
         rng = np.random.default_rng(seed)
         distinct = np.unique(q)
         chosen = rng.choice(distinct, min(FIT_QUERIES, len(distinct)), replace=False)
         keep = np.isin(q, chosen)
-        q, a = q[keep], a[keep]
+        q, levels = q[keep], levels[keep]
         n_queries = FIT_QUERIES
     _, q_compact = np.unique(q, return_inverse=True)
-    levels = compare(queries, assets, q, a).levels
     m, share = fit_em(levels, q_compact.astype(np.int64), n_queries, len(assets), u)
-    return Model(m, u, share, term_frequencies(assets.street), term_frequencies(assets.locality))
+    if frequencies is None:
+        frequencies = (term_frequencies(assets.street), term_frequencies(assets.locality))
+    return Model(m, u, share, *frequencies)
 
 
 def score(
@@ -616,11 +649,13 @@ def score(
     model: Model,
     multiplicity: np.ndarray | None = None,
     n_assets: int | None = None,
+    comparison: Comparison | None = None,
 ) -> Scored:
     """Evidence and match probability of every pair (per asset, when ``multiplicity``
     assets share an address; ``n_assets`` of them in all); the best and runner-up per
-    query."""
-    comparison = compare(queries, assets, q, a)
+    query. The pairs' ``comparison`` is reused when given."""
+    if comparison is None:
+        comparison = compare(queries, assets, q, a)
     bits = contributions(comparison, model)
     total = bits.sum(axis=1)
     probability = posterior(
@@ -652,17 +687,19 @@ class AssetSide:
     parsed: Parsed
     codes: np.ndarray  # int64: distinct-name row of each asset
     u: dict[str, np.ndarray]
+    frequencies: tuple[dict[str, float], dict[str, float]]  # of streets, of localities
 
     @classmethod
     def of(cls, names: pd.Series) -> AssetSide:
         analysis = Analysis.of(names)
         parsed = Parsed.of(analysis)
-        return cls(parsed, analysis.codes, estimate_u(parsed))
+        frequencies = (term_frequencies(parsed.street), term_frequencies(parsed.locality))
+        return cls(parsed, analysis.codes, estimate_u(parsed), frequencies)
 
 
 def parsed_queries(analysis: Analysis) -> Parsed:
     """``Parsed`` of an analysis's distinct strings, cached with the analysis."""
     cache = analysis._cache
     if "parsed" not in cache:
-        cache["parsed"] = Parsed.of(analysis)  # type: ignore[assignment]
+        cache["parsed"] = Parsed.of(analysis, field_data=True)  # type: ignore[assignment]
     return cache["parsed"]  # type: ignore[return-value]

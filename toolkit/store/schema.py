@@ -281,6 +281,17 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX asset_site_code ON asset(site_id, code);
     CREATE INDEX asset_site_x ON asset(site_id, min_x);
     """,
+    # 3: reviewers' decisions on fuzzy matches, remembered per site by the query's
+    # normalised text; asset_id NULL means "no asset matches this text".
+    """
+    CREATE TABLE match_decision (
+        site_id INTEGER NOT NULL REFERENCES site(id),
+        query TEXT NOT NULL,
+        asset_id TEXT,
+        date_created INTEGER NOT NULL,
+        PRIMARY KEY (site_id, query)
+    ) WITHOUT ROWID;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

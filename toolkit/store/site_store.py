@@ -7,6 +7,7 @@ from toolkit.store.assets import AssetStore
 from toolkit.store.audit import AuditStore
 from toolkit.store.auth import AuthStore
 from toolkit.store.database import Database
+from toolkit.store.decisions import DecisionStore
 from toolkit.store.events import EventStore, RegisterStore
 from toolkit.store.items import ItemStore
 from toolkit.store.jobs import JobStore
@@ -37,3 +38,4 @@ class SiteStore:
         self.auth = AuthStore(db, site_id)
         self.media = MediaStore(db, site_id)
         self.reports = ReportStore(db, site_id)
+        self.decisions = DecisionStore(db, site_id)
