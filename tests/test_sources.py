@@ -490,3 +490,140 @@ def test_the_delimiter_is_found_cheaply_when_lines_agree(text: str, expected: st
     from toolkit.sources.csv import sniff_delimiter
 
     assert sniff_delimiter(text) == expected
+
+
+# --- hardening: huge values, coordinates outside EPSG:4326, a .prj nobody understands ---------
+
+
+def test_a_value_beyond_the_csv_modules_own_limit_leaves_only_its_row_out(tmp_path: Path) -> None:
+    # Python's csv module refuses fields over 128 KiB by default; the scan that numbers lines
+    # for the report must pass over the long value, not fail the whole file.
+    text = "id,note\n1,short\n2," + "x" * 300_000 + "\n3,ok\n"
+    gdf, report = read_source(
+        write(tmp_path / "f.csv", text.encode()), limits=ReadLimits(max_field_bytes=1000)
+    )
+    assert gdf.index.tolist() == [1, 3]
+    (problem,) = report.problems
+    assert (problem.row, problem.line, problem.column) == (2, 3, "note")
+    assert problem.message == "the value is longer than 1000 bytes; row left out"
+    assert problem.value == "x" * 40 + "..."
+
+
+@pytest.mark.slow
+def test_a_20_mb_quoted_value_with_line_breaks_leaves_only_its_row_out(tmp_path: Path) -> None:
+    # Longer than pyarrow's block (16 MiB) and spanning lines: the file is still read.
+    huge = ("y" * 1_000_000 + "\n") * 20
+    text = f'id,note\n1,short\n2,"{huge}"\n3,ok\n'
+    gdf, report = read_source(write(tmp_path / "huge.csv", text.encode()))
+    assert gdf.index.tolist() == [1, 3]
+    assert gdf["note"].tolist() == ["short", "ok"]
+    (problem,) = report.problems
+    assert (problem.row, problem.line, problem.column) == (2, 3, "note")
+    assert "longer than 8388608 bytes; row left out" in problem.message
+
+
+def test_wkt_coordinates_outside_epsg_4326_or_not_finite_are_problems(tmp_path: Path) -> None:
+    text = (
+        "id,wkt\n"
+        "1,POINT (144.9 -37.8)\n"
+        "2,POINT (999 999)\n"
+        "3,POINT (nan nan)\n"
+        '4,"LINESTRING (144 -37, nan 1, 145 -38)"\n'
+        "5,POINT (inf 1)\n"
+        "6,POINT (-180 90)\n"
+        "7,POINT (144.9 -90.5)\n"
+    )
+    gdf, report = read_source(write(tmp_path / "r.csv", text.encode()))
+    assert gdf.index.tolist() == [1, 2, 3, 4, 5, 6, 7]  # inspect shows every row
+    assert gdf.geometry.isna().tolist() == [False, True, True, True, True, False, True]
+    found = [(p.row, p.line, p.column, p.value, p.message) for p in report.problems]
+    outside = "coordinates outside longitude -180..180, latitude -90..90 (EPSG:4326)"
+    not_finite = "a coordinate is not a finite number"
+    assert found == [
+        (2, 3, "wkt", "POINT (999 999)", outside),
+        (3, 4, "wkt", "POINT (nan nan)", not_finite),
+        (4, 5, "wkt", "LINESTRING (144 -37, nan 1, 145 -38)", not_finite),
+        (5, 6, "wkt", "POINT (inf 1)", not_finite),
+        (7, 8, "wkt", "POINT (144.9 -90.5)", outside),
+    ]
+
+
+def test_projected_coordinates_outside_the_world_after_reprojection(tmp_path: Path) -> None:
+    to_mga = Transformer.from_crs("EPSG:4326", MGA55, always_xy=True)
+    x, y = to_mga.transform(MELBOURNE_LON, MELBOURNE_LAT)
+    # Far past the projection's edge: the inverse gives infinity.
+    text = f"id,easting,northing\n1,{x},{y}\n2,1e9,{y}\n"
+    gdf, report = read_source(
+        write(tmp_path / "mga.csv", text.encode()),
+        crs=MGA55,
+        lat_column="northing",
+        lon_column="easting",
+    )
+    assert gdf.geometry.isna().tolist() == [False, True]
+    found = {(p.row, p.column, p.value) for p in report.problems}
+    assert found == {(2, "northing", str(y)), (2, "easting", "1e9")}
+    assert {p.message for p in report.problems} == {
+        "a coordinate is not a finite number after reprojection from EPSG:7855"
+    }
+
+
+def test_shapefile_geometry_outside_epsg_4326_is_a_problem(tmp_path: Path) -> None:
+    frame = gpd.GeoDataFrame(
+        {"name": ["ok", "far", "nan"]},
+        geometry=[shapely.Point(144.9, -37.8), shapely.Point(500, 500), shapely.Point(1, 1)],
+        crs="EPSG:4326",
+    )
+    write_shapefile(tmp_path / "src", "points", frame)
+    path = zip_folder(tmp_path / "src", tmp_path / "points.zip")
+    gdf, report = read_source(path)
+    assert gdf.geometry.isna().tolist() == [False, True, False]
+    (problem,) = report.problems
+    assert (problem.row, problem.column, problem.value) == (2, "geometry", "POINT (500 500)")
+    assert "outside longitude -180..180" in problem.message
+
+
+def test_a_prj_that_cannot_be_understood_is_not_called_missing(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".prj").write_text("this is not a projection", encoding="ascii")
+    path = zip_folder(tmp_path / "src", tmp_path / "garbled.zip")
+    with pytest.raises(SourceError) as caught:
+        read_source(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: the .prj could not be understood: parcels.prj: ")
+    assert "this is not a projection" in message and "--crs" in message
+    assert "no .prj" not in message
+    # The user who knows the CRS can say so; the report keeps the .prj's problem.
+    gdf, report = read_source(path, crs=MGA55)
+    assert report.crs == MGA55
+    assert gdf.geometry[1].centroid.x == pytest.approx(MELBOURNE_LON, abs=1e-6)
+    (problem,) = report.problems
+    assert problem.message.startswith("the .prj could not be understood: parcels.prj")
+    assert problem.message.endswith(f"--crs {MGA55} used instead")
+
+
+def test_an_empty_prj_is_not_understood_either(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".prj").write_bytes(b"")
+    with pytest.raises(SourceError, match=r"could not be understood: parcels\.prj: it is empty"):
+        read_source(zip_folder(tmp_path / "src", tmp_path / "empty_prj.zip"))
+
+
+def test_a_display_name_replaces_the_path_in_errors_and_the_report(tmp_path: Path) -> None:
+    folder = tmp_path / "toolkit-import-secret"
+    folder.mkdir()
+    empty = write(folder / "import-data.csv", b"\n\n")
+    with pytest.raises(SourceError) as caught:
+        read_source(empty, name="import data (csv)")
+    assert str(caught.value) == "import data (csv): the file is empty (no header, no data)"
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".shp").write_bytes(b"not a shapefile at all")
+    broken = zip_folder(tmp_path / "src", folder / "import-data.zip")
+    with pytest.raises(SourceError) as caught:
+        read_source(broken, name="import data (zip)")
+    message = str(caught.value)
+    assert message.startswith("import data (zip): parcels.shp: cannot read")
+    assert str(tmp_path) not in message and "/tmp" not in message and "toolkit-" not in message
+    good = write(folder / "import-data2.csv", b"a,wkt\n1,POINT (1 2)\n2,nope\n")
+    _, report = read_source(good, name="import data (csv)")
+    assert report.path == "import data (csv)"
+    assert all(str(folder) not in p.message for p in report.problems)

@@ -15,6 +15,7 @@ import geopandas as gpd
 import numpy as np
 import pyogrio
 from pyproj import CRS
+from pyproj.exceptions import CRSError
 
 from toolkit.errors import SourceError
 from toolkit.sources.archive import extracted_zip
@@ -25,6 +26,7 @@ from toolkit.sources.tabular import DEFAULT_CRS, crs_label, parse_crs
 SHAPEFILE_PARTS = frozenset({".shp", ".shx", ".dbf", ".prj", ".cpg"})
 # Enough rows with non-ASCII text to tell UTF-8 from a single-byte code page.
 _DBF_SAMPLE_ROWS = 20_000
+_PRJ_PREVIEW = 200
 
 
 @dataclass
@@ -140,11 +142,29 @@ def _finish_crs(
     return frame, label
 
 
-def _read_layer(source: Path, layer: str | None, encoding: str | None) -> gpd.GeoDataFrame:
+def _read_layer(
+    source: Path, layer: str | None, encoding: str | None, shown: Path
+) -> gpd.GeoDataFrame:
+    """The layer as a GeoDataFrame; errors name ``shown`` (the file the user gave), never
+    the folder a zip was extracted to."""
     try:
         return pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
     except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
-        raise SourceError(f"{source}: cannot read: {exc}") from exc
+        where = "" if source == shown else f"{source.name}: "
+        detail = str(exc).replace(str(source.parent), "").replace(str(source), source.name)
+        raise SourceError(f"{shown}: {where}cannot read: {detail}") from exc
+
+
+def _prj_problem(prj: Path) -> str:
+    """Why a .prj gives no coordinate reference system, in a line."""
+    text = prj.read_bytes()[:_PRJ_PREVIEW].decode("utf-8", errors="replace").strip()
+    if not text:
+        return "it is empty"
+    try:
+        CRS.from_wkt(text)
+    except CRSError as exc:
+        return str(exc).splitlines()[0][:_PRJ_PREVIEW]
+    return f"GDAL does not read it: {text[:80]!r}"
 
 
 def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None) -> SpatialRead:
@@ -166,7 +186,14 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
     if dbf is None:
         raise SourceError(f"{shown}: the shapefile {shp.name} has no .dbf beside it")
     # GDAL honours a .cpg itself; otherwise it is told what was decided.
-    frame = _read_layer(shp, None, None if source == "cpg" else decided)
+    frame = _read_layer(shp, None, None if source == "cpg" else decided, shown)
+    prj = _sidecar(shp, ".prj")
+    if frame.crs is None and prj is not None:
+        # A .prj GDAL could not make sense of is not the same as none: say so, by name.
+        why = f"the .prj could not be understood: {prj.name}: {_prj_problem(prj)}"
+        if crs is None:
+            raise SourceError(f"{shown}: {why}; fix it, or pass --crs, e.g. --crs EPSG:7855")
+        problems.append(SourceProblem(f"{why}; --crs {crs} used instead"))
     frame, label = _finish_crs(shown, frame, crs, problems)
     return SpatialRead(frame, shp.stem, decided, source, label, problems)
 
@@ -208,7 +235,7 @@ def read_ogr(path: Path, layer: str | None, encoding: str | None, crs: str | Non
         raise SourceError(f"{path}: cannot open: {exc}") from exc
     chosen = _choose_layer(path, available, layer)
     decided = check_encoding(encoding, str(path)) if encoding else None
-    frame = _read_layer(path, chosen, decided)
+    frame = _read_layer(path, chosen, decided, path)
     problems: list[SourceProblem] = []
     frame, label = _finish_crs(path, frame, crs, problems)
     # Both formats are UTF-8 by definition (RFC 7946; SQLite text).
