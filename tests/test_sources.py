@@ -582,15 +582,19 @@ def test_shapefile_geometry_outside_epsg_4326_is_a_problem(tmp_path: Path) -> No
     assert "outside longitude -180..180" in problem.message
 
 
-def test_a_prj_that_cannot_be_understood_is_not_called_missing(tmp_path: Path) -> None:
+# GDAL reads the first as no CRS at all, and fails to open the shapefile with the second.
+@pytest.mark.parametrize("garbage", ["this is not a projection", "GEOGCS[not a projection"])
+def test_a_prj_that_cannot_be_understood_is_not_called_missing(
+    tmp_path: Path, garbage: str
+) -> None:
     shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
-    shp.with_suffix(".prj").write_text("this is not a projection", encoding="ascii")
+    shp.with_suffix(".prj").write_text(garbage, encoding="ascii")
     path = zip_folder(tmp_path / "src", tmp_path / "garbled.zip")
     with pytest.raises(SourceError) as caught:
         read_source(path)
     message = str(caught.value)
     assert message.startswith(f"{path}: the .prj could not be understood: parcels.prj: ")
-    assert "this is not a projection" in message and "--crs" in message
+    assert garbage in message and "--crs" in message
     assert "no .prj" not in message
     # The user who knows the CRS can say so; the report keeps the .prj's problem.
     gdf, report = read_source(path, crs=MGA55)

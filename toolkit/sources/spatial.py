@@ -8,6 +8,7 @@ coordinates mean nothing, so the user must say what they are.
 from __future__ import annotations
 
 import codecs
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ SHAPEFILE_PARTS = frozenset({".shp", ".shx", ".dbf", ".prj", ".cpg"})
 # Enough rows with non-ASCII text to tell UTF-8 from a single-byte code page.
 _DBF_SAMPLE_ROWS = 20_000
 _PRJ_PREVIEW = 200
+_PRJ_BYTES = 64 * 1024  # a real .prj is a few hundred bytes
 
 
 @dataclass
@@ -155,16 +157,35 @@ def _read_layer(
         raise SourceError(f"{shown}: {where}cannot read: {detail}") from exc
 
 
-def _prj_problem(prj: Path) -> str:
-    """Why a .prj gives no coordinate reference system, in a line."""
-    text = prj.read_bytes()[:_PRJ_PREVIEW].decode("utf-8", errors="replace").strip()
+def _prj_problem(prj: Path, *, parsed: bool = True) -> str | None:
+    """Why a .prj gives no coordinate reference system, in a line; None if PROJ reads it
+    (and ``parsed``: a .prj both GDAL and PROJ read is no .prj problem)."""
+    text = prj.read_bytes()[:_PRJ_BYTES].decode("utf-8", errors="replace").strip()
     if not text:
         return "it is empty"
     try:
         CRS.from_wkt(text)
     except CRSError as exc:
         return str(exc).splitlines()[0][:_PRJ_PREVIEW]
-    return f"GDAL does not read it: {text[:80]!r}"
+    return None if parsed else f"GDAL does not read it: {text[:80]!r}"
+
+
+def _prj_error(shown: Path, prj: Path, problem: str) -> SourceError:
+    # A .prj nobody can make sense of is not the same as none: say so, by name.
+    return SourceError(
+        f"{shown}: the .prj could not be understood: {prj.name}: {problem}; fix it, or pass "
+        "--crs, e.g. --crs EPSG:7855"
+    )
+
+
+def _read_without_prj(shp: Path, encoding: str | None, shown: Path) -> gpd.GeoDataFrame:
+    """Read ``shp`` as if it had no .prj (the user gave --crs for a broken one), without
+    touching the user's files: its other parts are linked into a folder of their own."""
+    with tempfile.TemporaryDirectory(prefix="toolkit-noprj-") as folder:
+        for part in shp.parent.iterdir():
+            if part.stem == shp.stem and part.suffix.lower() in SHAPEFILE_PARTS - {".prj"}:
+                (Path(folder) / part.name).symlink_to(part.absolute())
+        return _read_layer(Path(folder) / shp.name, None, encoding, shown)
 
 
 def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None) -> SpatialRead:
@@ -186,14 +207,29 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
     if dbf is None:
         raise SourceError(f"{shown}: the shapefile {shp.name} has no .dbf beside it")
     # GDAL honours a .cpg itself; otherwise it is told what was decided.
-    frame = _read_layer(shp, None, None if source == "cpg" else decided, shown)
+    gdal_encoding = None if source == "cpg" else decided
     prj = _sidecar(shp, ".prj")
-    if frame.crs is None and prj is not None:
-        # A .prj GDAL could not make sense of is not the same as none: say so, by name.
-        why = f"the .prj could not be understood: {prj.name}: {_prj_problem(prj)}"
+    try:
+        frame = _read_layer(shp, None, gdal_encoding, shown)
+        # GDAL reads some broken .prj files as no CRS at all...
+        prj_problem = _prj_problem(prj, parsed=False) if frame.crs is None and prj else None
+    except SourceError as exc:
+        # ...and fails on others ("missing , or ]").
+        prj_problem = _prj_problem(prj) if prj is not None else None
+        if prj is None or prj_problem is None:
+            raise
         if crs is None:
-            raise SourceError(f"{shown}: {why}; fix it, or pass --crs, e.g. --crs EPSG:7855")
-        problems.append(SourceProblem(f"{why}; --crs {crs} used instead"))
+            raise _prj_error(shown, prj, prj_problem) from exc
+        frame = _read_without_prj(shp, gdal_encoding, shown)
+    if prj is not None and prj_problem is not None:
+        if crs is None:
+            raise _prj_error(shown, prj, prj_problem)
+        problems.append(
+            SourceProblem(
+                f"the .prj could not be understood: {prj.name}: {prj_problem}; "
+                f"--crs {crs} used instead"
+            )
+        )
     frame, label = _finish_crs(shown, frame, crs, problems)
     return SpatialRead(frame, shp.stem, decided, source, label, problems)
 
