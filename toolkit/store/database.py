@@ -23,6 +23,12 @@ DEFAULT_BUSY_TIMEOUT_S = 600.0
 
 Clock = Callable[[], int]
 
+# Never the file's path: a server's clients must not learn where its files live.
+DISK_FULL = (
+    "the disk is full: the site file could not grow, so nothing of this change was "
+    "written and the site is as it was; free some space and try again"
+)
+
 
 def now_ms() -> int:
     """The current time as integer epoch milliseconds (UTC)."""
@@ -95,16 +101,31 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed on success, rolled back on any exception."""
+        """A write transaction: committed on success, rolled back on any exception.
+
+        A full disk is a :class:`StoreError` saying so (every write of the store comes
+        through here), and the transaction is rolled back: the site is as it was.
+        """
         conn = self.connection
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                # SQLite may already have rolled back on its own (it does on a full disk).
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+                raise
+            raise StoreError(DISK_FULL) from exc
 
     def site_id(self, name: str, *, create: bool = False) -> int | None:
         """The id of the site called ``name``; with ``create``, made when missing."""
@@ -146,10 +167,13 @@ class Database:
             )
             with self.transaction() as conn:
                 if row["tbl"] == "import_job":
+                    # The summary recorded when the job was created keeps its rule, type
+                    # and source; only its status and reason change.
                     conn.execute(
                         "UPDATE import_job SET status = 'FAILED', code = 500, result = ?, "
+                        "summary = json_set(summary, '$.status', 'FAILED', '$.reason', ?), "
                         "date_completed = ? WHERE id = ? AND status = 'RUNNING'",
-                        (f"<p>FAILED: {reason}</p>", self.clock(), row["id"]),
+                        (f"<p>FAILED: {reason}</p>", reason, self.clock(), row["id"]),
                     )
                 else:
                     conn.execute(
