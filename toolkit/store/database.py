@@ -147,16 +147,19 @@ class Database:
         return [r[0] for r in self.connection.execute("SELECT name FROM site ORDER BY name")]
 
     def fail_orphaned_jobs(self) -> int:
-        """Mark jobs left ``RUNNING`` by a process that no longer exists as ``FAILED``.
+        """Mark jobs left ``NOT_STARTED`` or ``RUNNING`` by a process that no longer exists
+        as ``FAILED``.
 
         A crash mid-import rolls its data transaction back, but the job record
-        (committed when the job started) would read ``RUNNING`` for ever.
+        (committed when the job started) would read ``RUNNING`` for ever; a job a server
+        had queued but not started would read ``NOT_STARTED`` for ever.
         """
         host = socket.gethostname()
         failed = 0
         rows = self.connection.execute(
-            "SELECT 'import_job' AS tbl, id, pid, host FROM import_job WHERE status = 'RUNNING' "
-            "UNION ALL SELECT 'report_instance', id, pid, host FROM report_instance "
+            "SELECT 'import_job' AS tbl, id, pid, host, status FROM import_job "
+            "WHERE status IN ('NOT_STARTED', 'RUNNING') "
+            "UNION ALL SELECT 'report_instance', id, pid, host, status FROM report_instance "
             "WHERE status IN ('QUEUED', 'RUNNING')"
         ).fetchall()
         for row in rows:
@@ -167,13 +170,24 @@ class Database:
             )
             with self.transaction() as conn:
                 if row["tbl"] == "import_job":
+                    if row["status"] == "NOT_STARTED":
+                        reason = (
+                            "the process that was to run this job stopped before it started; "
+                            "nothing was written: schedule it again"
+                        )
                     # The summary recorded when the job was created keeps its rule, type
                     # and source; only its status and reason change.
                     conn.execute(
                         "UPDATE import_job SET status = 'FAILED', code = 500, result = ?, "
                         "summary = json_set(summary, '$.status', 'FAILED', '$.reason', ?), "
-                        "date_completed = ? WHERE id = ? AND status = 'RUNNING'",
-                        (f"<p>FAILED: {reason}</p>", reason, self.clock(), row["id"]),
+                        "date_completed = ? WHERE id = ? AND status = ?",
+                        (
+                            f"<p>FAILED: {reason}</p>",
+                            reason,
+                            self.clock(),
+                            row["id"],
+                            row["status"],
+                        ),
                     )
                 else:
                     conn.execute(

@@ -39,11 +39,13 @@ class JobStore:
         ``summary`` is the job's summary before it runs (its rule, type, source...), kept
         from the start so a job whose process dies still says what it was.
         """
+        # The process that records the job is the one that will run it (a server queues it in
+        # its own threads): if that process dies first, orphan recovery can tell.
         with self.db.transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO import_job (site_id, status, code, user_id, import_type, "
-                "import_rule, params, summary, date_created) "
-                "VALUES (?, 'NOT_STARTED', 200, ?, ?, ?, ?, ?, ?)",
+                "import_rule, params, summary, pid, host, date_created) "
+                "VALUES (?, 'NOT_STARTED', 200, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     self.site_id,
                     user_id,
@@ -51,6 +53,8 @@ class JobStore:
                     import_rule,
                     json.dumps(params, ensure_ascii=False),
                     None if summary is None else json.dumps(summary, ensure_ascii=False),
+                    os.getpid(),
+                    socket.gethostname(),
                     self.db.clock(),
                 ),
             )
