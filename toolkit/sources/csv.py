@@ -169,21 +169,29 @@ def _parse(
         ragged.append(_Ragged(number, row.text, row.expected_columns, row.actual_columns))
         return "skip"
 
-    table = pacsv.read_csv(
-        path,
-        read_options=pacsv.ReadOptions(
-            use_threads=use_threads, block_size=block_size, encoding=encoding
-        ),
-        parse_options=pacsv.ParseOptions(
-            delimiter=delimiter, newlines_in_values=True, invalid_row_handler=skip_ragged
-        ),
-        convert_options=pacsv.ConvertOptions(
-            column_types=dict.fromkeys(raw_names, pa.string()),
-            strings_can_be_null=True,
-            null_values=[""],
-            quoted_strings_can_be_null=True,
-        ),
-    )
+    def read(names: list[str]) -> pa.Table:
+        ragged.clear()
+        return pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(
+                use_threads=use_threads, block_size=block_size, encoding=encoding
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delimiter, newlines_in_values=True, invalid_row_handler=skip_ragged
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()),
+                strings_can_be_null=True,
+                null_values=[""],
+                quoted_strings_can_be_null=True,
+            ),
+        )
+
+    table = read(raw_names)
+    if not all(pa.types.is_string(t) for t in table.schema.types):
+        # pyarrow read a header name differently from the csv module (a stray byte, a
+        # BOM in another encoding) and typed that column itself: again, by its names.
+        table = read(table.column_names)
     return table, ragged
 
 

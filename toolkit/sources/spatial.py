@@ -15,6 +15,7 @@ from pathlib import Path
 import geopandas as gpd
 import numpy as np
 import pyogrio
+import shapely
 from pyproj import CRS
 from pyproj.exceptions import CRSError
 
@@ -146,15 +147,41 @@ def _finish_crs(
 
 def _read_layer(
     source: Path, layer: str | None, encoding: str | None, shown: Path
-) -> gpd.GeoDataFrame:
-    """The layer as a GeoDataFrame; errors name ``shown`` (the file the user gave), never
-    the folder a zip was extracted to."""
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
+    """The layer as a GeoDataFrame, and a problem for each record whose shape is not a
+    geometry (left missing). Errors name ``shown`` (the file the user gave), never the
+    folder a zip was extracted to."""
     try:
-        return pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
+        try:
+            frame = pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
+            return frame, []
+        except shapely.errors.GEOSException:
+            # A shape GDAL hands over but GEOS refuses (a ring that does not close): that
+            # record is a problem, not the whole file.
+            return _read_with_invalid_shapes(source, layer, encoding)
     except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
         where = "" if source == shown else f"{source.name}: "
         detail = str(exc).replace(str(source.parent), "").replace(str(source), source.name)
         raise SourceError(f"{shown}: {where}cannot read: {detail}") from exc
+
+
+def _read_with_invalid_shapes(
+    source: Path, layer: str | None, encoding: str | None
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
+    frame = pyogrio.read_dataframe(
+        source, layer=layer, encoding=encoding, use_arrow=True, on_invalid="ignore"
+    )
+    meta, table = pyogrio.read_arrow(source, layer=layer, encoding=encoding, columns=[])
+    wkb = table.column(meta["geometry_name"] or "wkb_geometry").to_numpy(zero_copy_only=False)
+    had_shape = np.array([value is not None for value in wkb], dtype=bool)
+    invalid = np.flatnonzero(had_shape & frame.geometry.isna().to_numpy())
+    problems = [
+        SourceProblem(
+            "not a valid geometry (GEOS cannot build it)", row=int(i) + 1, column="geometry"
+        )
+        for i in invalid.tolist()
+    ]
+    return frame, problems
 
 
 def _prj_problem(prj: Path, *, parsed: bool = True) -> str | None:
@@ -178,7 +205,9 @@ def _prj_error(shown: Path, prj: Path, problem: str) -> SourceError:
     )
 
 
-def _read_without_prj(shp: Path, encoding: str | None, shown: Path) -> gpd.GeoDataFrame:
+def _read_without_prj(
+    shp: Path, encoding: str | None, shown: Path
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
     """Read ``shp`` as if it had no .prj (the user gave --crs for a broken one), without
     touching the user's files: its other parts are linked into a folder of their own."""
     with tempfile.TemporaryDirectory(prefix="toolkit-noprj-") as folder:
@@ -210,7 +239,7 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
     gdal_encoding = None if source == "cpg" else decided
     prj = _sidecar(shp, ".prj")
     try:
-        frame = _read_layer(shp, None, gdal_encoding, shown)
+        frame, shape_problems = _read_layer(shp, None, gdal_encoding, shown)
         # GDAL reads some broken .prj files as no CRS at all...
         prj_problem = _prj_problem(prj, parsed=False) if frame.crs is None and prj else None
     except SourceError as exc:
@@ -220,7 +249,7 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
             raise
         if crs is None:
             raise _prj_error(shown, prj, prj_problem) from exc
-        frame = _read_without_prj(shp, gdal_encoding, shown)
+        frame, shape_problems = _read_without_prj(shp, gdal_encoding, shown)
     if prj is not None and prj_problem is not None:
         if crs is None:
             raise _prj_error(shown, prj, prj_problem)
@@ -231,7 +260,7 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
             )
         )
     frame, label = _finish_crs(shown, frame, crs, problems)
-    return SpatialRead(frame, shp.stem, decided, source, label, problems)
+    return SpatialRead(frame, shp.stem, decided, source, label, [*problems, *shape_problems])
 
 
 def _cpg_codec(declared: str) -> str:
@@ -271,8 +300,7 @@ def read_ogr(path: Path, layer: str | None, encoding: str | None, crs: str | Non
         raise SourceError(f"{path}: cannot open: {exc}") from exc
     chosen = _choose_layer(path, available, layer)
     decided = check_encoding(encoding, str(path)) if encoding else None
-    frame = _read_layer(path, chosen, decided, path)
-    problems: list[SourceProblem] = []
+    frame, problems = _read_layer(path, chosen, decided, path)
     frame, label = _finish_crs(path, frame, crs, problems)
     # Both formats are UTF-8 by definition (RFC 7946; SQLite text).
     return SpatialRead(
