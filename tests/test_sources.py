@@ -631,3 +631,31 @@ def test_a_display_name_replaces_the_path_in_errors_and_the_report(tmp_path: Pat
     _, report = read_source(good, name="import data (csv)")
     assert report.path == "import data (csv)"
     assert all(str(folder) not in p.message for p in report.problems)
+
+
+def test_a_shape_geos_cannot_build_is_a_problem_of_its_row_not_of_the_file(
+    tmp_path: Path,
+) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    data = bytearray(shp.read_bytes())
+    # The first record is a box: one part of five points from byte 156; moving the last
+    # point's x leaves its ring open, which GDAL passes on and GEOS refuses.
+    last_x = 156 + 16 * 4
+    x = np.frombuffer(bytes(data[last_x : last_x + 8]), dtype="<f8")[0]
+    data[last_x : last_x + 8] = np.array([x + 3], dtype="<f8").tobytes()
+    shp.write_bytes(bytes(data))
+    with pytest.warns(RuntimeWarning, match="Non closed ring"):
+        gdf, report = read_source(zip_folder(tmp_path / "src", tmp_path / "open.zip"))
+    assert gdf.index.tolist() == [1, 2, 3]
+    assert gdf.geometry.isna().tolist() == [True, False, False]
+    (problem,) = report.problems
+    assert (problem.row, problem.column) == (1, "geometry")
+    assert problem.message == "not a valid geometry (GEOS cannot build it)"
+
+
+def test_a_header_that_is_not_what_its_bom_says_is_a_source_error(tmp_path: Path) -> None:
+    # Found by the property tests: a header byte that is not UTF-8 after a UTF-8 BOM made
+    # pyarrow type that column itself, and the size check failed with an IndexError.
+    data = b"\xef\xbb\xbfReference\xbbLatitude;Longitude\nR1;-37.56;143.85\nR2;;\n"
+    with pytest.raises(SourceError, match=r"bom\.csv: cannot read as utf-8 CSV.*--encoding"):
+        read_source(write(tmp_path / "bom.csv", data))
