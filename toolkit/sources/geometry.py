@@ -115,15 +115,15 @@ def bad_coordinates(geoms: NDArray) -> tuple[NDArray[np.intp], NDArray[np.intp]]
     not_finite: list[NDArray[np.intp]] = []
     outside: list[NDArray[np.intp]] = []
     for start in range(0, len(geoms), _CHECK_CHUNK):
-        coords, owner = shapely.get_coordinates(
-            geoms[start : start + _CHECK_CHUNK], return_index=True
-        )
-        if coords.size == 0:
-            continue
+        chunk = geoms[start : start + _CHECK_CHUNK]
+        coords = shapely.get_coordinates(chunk)
         x, y = coords[:, 0], coords[:, 1]
         finite = np.isfinite(x) & np.isfinite(y)
         with np.errstate(invalid="ignore"):
             beyond = finite & ((np.abs(x) > 180) | (np.abs(y) > 90))
+        if finite.all() and not beyond.any():
+            continue  # the usual case: no need to know which geometry owns which vertex
+        owner = np.repeat(np.arange(len(chunk)), shapely.get_num_coordinates(chunk))
         nan_rows = np.unique(owner[~finite])
         not_finite.append(nan_rows + start)
         outside.append(np.setdiff1d(np.unique(owner[beyond]), nan_rows) + start)
