@@ -659,3 +659,46 @@ def test_a_header_that_is_not_what_its_bom_says_is_a_source_error(tmp_path: Path
     data = b"\xef\xbb\xbfReference\xbbLatitude;Longitude\nR1;-37.56;143.85\nR2;;\n"
     with pytest.raises(SourceError, match=r"bom\.csv: cannot read as utf-8 CSV.*--encoding"):
         read_source(write(tmp_path / "bom.csv", data))
+
+
+# Found by the property tests: each failed with a library's own exception, not a SourceError.
+def test_a_prj_that_is_not_text_is_not_understood(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    prj = shp.with_suffix(".prj")
+    prj.write_bytes(b"\x80" + prj.read_bytes())
+    path = zip_folder(tmp_path / "src", tmp_path / "binary_prj.zip")
+    with pytest.raises(SourceError, match=r"parcels\.prj: it is not text"):
+        read_source(path)
+    gdf, _ = read_source(path, crs=MGA55)
+    assert gdf.geometry[1].centroid.x == pytest.approx(MELBOURNE_LON, abs=1e-6)
+
+
+def test_a_crs_proj_cannot_transform_is_a_source_error(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    prj = shp.with_suffix(".prj")
+    # An inverse flattening of 0 and a stray number: it parses, but leads nowhere.
+    prj.write_text(prj.read_text().replace("6378137.0,", "6378137,0,"), encoding="ascii")
+    path = zip_folder(tmp_path / "src", tmp_path / "odd.zip")
+    with pytest.raises(SourceError, match=r"odd\.zip: cannot reproject from .* to EPSG:4326"):
+        read_source(path)
+
+
+def test_a_cpg_with_a_nul_byte_is_read_like_an_unknown_one(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".cpg").write_bytes(b"\x00UTF-8")
+    gdf, report = read_source(zip_folder(tmp_path / "src", tmp_path / "nul.zip"))
+    assert len(gdf) == 3 and report.encoding_source == "cpg"
+
+
+def test_an_unknown_crs_beside_a_prj_is_a_source_error(tmp_path: Path) -> None:
+    write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    path = zip_folder(tmp_path / "src", tmp_path / "p.zip")
+    with pytest.raises(SourceError, match="unknown CRS 'EPSG:nope'"):
+        read_source(path, crs="EPSG:nope")
+
+
+def test_a_lone_carriage_return_before_the_header_is_a_line_end(tmp_path: Path) -> None:
+    # Found by the property tests: the csv module refused the sample ("new-line character
+    # seen in unquoted field") where pyarrow reads a lone CR as the end of a line.
+    gdf, report = read_source(write(tmp_path / "cr.csv", b"\rcode,name\nA,B\n"))
+    assert (len(gdf), report.rows) == (1, 1)

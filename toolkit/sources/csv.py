@@ -330,7 +330,9 @@ def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvT
         raise SourceError(f"{path}: the file is empty (no header, no data)")
 
     delimiter = sniff_delimiter(text)
-    raw_names = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+    # As pyarrow reads it: a lone "\r" ends a line (not an error), blank lines are skipped.
+    records = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    raw_names = next((record for record in records if record), [])
     names, problems = clean_header(raw_names)
 
     table, ragged, decision = _read_table(path, raw_names, delimiter, decision, limits)

@@ -23,7 +23,7 @@ from toolkit.errors import SourceError
 from toolkit.sources.archive import extracted_zip
 from toolkit.sources.encoding import check_encoding, guess_single_byte
 from toolkit.sources.report import EncodingSource, ReadLimits, SourceProblem
-from toolkit.sources.tabular import DEFAULT_CRS, crs_label, parse_crs
+from toolkit.sources.tabular import crs_label, parse_crs, to_wgs84
 
 SHAPEFILE_PARTS = frozenset({".shp", ".shx", ".dbf", ".prj", ".cpg"})
 # Enough rows with non-ASCII text to tell UTF-8 from a single-byte code page.
@@ -133,7 +133,7 @@ def _finish_crs(
                 "e.g. --crs EPSG:7855 for GDA2020 / MGA zone 55"
             )
         frame = frame.set_crs(parse_crs(crs, str(path)), allow_override=True)
-    elif crs is not None and CRS.from_user_input(crs) != frame.crs:
+    elif crs is not None and parse_crs(crs, str(path)) != frame.crs:
         problems.append(
             SourceProblem(
                 f"the source's own CRS {crs_label(frame.crs)} was used; --crs {crs} ignored"
@@ -141,7 +141,7 @@ def _finish_crs(
         )
     label = crs_label(frame.crs)
     if frame.crs.to_epsg() != 4326:
-        frame = frame.to_crs(DEFAULT_CRS)
+        frame = to_wgs84(frame, str(path))
     return frame, label
 
 
@@ -184,10 +184,21 @@ def _read_with_invalid_shapes(
     return frame, problems
 
 
+def _prj_not_text(prj: Path) -> bool:
+    data = prj.read_bytes()[:_PRJ_BYTES]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return b"\x00" in data
+
+
 def _prj_problem(prj: Path, *, parsed: bool = True) -> str | None:
     """Why a .prj gives no coordinate reference system, in a line; None if PROJ reads it
     (and ``parsed``: a .prj both GDAL and PROJ read is no .prj problem)."""
-    text = prj.read_bytes()[:_PRJ_BYTES].decode("utf-8", errors="replace").strip()
+    if _prj_not_text(prj):
+        return "it is not text (bytes that are not UTF-8, or a NUL)"
+    text = prj.read_bytes()[:_PRJ_BYTES].decode("utf-8").strip()
     if not text:
         return "it is empty"
     try:
@@ -239,6 +250,9 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
     gdal_encoding = None if source == "cpg" else decided
     prj = _sidecar(shp, ".prj")
     try:
+        if prj is not None and _prj_not_text(prj):
+            # GDAL and pyogrio fail in their own ways on such bytes: never hand it over.
+            raise SourceError(f"{shown}: {prj.name} is not text")
         frame, shape_problems = _read_layer(shp, None, gdal_encoding, shown)
         # GDAL reads some broken .prj files as no CRS at all...
         prj_problem = _prj_problem(prj, parsed=False) if frame.crs is None and prj else None
@@ -273,7 +287,7 @@ def _cpg_codec(declared: str) -> str:
         value = f"cp{value}"
     try:
         return codecs.lookup(value).name
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL byte in the name
         return declared
 
 

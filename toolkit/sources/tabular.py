@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import geopandas as gpd
 import numpy as np
@@ -12,6 +13,7 @@ import shapely
 from geopandas.array import from_shapely
 from numpy.typing import NDArray
 from pyproj import CRS
+from pyproj.exceptions import CRSError, ProjError
 
 from toolkit.errors import SourceError
 from toolkit.sources.geometry import (
@@ -66,6 +68,20 @@ def parse_crs(crs: str, path: str) -> CRS:
     except Exception as exc:  # pyproj raises CRSError and others for unknown input
         raise SourceError(
             f"{path}: unknown CRS {crs!r}; pass --crs as EPSG:NNNN, e.g. EPSG:4326 or EPSG:7855"
+        ) from exc
+
+
+_Geo = TypeVar("_Geo", gpd.GeoSeries, gpd.GeoDataFrame)
+
+
+def to_wgs84(geo: _Geo, path: str) -> _Geo:
+    """``geo`` reprojected to EPSG:4326, or a SourceError when PROJ cannot do it (a CRS
+    that parses but describes no usable transformation)."""
+    try:
+        return geo.to_crs(DEFAULT_CRS)
+    except (ProjError, CRSError) as exc:
+        raise SourceError(
+            f"{path}: cannot reproject from {crs_label(geo.crs)} to EPSG:4326: {exc}"
         ) from exc
 
 
@@ -125,7 +141,7 @@ def build_geometry(
     series = geo_series(geoms, source_crs)
     after = ""
     if source_crs.to_epsg() != 4326:
-        series = series.to_crs(DEFAULT_CRS)
+        series = to_wgs84(series, path)
         after = f" after reprojection from {crs_label(source_crs)}"
     series, unusable = _drop_bad_coordinates(series, table, from_points, wkt, lat, lon, after)
     return TabularGeometry(series, source, crs_label(source_crs), [*bad, *unusable])
