@@ -196,6 +196,32 @@ def test_reasons_name_the_data_as_the_client_sent_it_never_a_server_path(
     _no_server_paths(broken)
 
 
+# --- a full disk ----------------------------------------------------------------------------
+
+
+def test_a_write_on_a_full_disk_is_a_500_that_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    key = _site_with_an_api_user(path)
+    app = create_app(path, settings=ServerSettings(rate_limit=None, auth_rate_limit=None))
+    with running(app) as url, _client(url, key) as api:
+        assert api.get("/api/json/asset-type").status_code == 200  # the site is open
+        # Every connection the server opened may grow the file by a page or two only:
+        # SQLite answers as on a full disk (SQLITE_FULL).
+        for db in app.state.server.sites._databases:
+            pages = db.connection.execute("PRAGMA page_count").fetchone()[0]
+            db.connection.execute(f"PRAGMA max_page_count = {pages + 2}")
+        answer = api.post(
+            "/api/binary/file",
+            data={"name": "scan.pdf"},
+            files={"file": ("scan.pdf", os.urandom(256 * 1024), "application/pdf")},
+        )
+        assert answer.status_code == 500
+        assert answer.json()["message"].startswith("the disk is full:")
+        assert str(tmp_path) not in answer.text
+    with LocalSite(path, "alpha") as site:
+        assert site.db.connection.execute("SELECT count(*) FROM media").fetchone()[0] == 0
+
+
 # --- a server killed in the middle of a job ----------------------------------------------------
 
 

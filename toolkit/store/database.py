@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolkit.errors import StoreError
+from toolkit.errors import DiskFullError, StoreError
 from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 from toolkit.store.sql import sounds_like
 
@@ -125,7 +125,7 @@ class Database:
         except sqlite3.OperationalError as exc:
             if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
                 raise
-            raise StoreError(DISK_FULL) from exc
+            raise DiskFullError(DISK_FULL) from exc
 
     def site_id(self, name: str, *, create: bool = False) -> int | None:
         """The id of the site called ``name``; with ``create``, made when missing."""
