@@ -702,3 +702,31 @@ def test_a_lone_carriage_return_before_the_header_is_a_line_end(tmp_path: Path) 
     # seen in unquoted field") where pyarrow reads a lone CR as the end of a line.
     gdf, report = read_source(write(tmp_path / "cr.csv", b"\rcode,name\nA,B\n"))
     assert (len(gdf), report.rows) == (1, 1)
+
+
+def test_a_dbf_whose_only_accents_are_in_its_field_names_is_read(tmp_path: Path) -> None:
+    frame = melbourne_parcels().rename(columns={"name": "straße"})
+    frame["straße"] = ["A", "B", "C"]  # nothing but ASCII in the values
+    shp = write_shapefile(tmp_path / "src", "parcels", frame, encoding="cp1252")
+    shp.with_suffix(".cpg").unlink(missing_ok=True)
+    gdf, report = read_source(zip_folder(tmp_path / "src", tmp_path / "names.zip"))
+    assert "straße" in gdf.columns and gdf["straße"].tolist() == ["A", "B", "C"]
+    assert (report.encoding, report.encoding_source) == ("windows-1252", "detected")
+    # Told the wrong encoding, it says so instead of failing with pyogrio's UnicodeDecodeError.
+    with pytest.raises(SourceError, match=r"names\.zip: parcels\.shp: cannot read its text as"):
+        read_source(tmp_path / "names.zip", encoding="utf-8")
+
+
+def test_a_corrupt_deflate_stream_is_a_source_error(tmp_path: Path) -> None:
+    write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    path = zip_folder(tmp_path / "src", tmp_path / "p.zip")
+    with zipfile.ZipFile(path) as archive:
+        first = archive.infolist()[0]
+    data = bytearray(path.read_bytes())
+    # The block type bits of the entry's deflate stream: zlib refuses what follows
+    # (found by the property tests as "invalid stored block lengths").
+    start = first.header_offset + 30 + len(first.filename.encode()) + len(first.extra)
+    data[start] ^= 2
+    broken = write(tmp_path / "broken.zip", bytes(data))
+    with pytest.raises(SourceError, match=r"broken\.zip: cannot extract the zip"):
+        read_source(broken)

@@ -63,15 +63,22 @@ def dbf_text_encoding(dbf: Path) -> str:
         record_length = int.from_bytes(head[10:12], "little")
         descriptors = handle.read(max(header_length - 32, 0))
     text_columns: list[np.ndarray] = []
+    names = b""  # field names are in the same encoding as the text
     offset = 1  # each record starts with its deletion flag
     for start in range(0, len(descriptors) - 31, 32):
         descriptor = descriptors[start : start + 32]
         if descriptor[0] == 0x0D:
             break
+        names += descriptor[:11].split(b"\0", 1)[0]
         width = descriptor[16]
         if descriptor[11:12] in (b"C", b"M"):
             text_columns.append(np.arange(offset, offset + width))
         offset += width
+    if not names.isascii():
+        try:
+            names.decode("utf-8")
+        except UnicodeDecodeError:
+            return guess_single_byte(names)
     size = dbf.stat().st_size
     records = min(records, max((size - header_length) // max(record_length, 1), 0))
     if not text_columns or records == 0 or record_length == 0:
@@ -163,6 +170,12 @@ def _read_layer(
         where = "" if source == shown else f"{source.name}: "
         detail = str(exc).replace(str(source.parent), "").replace(str(source), source.name)
         raise SourceError(f"{shown}: {where}cannot read: {detail}") from exc
+    except UnicodeDecodeError as exc:  # pyogrio decodes names and values itself
+        where = "" if source == shown else f"{source.name}: "
+        raise SourceError(
+            f"{shown}: {where}cannot read its text as {encoding or 'the encoding it declares'}: "
+            f"{exc.reason} at byte {exc.start}; pass --encoding (e.g. windows-1252)"
+        ) from exc
 
 
 def _read_with_invalid_shapes(
