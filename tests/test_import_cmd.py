@@ -161,3 +161,41 @@ def test_the_real_entry_point_exits_1_on_a_failed_job(tmp_path: Path) -> None:
     assert process.returncode == 1
     assert "Import job 1: FAILED" in process.stdout
     assert "Traceback" not in process.stderr
+
+
+def test_a_20_mb_value_leaves_its_row_out_and_the_import_goes_on(tmp_path: Path) -> None:
+    source = tmp_path / "poles.csv"
+    source.write_text(
+        "code,name,wkt\nP1,one,POINT (143.85 -37.56)\nP2,"
+        + "x" * (20 * 1024 * 1024)
+        + ",POINT (143.86 -37.57)\nP3,three,POINT (143.87 -37.58)\n",
+        encoding="utf-8",
+    )
+    code, out, err = _run(
+        tmp_path, "import", str(source), "--type", "asset", "--rule", "assets-csv"
+    )
+    assert code == 0, out + err
+    assert "Import job 1: COMPLETE" in out
+    assert "inserted 2" in out and "rejected 1" in out
+    assert "row 2 name 'xxxxxxxxxx" in out
+    assert "the value is longer than 8388608 bytes; row left out" in out
+    assert "internal error" not in out + err
+
+
+def test_a_garbled_prj_is_named_and_import_status_shows_the_failed_job(tmp_path: Path) -> None:
+    import zipfile
+
+    sample = Path(__file__).resolve().parent.parent / "sample_data" / "parcels.zip"
+    garbled = tmp_path / "parcels.zip"
+    with zipfile.ZipFile(sample) as original, zipfile.ZipFile(garbled, "w") as copy:
+        for name in original.namelist():
+            data = b"GEOGCS[garbage" if name.endswith(".prj") else original.read(name)
+            copy.writestr(name, data)
+    code, out, _ = _run(
+        tmp_path, "import", str(garbled), "--type", "asset", "--rule", "property-assets"
+    )
+    assert code == 1
+    assert "Import job 1: FAILED" in out
+    assert "rule property-assets (asset), overwrite rule updateAndInsert" in out
+    assert f"reason: {garbled}: the .prj could not be understood: parcels.prj: " in out
+    assert "no .prj" not in out

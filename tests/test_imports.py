@@ -318,3 +318,92 @@ def test_user_updates_change_columns_and_keep_extra_fields(site, tmp_path) -> No
     assert json.loads(user["extra"]) == {"team": "A"}
     again = runner.run(ImportRequest("user", "test-users", second))
     assert again["summary"]["counts"]["unchanged"] == 1
+
+
+# --- hardening: rows without a usable geometry, a full disk, a job's record from the start ---
+
+
+def test_rows_whose_geometry_cannot_be_made_are_rejected_not_stored_without_it(
+    site: SiteStore, tmp_path: Path
+) -> None:
+    source = _write(
+        tmp_path,
+        "assets.csv",
+        "code,name,wkt\n"
+        "A1,good,POINT (143.85 -37.56)\n"
+        "A2,broken,POINT (143.85\n"
+        "A3,far,POINT (999 999)\n"
+        "A4,nan,POINT (nan nan)\n"
+        "A5,none,\n",
+    )
+    job = _runner(site).run(ImportRequest("asset", "assets-csv", source))
+    assert job["status"] == "COMPLETE"
+    assert (job["summary"]["counts"]["inserted"], job["summary"]["counts"]["rejected"]) == (2, 3)
+    outside = "coordinates outside longitude -180..180, latitude -90..90 (EPSG:4326)"
+    assert job["summary"]["errors"] == [
+        {"row": 2, "column": "wkt", "value": "POINT (143.85", "reason": "not valid WKT"},
+        {"row": 3, "column": "wkt", "value": "POINT (999 999)", "reason": outside},
+        {
+            "row": 4,
+            "column": "wkt",
+            "value": "POINT (nan nan)",
+            "reason": "a coordinate is not a finite number",
+        },
+    ]
+    # An empty cell is a row without a location, not a problem.
+    assert sorted(_assets(site)) == ["A1", "A5"]
+
+
+def test_a_full_disk_fails_the_job_saying_so_and_leaves_the_site_as_it_was(
+    site: SiteStore, tmp_path: Path
+) -> None:
+    first = _write(tmp_path, "first.csv", "code,name\nK1,kept\n")
+    assert _runner(site).run(ImportRequest("asset", "assets-csv", first))["status"] == "COMPLETE"
+    many = _write(
+        tmp_path,
+        "many.csv",
+        "code,name,notes\n" + "".join(f"C{i},pole {i},{'x' * 200}\n" for i in range(5000)),
+    )
+    conn = site.db.connection
+    # The file may grow by a few pages only: SQLite answers as on a full disk (SQLITE_FULL).
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 4}")
+    before = _assets(site)
+    audit = conn.execute("SELECT count(*) FROM audit_log").fetchone()[0]
+    job = _runner(site).run(ImportRequest("asset", "assets-csv", many))
+    assert job["status"] == "FAILED" and job["code"] == 500
+    reason = job["summary"]["reason"]
+    assert reason.startswith("the disk is full:") and "the site is as it was" in reason
+    assert "internal error" not in reason and str(tmp_path) not in reason
+    assert "the disk is full" in job["result"]
+    assert "nothing was written; the counts say what the job would do" in job["summary"]["notes"]
+    assert _assets(site) == before
+    assert conn.execute("SELECT count(*) FROM audit_log").fetchone()[0] == audit
+    # With room again, the same import goes through.
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    job = _runner(site).run(ImportRequest("asset", "assets-csv", many))
+    assert job["status"] == "COMPLETE" and job["summary"]["counts"]["inserted"] == 5000
+
+
+def test_a_job_says_what_it_is_from_the_moment_it_is_recorded(
+    site: SiteStore, tmp_path: Path
+) -> None:
+    source = _write(tmp_path, "facilities.csv", FACILITIES)
+    request = ImportRequest("asset", "test-facilities", source, source_name="import data (csv)")
+    runner = _runner(site)
+    job_id = runner.record(request, runner.check(request))
+    job = runner.job_object(job_id)
+    assert (job["status"], job["importType"], job["importRule"]) == (
+        "NOT_STARTED",
+        "asset",
+        "test-facilities",
+    )
+    assert job["params"]["source"] == "import data (csv)"
+    summary = job["summary"]
+    assert summary["status"] == "NOT_STARTED"
+    assert (summary["importRule"], summary["importType"], summary["source"]) == (
+        "test-facilities",
+        "asset",
+        "import data (csv)",
+    )
+    assert (summary["overwriteRule"], summary["matchingId"]) == ("updateAndInsert", "code")

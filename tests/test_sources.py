@@ -490,3 +490,243 @@ def test_the_delimiter_is_found_cheaply_when_lines_agree(text: str, expected: st
     from toolkit.sources.csv import sniff_delimiter
 
     assert sniff_delimiter(text) == expected
+
+
+# --- hardening: huge values, coordinates outside EPSG:4326, a .prj nobody understands ---------
+
+
+def test_a_value_beyond_the_csv_modules_own_limit_leaves_only_its_row_out(tmp_path: Path) -> None:
+    # Python's csv module refuses fields over 128 KiB by default; the scan that numbers lines
+    # for the report must pass over the long value, not fail the whole file.
+    text = "id,note\n1,short\n2," + "x" * 300_000 + "\n3,ok\n"
+    gdf, report = read_source(
+        write(tmp_path / "f.csv", text.encode()), limits=ReadLimits(max_field_bytes=1000)
+    )
+    assert gdf.index.tolist() == [1, 3]
+    (problem,) = report.problems
+    assert (problem.row, problem.line, problem.column) == (2, 3, "note")
+    assert problem.message == "the value is longer than 1000 bytes; row left out"
+    assert problem.value == "x" * 40 + "..."
+
+
+@pytest.mark.slow
+def test_a_20_mb_quoted_value_with_line_breaks_leaves_only_its_row_out(tmp_path: Path) -> None:
+    # Longer than pyarrow's block (16 MiB) and spanning lines: the file is still read.
+    huge = ("y" * 1_000_000 + "\n") * 20
+    text = f'id,note\n1,short\n2,"{huge}"\n3,ok\n'
+    gdf, report = read_source(write(tmp_path / "huge.csv", text.encode()))
+    assert gdf.index.tolist() == [1, 3]
+    assert gdf["note"].tolist() == ["short", "ok"]
+    (problem,) = report.problems
+    assert (problem.row, problem.line, problem.column) == (2, 3, "note")
+    assert "longer than 8388608 bytes; row left out" in problem.message
+
+
+def test_wkt_coordinates_outside_epsg_4326_or_not_finite_are_problems(tmp_path: Path) -> None:
+    text = (
+        "id,wkt\n"
+        "1,POINT (144.9 -37.8)\n"
+        "2,POINT (999 999)\n"
+        "3,POINT (nan nan)\n"
+        '4,"LINESTRING (144 -37, nan 1, 145 -38)"\n'
+        "5,POINT (inf 1)\n"
+        "6,POINT (-180 90)\n"
+        "7,POINT (144.9 -90.5)\n"
+    )
+    gdf, report = read_source(write(tmp_path / "r.csv", text.encode()))
+    assert gdf.index.tolist() == [1, 2, 3, 4, 5, 6, 7]  # inspect shows every row
+    assert gdf.geometry.isna().tolist() == [False, True, True, True, True, False, True]
+    found = [(p.row, p.line, p.column, p.value, p.message) for p in report.problems]
+    outside = "coordinates outside longitude -180..180, latitude -90..90 (EPSG:4326)"
+    not_finite = "a coordinate is not a finite number"
+    assert found == [
+        (2, 3, "wkt", "POINT (999 999)", outside),
+        (3, 4, "wkt", "POINT (nan nan)", not_finite),
+        (4, 5, "wkt", "LINESTRING (144 -37, nan 1, 145 -38)", not_finite),
+        (5, 6, "wkt", "POINT (inf 1)", not_finite),
+        (7, 8, "wkt", "POINT (144.9 -90.5)", outside),
+    ]
+
+
+def test_projected_coordinates_outside_the_world_after_reprojection(tmp_path: Path) -> None:
+    to_mga = Transformer.from_crs("EPSG:4326", MGA55, always_xy=True)
+    x, y = to_mga.transform(MELBOURNE_LON, MELBOURNE_LAT)
+    # Far past the projection's edge: the inverse gives infinity.
+    text = f"id,easting,northing\n1,{x},{y}\n2,1e9,{y}\n"
+    gdf, report = read_source(
+        write(tmp_path / "mga.csv", text.encode()),
+        crs=MGA55,
+        lat_column="northing",
+        lon_column="easting",
+    )
+    assert gdf.geometry.isna().tolist() == [False, True]
+    found = {(p.row, p.column, p.value) for p in report.problems}
+    assert found == {(2, "northing", str(y)), (2, "easting", "1e9")}
+    assert {p.message for p in report.problems} == {
+        "a coordinate is not a finite number after reprojection from EPSG:7855"
+    }
+
+
+def test_shapefile_geometry_outside_epsg_4326_is_a_problem(tmp_path: Path) -> None:
+    frame = gpd.GeoDataFrame(
+        {"name": ["ok", "far", "nan"]},
+        geometry=[shapely.Point(144.9, -37.8), shapely.Point(500, 500), shapely.Point(1, 1)],
+        crs="EPSG:4326",
+    )
+    write_shapefile(tmp_path / "src", "points", frame)
+    path = zip_folder(tmp_path / "src", tmp_path / "points.zip")
+    gdf, report = read_source(path)
+    assert gdf.geometry.isna().tolist() == [False, True, False]
+    (problem,) = report.problems
+    assert (problem.row, problem.column, problem.value) == (2, "geometry", "POINT (500 500)")
+    assert "outside longitude -180..180" in problem.message
+
+
+# GDAL reads the first as no CRS at all, and fails to open the shapefile with the second.
+@pytest.mark.parametrize("garbage", ["this is not a projection", "GEOGCS[not a projection"])
+def test_a_prj_that_cannot_be_understood_is_not_called_missing(
+    tmp_path: Path, garbage: str
+) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".prj").write_text(garbage, encoding="ascii")
+    path = zip_folder(tmp_path / "src", tmp_path / "garbled.zip")
+    with pytest.raises(SourceError) as caught:
+        read_source(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: the .prj could not be understood: parcels.prj: ")
+    assert garbage in message and "--crs" in message
+    assert "no .prj" not in message
+    # The user who knows the CRS can say so; the report keeps the .prj's problem.
+    gdf, report = read_source(path, crs=MGA55)
+    assert report.crs == MGA55
+    assert gdf.geometry[1].centroid.x == pytest.approx(MELBOURNE_LON, abs=1e-6)
+    (problem,) = report.problems
+    assert problem.message.startswith("the .prj could not be understood: parcels.prj")
+    assert problem.message.endswith(f"--crs {MGA55} used instead")
+
+
+def test_an_empty_prj_is_not_understood_either(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".prj").write_bytes(b"")
+    with pytest.raises(SourceError, match=r"could not be understood: parcels\.prj: it is empty"):
+        read_source(zip_folder(tmp_path / "src", tmp_path / "empty_prj.zip"))
+
+
+def test_a_display_name_replaces_the_path_in_errors_and_the_report(tmp_path: Path) -> None:
+    folder = tmp_path / "toolkit-import-secret"
+    folder.mkdir()
+    empty = write(folder / "import-data.csv", b"\n\n")
+    with pytest.raises(SourceError) as caught:
+        read_source(empty, name="import data (csv)")
+    assert str(caught.value) == "import data (csv): the file is empty (no header, no data)"
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".shp").write_bytes(b"not a shapefile at all")
+    broken = zip_folder(tmp_path / "src", folder / "import-data.zip")
+    with pytest.raises(SourceError) as caught:
+        read_source(broken, name="import data (zip)")
+    message = str(caught.value)
+    assert message.startswith("import data (zip): parcels.shp: cannot read")
+    assert str(tmp_path) not in message and "/tmp" not in message and "toolkit-" not in message
+    good = write(folder / "import-data2.csv", b"a,wkt\n1,POINT (1 2)\n2,nope\n")
+    _, report = read_source(good, name="import data (csv)")
+    assert report.path == "import data (csv)"
+    assert all(str(folder) not in p.message for p in report.problems)
+
+
+def test_a_shape_geos_cannot_build_is_a_problem_of_its_row_not_of_the_file(
+    tmp_path: Path,
+) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    data = bytearray(shp.read_bytes())
+    # The first record is a box: one part of five points from byte 156; moving the last
+    # point's x leaves its ring open, which GDAL passes on and GEOS refuses.
+    last_x = 156 + 16 * 4
+    x = np.frombuffer(bytes(data[last_x : last_x + 8]), dtype="<f8")[0]
+    data[last_x : last_x + 8] = np.array([x + 3], dtype="<f8").tobytes()
+    shp.write_bytes(bytes(data))
+    with pytest.warns(RuntimeWarning, match="Non closed ring"):
+        gdf, report = read_source(zip_folder(tmp_path / "src", tmp_path / "open.zip"))
+    assert gdf.index.tolist() == [1, 2, 3]
+    assert gdf.geometry.isna().tolist() == [True, False, False]
+    (problem,) = report.problems
+    assert (problem.row, problem.column) == (1, "geometry")
+    assert problem.message == "not a valid geometry (GEOS cannot build it)"
+
+
+def test_a_header_that_is_not_what_its_bom_says_is_a_source_error(tmp_path: Path) -> None:
+    # Found by the property tests: a header byte that is not UTF-8 after a UTF-8 BOM made
+    # pyarrow type that column itself, and the size check failed with an IndexError.
+    data = b"\xef\xbb\xbfReference\xbbLatitude;Longitude\nR1;-37.56;143.85\nR2;;\n"
+    with pytest.raises(SourceError, match=r"bom\.csv: cannot read as utf-8 CSV.*--encoding"):
+        read_source(write(tmp_path / "bom.csv", data))
+
+
+# Found by the property tests: each failed with a library's own exception, not a SourceError.
+def test_a_prj_that_is_not_text_is_not_understood(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    prj = shp.with_suffix(".prj")
+    prj.write_bytes(b"\x80" + prj.read_bytes())
+    path = zip_folder(tmp_path / "src", tmp_path / "binary_prj.zip")
+    with pytest.raises(SourceError, match=r"parcels\.prj: it is not text"):
+        read_source(path)
+    gdf, _ = read_source(path, crs=MGA55)
+    assert gdf.geometry[1].centroid.x == pytest.approx(MELBOURNE_LON, abs=1e-6)
+
+
+def test_a_crs_proj_cannot_transform_is_a_source_error(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    prj = shp.with_suffix(".prj")
+    # An inverse flattening of 0 and a stray number: it parses, but leads nowhere.
+    prj.write_text(prj.read_text().replace("6378137.0,", "6378137,0,"), encoding="ascii")
+    path = zip_folder(tmp_path / "src", tmp_path / "odd.zip")
+    with pytest.raises(SourceError, match=r"odd\.zip: cannot reproject from .* to EPSG:4326"):
+        read_source(path)
+
+
+def test_a_cpg_with_a_nul_byte_is_read_like_an_unknown_one(tmp_path: Path) -> None:
+    shp = write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    shp.with_suffix(".cpg").write_bytes(b"\x00UTF-8")
+    gdf, report = read_source(zip_folder(tmp_path / "src", tmp_path / "nul.zip"))
+    assert len(gdf) == 3 and report.encoding_source == "cpg"
+
+
+def test_an_unknown_crs_beside_a_prj_is_a_source_error(tmp_path: Path) -> None:
+    write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    path = zip_folder(tmp_path / "src", tmp_path / "p.zip")
+    with pytest.raises(SourceError, match="unknown CRS 'EPSG:nope'"):
+        read_source(path, crs="EPSG:nope")
+
+
+def test_a_lone_carriage_return_before_the_header_is_a_line_end(tmp_path: Path) -> None:
+    # Found by the property tests: the csv module refused the sample ("new-line character
+    # seen in unquoted field") where pyarrow reads a lone CR as the end of a line.
+    gdf, report = read_source(write(tmp_path / "cr.csv", b"\rcode,name\nA,B\n"))
+    assert (len(gdf), report.rows) == (1, 1)
+
+
+def test_a_dbf_whose_only_accents_are_in_its_field_names_is_read(tmp_path: Path) -> None:
+    frame = melbourne_parcels().rename(columns={"name": "straße"})
+    frame["straße"] = ["A", "B", "C"]  # nothing but ASCII in the values
+    shp = write_shapefile(tmp_path / "src", "parcels", frame, encoding="cp1252")
+    shp.with_suffix(".cpg").unlink(missing_ok=True)
+    gdf, report = read_source(zip_folder(tmp_path / "src", tmp_path / "names.zip"))
+    assert "straße" in gdf.columns and gdf["straße"].tolist() == ["A", "B", "C"]
+    assert (report.encoding, report.encoding_source) == ("windows-1252", "detected")
+    # Told the wrong encoding, it says so instead of failing with pyogrio's UnicodeDecodeError.
+    with pytest.raises(SourceError, match=r"names\.zip: parcels\.shp: cannot read its text as"):
+        read_source(tmp_path / "names.zip", encoding="utf-8")
+
+
+def test_a_corrupt_deflate_stream_is_a_source_error(tmp_path: Path) -> None:
+    write_shapefile(tmp_path / "src", "parcels", melbourne_parcels())
+    path = zip_folder(tmp_path / "src", tmp_path / "p.zip")
+    with zipfile.ZipFile(path) as archive:
+        first = archive.infolist()[0]
+    data = bytearray(path.read_bytes())
+    # The block type bits of the entry's deflate stream: zlib refuses what follows
+    # (found by the property tests as "invalid stored block lengths").
+    start = first.header_offset + 30 + len(first.filename.encode()) + len(first.extra)
+    data[start] ^= 2
+    broken = write(tmp_path / "broken.zip", bytes(data))
+    with pytest.raises(SourceError, match=r"broken\.zip: cannot extract the zip"):
+        read_source(broken)

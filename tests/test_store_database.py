@@ -84,6 +84,38 @@ def test_a_job_left_running_by_a_dead_process_reads_failed_on_next_open(tmp_path
     assert rows[0]["date_completed"] == 1234
 
 
+def test_jobs_of_a_dead_process_keep_their_summary_and_queued_ones_fail_too(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from toolkit.store import SiteStore
+
+    path = tmp_path / "site.sqlite"
+    summary = {"status": "NOT_STARTED", "importRule": "r", "importType": "item", "source": "x"}
+    with Database(path) as db:
+        jobs = SiteStore(db, "demo").jobs
+        queued = jobs.create(
+            import_type="item", import_rule="r", user_id=None, params={}, summary=summary
+        )
+        running = jobs.create(
+            import_type="item", import_rule="r", user_id=None, params={}, summary=summary
+        )
+        jobs.start(running)
+        assert json.loads(jobs.get(running)["summary"])["status"] == "RUNNING"
+        # As if a server had recorded both, then died: one running, one still in its queue.
+        with db.transaction() as conn:
+            conn.execute("UPDATE import_job SET pid = ?", (_dead_pid(),))
+    with Database(path) as db:
+        rows = {r["id"]: r for r in SiteStore(db, "demo").jobs.all()}
+    for job_id, why in ((queued, "stopped before it started"), (running, "stopped before it")):
+        row = rows[job_id]
+        assert row["status"] == "FAILED" and why in row["result"]
+        kept = json.loads(row["summary"])
+        assert kept == {**summary, "status": "FAILED", "reason": kept["reason"]}
+        assert why in kept["reason"]
+
+
 def test_import_links_are_kept_per_job_and_site(tmp_path: Path) -> None:
     import pandas as pd
 

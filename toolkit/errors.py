@@ -29,6 +29,10 @@ class StoreError(ToolkitError):
     """The site's store cannot be opened, migrated or written."""
 
 
+class DiskFullError(StoreError):
+    """The disk holding the site is full; the write was rolled back (never names a path)."""
+
+
 class NotFoundError(ToolkitError):
     """A record does not exist in this site (or belongs to another site)."""
 

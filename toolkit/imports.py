@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from toolkit.errors import NotFoundError, OptionError, ToolkitError
+from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.fieldjson import as_python, fields_json
 from toolkit.filters import Page
 from toolkit.import_request import (
@@ -195,14 +195,18 @@ class ImportRunner:
     def run(self, request: ImportRequest) -> dict[str, Any]:
         """Check, record and run the import; returns the job object (spec 2.7)."""
         rule = self.check(request)
-        jobs = self.store.jobs
-        job_id = jobs.create(
+        return self.run_job(self.record(request, rule), request, rule)
+
+    def record(self, request: ImportRequest, rule: ImportRule) -> int:
+        """Record the job ``NOT_STARTED``, with its type, rule, parameters and a summary
+        that say what it is even if its process dies before it ends; the job id."""
+        return self.store.jobs.create(
             import_type=request.import_type,
             import_rule=rule.name,
             user_id=self.user_id,
             params=request.spec_params(),
+            summary=self._summary(request, rule, _Outcome(), status="NOT_STARTED"),
         )
-        return self.run_job(job_id, request, rule)
 
     def run_job(self, job_id: int, request: ImportRequest, rule: ImportRule) -> dict[str, Any]:
         """Run a job already recorded as ``NOT_STARTED`` (the server schedules first)."""
@@ -212,7 +216,9 @@ class ImportRunner:
         try:
             self._pipeline(job_id, request, rule, outcome)
         except ToolkitError as exc:
-            self._fail(job_id, request, rule, outcome, str(exc), code=400)
+            # The store failing (a full disk) is the server's trouble, not the request's.
+            code = 500 if isinstance(exc, StoreError) else 400
+            self._fail(job_id, request, rule, outcome, str(exc), code=code)
         except Exception as exc:  # the job must not stay RUNNING; the traceback goes to the log
             log.error("import job %s failed: %s: %s", job_id, type(exc).__name__, exc)
             log.debug("traceback of import job %s", job_id, exc_info=True)
@@ -236,6 +242,9 @@ class ImportRunner:
         *,
         code: int,
     ) -> None:
+        if "inserted" in outcome.counts and not any("nothing was" in n for n in outcome.notes):
+            # The plan was made before the write failed: its counts did not happen.
+            outcome.notes.append("nothing was written; the counts say what the job would do")
         summary = self._summary(request, rule, outcome, status="FAILED", reason=reason)
         self.store.jobs.finish(
             job_id, status="FAILED", code=code, summary=summary, result=result_html(summary)
@@ -250,17 +259,16 @@ class ImportRunner:
         started = time.perf_counter()
         self.progress("read", 0, None)
         frame, report = read_source(
-            request.source, layer=request.layer, encoding=request.encoding, crs=request.crs
+            request.source,
+            layer=request.layer,
+            encoding=request.encoding,
+            crs=request.crs,
+            name=request.source_name,
         )
         self._timed(outcome, "read", started)
         outcome.counts["read"] = len(frame)
         source_problems = pd.DataFrame(
-            [
-                {"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
-                for p in report.problems
-                if p.row is not None and p.row not in frame.index
-            ],
-            columns=["row", "column", "value", "reason"],
+            report.row_problems(), columns=["row", "column", "value", "reason"]
         )
 
         started = time.perf_counter()

@@ -330,11 +330,7 @@ class Pusher:
         )
         prepared = apply_rule(rule, frame, path=request.name)
         rejected = prepared.rejections
-        problems = [
-            {"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
-            for p in report.problems
-            if p.row is not None and p.row not in frame.index
-        ]
+        problems = report.row_problems()  # rejected here, as the server would
         # Spatial sources travel as zipped Shapefiles (their geometry with them); tables as
         # CSV, whose geometry columns (WKT, coordinates) are ordinary columns.
         spatial = report.format in ("shapefile", "geojson", "gpkg")

@@ -344,12 +344,7 @@ class SiteWrites:
             rule = runner.check(request)
             if rule.import_type == "user":
                 self.require_account_admin("an import of type user")  # type: ignore[attr-defined]
-            job_id = self.store.jobs.create(
-                import_type=request.import_type,
-                import_rule=rule.name,
-                user_id=self.user_id,
-                params=request.spec_params(),
-            )
+            job_id = runner.record(request, rule)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise

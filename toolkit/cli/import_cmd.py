@@ -26,13 +26,20 @@ OVERWRITE_RULES = ("updateOnly", "insertOnly", "updateAndInsert", "deleteAndInse
 
 def _summary_lines(job: dict[str, Any]) -> list[str]:
     summary = job.get("summary") or {}
+    params = job.get("params") or {}
     counts = summary.get("counts", {})
+    # A job recorded before summaries were kept from the start has only its own fields.
+    rule = summary.get("importRule") or job.get("importRule")
+    import_type = summary.get("importType") or job.get("importType")
+    overwrite = summary.get("overwriteRule") or params.get("overwriteRule") or "the rule's"
+    matching = summary.get("matchingId") or params.get("matchingId") or "the rule's"
     lines = [
         f"Import job {job['id']}: {job['status']}"
         + (" (dry run, nothing written)" if summary.get("dryRun") else ""),
-        f"  rule {summary.get('importRule')} ({summary.get('importType')}), "
-        f"overwrite rule {summary.get('overwriteRule')}, matching on {summary.get('matchingId')}",
+        f"  rule {rule} ({import_type}), overwrite rule {overwrite}, matching on {matching}",
     ]
+    if summary.get("source") or params.get("source"):
+        lines.append(f"  source: {summary.get('source') or params.get('source')}")
     if summary.get("reason"):
         lines.append(f"  reason: {summary['reason']}")
     if counts:

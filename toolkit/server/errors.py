@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from toolkit.errors import (
     AuthenticationError,
+    DiskFullError,
     MatchingError,
     NotFoundError,
     OptionError,
@@ -85,7 +86,9 @@ def response_for(exc: BaseException, where: str = "") -> Response:
         status = status_of(exc)
         if status == 500:
             log.error("%s: %s: %s", where, type(exc).__name__, exc)
-            return error_response(500, INTERNAL_MESSAGE)
+            # A full disk is worth telling the client (its message names no path).
+            message = str(exc) if isinstance(exc, DiskFullError) else INTERNAL_MESSAGE
+            return error_response(500, message)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return error_response(status, str(exc), headers)
     if isinstance(exc, HTTPException):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -116,7 +117,14 @@ def extracted_zip(path: Path, suffixes: frozenset[str], limits: ReadLimits) -> I
                 budget = limits.max_uncompressed_bytes
                 for info in members:
                     budget -= _extract(archive, info, root, budget, path)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            NotImplementedError,
+            OSError,
+            zlib.error,  # a corrupt deflate stream
+            EOFError,  # an entry cut short
+        ) as exc:
             raise SourceError(f"{path}: cannot extract the zip: {exc}") from exc
         except RuntimeError as exc:  # zipfile raises it for encrypted entries
             raise SourceError(f"{path}: cannot extract the zip: {exc}") from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +35,9 @@ DELIMITERS = ",;\t|"
 SAMPLE_BYTES = 1 * MIB
 SNIFF_CHARS = 16 * 1024
 _VALUE_PREVIEW = 200
+_LONG_VALUE_PREVIEW = 40
+# pyarrow's block size is a 32-bit count of bytes.
+_MAX_BLOCK_BYTES = 2**31 - 1
 
 
 @dataclass
@@ -153,7 +157,7 @@ def _parse(
     raw_names: list[str],
     delimiter: str,
     encoding: str,
-    limits: ReadLimits,
+    block_size: int,
     use_threads: bool,
 ) -> tuple[pa.Table, list[_Ragged]]:
     ragged: list[_Ragged] = []
@@ -165,48 +169,66 @@ def _parse(
         ragged.append(_Ragged(number, row.text, row.expected_columns, row.actual_columns))
         return "skip"
 
-    # A record must fit in one block when values may hold newlines.
-    block_size = max(16 * MIB, 2 * limits.max_field_bytes)
-    table = pacsv.read_csv(
-        path,
-        read_options=pacsv.ReadOptions(
-            use_threads=use_threads, block_size=block_size, encoding=encoding
-        ),
-        parse_options=pacsv.ParseOptions(
-            delimiter=delimiter, newlines_in_values=True, invalid_row_handler=skip_ragged
-        ),
-        convert_options=pacsv.ConvertOptions(
-            column_types=dict.fromkeys(raw_names, pa.string()),
-            strings_can_be_null=True,
-            null_values=[""],
-            quoted_strings_can_be_null=True,
-        ),
-    )
+    def read(names: list[str]) -> pa.Table:
+        ragged.clear()
+        return pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(
+                use_threads=use_threads, block_size=block_size, encoding=encoding
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delimiter, newlines_in_values=True, invalid_row_handler=skip_ragged
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()),
+                strings_can_be_null=True,
+                null_values=[""],
+                quoted_strings_can_be_null=True,
+            ),
+        )
+
+    table = read(raw_names)
+    if not all(pa.types.is_string(t) for t in table.schema.types):
+        # pyarrow read a header name differently from the csv module (a stray byte, a
+        # BOM in another encoding) and typed that column itself: again, by its names.
+        table = read(table.column_names)
     return table, ragged
 
 
 def _read_table(
     path: Path, raw_names: list[str], delimiter: str, decision: EncodingDecision, limits: ReadLimits
 ) -> tuple[pa.Table, list[_Ragged], EncodingDecision]:
+    # A record must fit in one block when values may hold newlines.
+    block_size = max(16 * MIB, 2 * limits.max_field_bytes)
+
+    def parse(encoding: str, use_threads: bool) -> tuple[pa.Table, list[_Ragged]]:
+        nonlocal block_size
+        try:
+            return _parse(path, raw_names, delimiter, encoding, block_size, use_threads)
+        except pa.ArrowInvalid as exc:
+            whole_file = min(path.stat().st_size + 1, _MAX_BLOCK_BYTES)
+            if "straddl" not in str(exc) or block_size >= whole_file:
+                raise
+            # A quoted value with line breaks is longer than a block: read the file as one
+            # block, so the over-long value's row can be left out like any other.
+            block_size = whole_file
+            return _parse(path, raw_names, delimiter, encoding, block_size, use_threads)
+
     try:
         try:
-            table, ragged = _parse(
-                path, raw_names, delimiter, _arrow_encoding(decision), limits, True
-            )
+            table, ragged = parse(_arrow_encoding(decision), True)
         except pa.ArrowInvalid as exc:
             # The sample looked like UTF-8 but a later byte is not: the file is a single-byte
             # encoding whose first accented letter came after the sample.
             if decision.source == "detected" and "invalid UTF8" in str(exc):
                 decision = EncodingDecision(WINDOWS_1252, "detected")
-                table, ragged = _parse(path, raw_names, delimiter, WINDOWS_1252, limits, True)
+                table, ragged = parse(WINDOWS_1252, True)
             else:
                 raise
         if ragged:
             # Threaded parsing cannot number rows; the rare file with ragged rows is re-read
             # serially so each one can be reported with its record number.
-            table, ragged = _parse(
-                path, raw_names, delimiter, _arrow_encoding(decision), limits, False
-            )
+            table, ragged = parse(_arrow_encoding(decision), False)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         hint = "pass --encoding" if "UTF8" in str(exc) or "decode" in str(exc) else ""
         raise SourceError(
@@ -216,9 +238,7 @@ def _read_table(
     return table, ragged, decision
 
 
-def record_lines(
-    path: Path, encoding: str, delimiter: str, last_row: int, limits: ReadLimits
-) -> NDArray[np.int64]:
+def record_lines(path: Path, encoding: str, delimiter: str, last_row: int) -> NDArray[np.int64]:
     """Physical line where each data record starts, for records 1..last_row.
 
     Only used to report problems, so a Python scan (records with quoted newlines make
@@ -226,31 +246,45 @@ def record_lines(
     """
     codec = "utf-8-sig" if encoding == "utf-8" else encoding
     starts = np.zeros(last_row, dtype=np.int64)
-    previous_limit = csv.field_size_limit(max(limits.max_field_bytes, 131072))
-    try:
-        with path.open(encoding=codec, errors="replace", newline="") as handle:
-            reader = csv.reader(handle, delimiter=delimiter)
-            consumed = 0
-            count = -1  # the header is record 0
-            for record in reader:
-                start = consumed + 1
-                consumed = reader.line_num
-                if not record:
-                    continue  # a blank line is not a record (pyarrow skips it too)
-                if count >= 0:
-                    starts[count] = start
-                count += 1
-                if count >= last_row:
-                    break
-    finally:
-        csv.field_size_limit(previous_limit)
+    # The scan passes over the over-long values whose rows were left out, so no field may
+    # be refused here: none is longer than the file itself.
+    _allow_csv_fields(path.stat().st_size + 1)
+    with path.open(encoding=codec, errors="replace", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter)
+        consumed = 0
+        count = -1  # the header is record 0
+        for record in reader:
+            start = consumed + 1
+            consumed = reader.line_num
+            if not record:
+                continue  # a blank line is not a record (pyarrow skips it too)
+            if count >= 0:
+                starts[count] = start
+            count += 1
+            if count >= last_row:
+                break
     return starts
 
 
-def _oversized_rows(table: pa.Table, limit: int) -> NDArray[np.intp]:
-    """Positions of rows holding a value longer than ``limit`` bytes."""
-    over = np.zeros(table.num_rows, dtype=bool)
-    for column in table.columns:
+_FIELD_LIMIT_LOCK = threading.Lock()
+
+
+def _allow_csv_fields(size: int) -> None:
+    """Raise the csv module's field size limit to at least ``size`` characters.
+
+    The limit is global to the process and imports run in threads, so it only ever grows
+    (under a lock): lowering it back could cut short another thread's scan.
+    """
+    with _FIELD_LIMIT_LOCK:
+        if csv.field_size_limit() < size:
+            csv.field_size_limit(min(size, 2**31 - 1))
+
+
+def _oversized_rows(table: pa.Table, limit: int) -> dict[int, str]:
+    """Positions of rows holding a value longer than ``limit`` bytes, each with its first
+    such column."""
+    found: dict[int, str] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
         # No value can be longer than all of its chunk's text together: usually decides at once.
         if all(
             chunk.buffers()[2] is None or chunk.buffers()[2].size <= limit
@@ -260,18 +294,18 @@ def _oversized_rows(table: pa.Table, limit: int) -> NDArray[np.intp]:
         lengths = pc.binary_length(column)
         longest = pc.max(lengths).as_py()
         if longest is not None and longest > limit:
-            over |= pc.fill_null(pc.greater(lengths, limit), False).to_numpy(zero_copy_only=False)
-    return np.flatnonzero(over)
+            over = pc.fill_null(pc.greater(lengths, limit), False).to_numpy(zero_copy_only=False)
+            for position in np.flatnonzero(over).tolist():
+                found.setdefault(position, name)
+    return dict(sorted(found.items()))
 
 
-def add_lines(
-    problems: list[SourceProblem], path: Path, table: CsvTable, limits: ReadLimits
-) -> list[SourceProblem]:
+def add_lines(problems: list[SourceProblem], path: Path, table: CsvTable) -> list[SourceProblem]:
     """The problems with the physical line of each problem row filled in."""
     rows = [p.row for p in problems if p.row is not None and p.line is None]
     if not rows:
         return problems
-    starts = record_lines(path, table.encoding.encoding, table.delimiter, max(rows), limits)
+    starts = record_lines(path, table.encoding.encoding, table.delimiter, max(rows))
     return [
         replace(p, line=int(starts[p.row - 1]) or None)
         if p.row is not None and p.line is None
@@ -296,7 +330,9 @@ def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvT
         raise SourceError(f"{path}: the file is empty (no header, no data)")
 
     delimiter = sniff_delimiter(text)
-    raw_names = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+    # As pyarrow reads it: a lone "\r" ends a line (not an error), blank lines are skipped.
+    records = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    raw_names = next((record for record in records if record), [])
     names, problems = clean_header(raw_names)
 
     table, ragged, decision = _read_table(path, raw_names, delimiter, decision, limits)
@@ -323,14 +359,18 @@ def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvT
         )
 
     oversized = _oversized_rows(table, limits.max_field_bytes)
-    if oversized.size:
-        for position in oversized.tolist():
+    if oversized:
+        for position, name in oversized.items():
             row = int(row_numbers[position])
+            start = table.column(name)[position].as_py()[:_LONG_VALUE_PREVIEW]
             rejected[row] = SourceProblem(
-                f"a value is longer than {limits.max_field_bytes} bytes; row left out", row=row
+                f"the value is longer than {limits.max_field_bytes} bytes; row left out",
+                row=row,
+                column=name,
+                value=f"{start}...",
             )
         keep = np.ones(table.num_rows, dtype=bool)
-        keep[oversized] = False
+        keep[list(oversized)] = False
         table = table.filter(pa.array(keep))
         row_numbers = row_numbers[keep]
 

@@ -30,7 +30,8 @@ def geometry_from_wkt(values: pa.ChunkedArray, column: str) -> tuple[NDArray, li
     """Parse a text column of WKT; empty cells give a missing geometry, bad text a problem."""
     text = values.to_numpy(zero_copy_only=False)
     present = pc.is_valid(values).to_numpy(zero_copy_only=False)
-    geoms = shapely.from_wkt(text, on_invalid="ignore")
+    with np.errstate(invalid="ignore"):  # "POINT (nan nan)" parses; it is checked later
+        geoms = shapely.from_wkt(text, on_invalid="ignore")
     failed = np.flatnonzero(present & shapely.is_missing(geoms))
     bad = []
     if failed.size:
@@ -96,6 +97,41 @@ def geometry_from_coordinates(
     geoms = np.full(len(y), None, dtype=object)
     geoms[usable] = shapely.points(x[usable], y[usable])
     return geoms, bad
+
+
+NOT_FINITE = "a coordinate is not a finite number"
+OUTSIDE_WGS84 = "coordinates outside longitude -180..180, latitude -90..90 (EPSG:4326)"
+# Geometries looked at together when checking coordinates: bounds the memory a column of
+# large polygons needs, while staying vectorised.
+_CHECK_CHUNK = 65_536
+
+
+def bad_coordinates(geoms: NDArray) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Positions of geometries (in EPSG:4326) with a NaN or infinite coordinate, and of the
+    others with a coordinate outside the valid longitudes and latitudes.
+
+    Every vertex is looked at: a bounding box skips NaN vertices, so it cannot tell.
+    """
+    not_finite: list[NDArray[np.intp]] = []
+    outside: list[NDArray[np.intp]] = []
+    for start in range(0, len(geoms), _CHECK_CHUNK):
+        chunk = geoms[start : start + _CHECK_CHUNK]
+        coords = shapely.get_coordinates(chunk)
+        x, y = coords[:, 0], coords[:, 1]
+        finite = np.isfinite(x) & np.isfinite(y)
+        with np.errstate(invalid="ignore"):
+            beyond = finite & ((np.abs(x) > 180) | (np.abs(y) > 90))
+        if finite.all() and not beyond.any():
+            continue  # the usual case: no need to know which geometry owns which vertex
+        owner = np.repeat(np.arange(len(chunk)), shapely.get_num_coordinates(chunk))
+        nan_rows = np.unique(owner[~finite])
+        not_finite.append(nan_rows + start)
+        outside.append(np.setdiff1d(np.unique(owner[beyond]), nan_rows) + start)
+    empty = np.zeros(0, dtype=np.intp)
+    return (
+        np.concatenate(not_finite).astype(np.intp) if not_finite else empty,
+        np.concatenate(outside).astype(np.intp) if outside else empty,
+    )
 
 
 def repair_polygons(geoms: NDArray) -> tuple[NDArray, int]:

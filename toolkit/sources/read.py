@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -11,15 +12,25 @@ from pathlib import Path
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+import shapely
 
-from toolkit.errors import SourceError
+from toolkit.errors import SourceError, ToolkitError
 from toolkit.progress import Progress, no_progress
 from toolkit.sources.csv import add_lines, read_csv_table
-from toolkit.sources.geometry import BadValues, geometry_counts, repair_polygons
+from toolkit.sources.geometry import (
+    NOT_FINITE,
+    OUTSIDE_WGS84,
+    BadValues,
+    bad_coordinates,
+    geometry_counts,
+    repair_polygons,
+)
 from toolkit.sources.report import ReadLimits, SourceFormat, SourceProblem, SourceReport
 from toolkit.sources.spatial import SpatialRead, read_ogr, read_shapefile, read_zipped_shapefile
 from toolkit.sources.tabular import DEFAULT_CRS, build_geometry, geo_series, to_geodataframe
 from toolkit.sources.xlsx import read_sheet
+
+_WKT_PREVIEW = 200
 
 _SUFFIXES: dict[str, SourceFormat] = {
     ".csv": "csv",
@@ -74,6 +85,7 @@ def read_source(
     lon_column: str | None = None,
     limits: ReadLimits | None = None,
     progress: Progress | None = None,
+    name: str | None = None,
 ) -> tuple[gpd.GeoDataFrame, SourceReport]:
     """Read a CSV, zipped Shapefile, XLSX, GeoJSON or GeoPackage file.
 
@@ -81,19 +93,46 @@ def read_source(
     1-based data-record number in the source) and a :class:`SourceReport`. Rows that
     could not be read are left out and listed in ``report.problems``. Raises
     :class:`SourceError` when the file cannot be read at all.
+
+    ``name`` is what errors and the report call the file instead of its path: a server
+    reads data sent to it from a temporary file whose path is nobody's business.
     """
-    with _collector_paused():
-        return _read(
-            Path(path),
-            layer=layer,
-            encoding=encoding,
-            crs=crs,
-            wkt_column=wkt_column,
-            lat_column=lat_column,
-            lon_column=lon_column,
-            limits=limits or ReadLimits(),
-            progress=progress or no_progress,
-        )
+    path = Path(path)
+    try:
+        with _collector_paused():
+            frame, report = _read(
+                path,
+                layer=layer,
+                encoding=encoding,
+                crs=crs,
+                wkt_column=wkt_column,
+                lat_column=lat_column,
+                lon_column=lon_column,
+                limits=limits or ReadLimits(),
+                progress=progress or no_progress,
+            )
+    except ToolkitError as exc:
+        if name is not None:
+            # The one place a path becomes a message: every reader names the file by its
+            # path, and so may the libraries whose errors they quote.
+            exc.args = (_renamed(str(exc), path, name), *exc.args[1:])
+        raise
+    if name is not None:
+        report.path = name
+        report.problems = [
+            replace(p, message=_renamed(p.message, path, name)) for p in report.problems
+        ]
+    return frame, report
+
+
+def _renamed(message: str, path: Path, name: str) -> str:
+    """``message`` with the file's path (and its folder) replaced by ``name``."""
+    for form in dict.fromkeys((str(path), str(path.absolute()), path.as_posix())):
+        message = message.replace(form, name)
+    folder = path.parent.absolute()
+    if folder.parent != folder:  # never the root: "/" is in every path
+        message = message.replace(f"{folder}{os.sep}", "").replace(str(folder), "")
+    return message
 
 
 @contextmanager
@@ -182,7 +221,7 @@ def _read_csv(
         geometry_source=geometry.source,
     )
     problems = _merge(parsed.problems, parsed.rejected_rows, geometry.bad, parsed.row_numbers)
-    report.problems = add_lines(problems, path, parsed, limits)
+    report.problems = add_lines(problems, path, parsed)
     return frame, report
 
 
@@ -232,6 +271,7 @@ def _read_spatial(
     else:
         spatial = read_ogr(path, layer, encoding, crs)
     frame = _spatial_frame(spatial)
+    frame, unusable = _drop_bad_coordinates(frame, spatial.crs)
     report = SourceReport(
         str(path),
         fmt,
@@ -240,7 +280,7 @@ def _read_spatial(
         encoding_source=spatial.encoding_source,
         crs=spatial.crs,
         geometry_source="native" if frame.geometry.notna().any() or spatial.crs else None,
-        problems=spatial.problems,
+        problems=[*spatial.problems, *unusable],
     )
     if len(frame) == 0:
         report.problems.append(SourceProblem("the layer holds no records"))
@@ -256,6 +296,33 @@ def _spatial_frame(spatial: SpatialRead) -> gpd.GeoDataFrame:
         frame = frame.rename_geometry("geometry")
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
     return frame
+
+
+def _drop_bad_coordinates(
+    frame: gpd.GeoDataFrame, crs: str | None
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
+    """Native geometries with a NaN, infinite or out-of-range coordinate (once in EPSG:4326)
+    become missing, each reported with its row and the start of its WKT."""
+    geoms = np.asarray(frame.geometry.values)
+    not_finite, outside = bad_coordinates(geoms)
+    if not_finite.size == 0 and outside.size == 0:
+        return frame, []
+    after = "" if crs in (None, DEFAULT_CRS) else f" after reprojection from {crs}"
+    problems = [
+        SourceProblem(
+            message + after,
+            row=int(frame.index[position]),
+            column="geometry",
+            value=shapely.to_wkt(geoms[position], rounding_precision=6)[:_WKT_PREVIEW],
+        )
+        for positions, message in ((not_finite, NOT_FINITE), (outside, OUTSIDE_WGS84))
+        for position in positions.tolist()
+    ]
+    geoms = geoms.copy()
+    geoms[np.concatenate([not_finite, outside])] = None
+    frame = frame.set_geometry(geo_series(geoms, DEFAULT_CRS).set_axis(frame.index))
+    problems.sort(key=lambda p: p.row or 0)
+    return frame, problems
 
 
 def _merge(

@@ -76,6 +76,18 @@ class SourceReport:
     empty_geometries: int = 0
     problems: list[SourceProblem] = field(default_factory=list)
 
+    def row_problems(self) -> list[dict[str, Any]]:
+        """Every problem of a row, as an import rejects it: ``{row, column, value, reason}``.
+
+        Rows the reader left out, and rows it kept whose geometry could not be made (bad
+        WKT, coordinates outside EPSG:4326): inspect shows those rows, an import rejects them.
+        """
+        return [
+            {"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
+            for p in self.problems
+            if p.row is not None
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready camelCase keys."""
         plain = asdict(self)

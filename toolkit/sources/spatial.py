@@ -8,23 +8,28 @@ coordinates mean nothing, so the user must say what they are.
 from __future__ import annotations
 
 import codecs
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import geopandas as gpd
 import numpy as np
 import pyogrio
+import shapely
 from pyproj import CRS
+from pyproj.exceptions import CRSError
 
 from toolkit.errors import SourceError
 from toolkit.sources.archive import extracted_zip
 from toolkit.sources.encoding import check_encoding, guess_single_byte
 from toolkit.sources.report import EncodingSource, ReadLimits, SourceProblem
-from toolkit.sources.tabular import DEFAULT_CRS, crs_label, parse_crs
+from toolkit.sources.tabular import crs_label, parse_crs, to_wgs84
 
 SHAPEFILE_PARTS = frozenset({".shp", ".shx", ".dbf", ".prj", ".cpg"})
 # Enough rows with non-ASCII text to tell UTF-8 from a single-byte code page.
 _DBF_SAMPLE_ROWS = 20_000
+_PRJ_PREVIEW = 200
+_PRJ_BYTES = 64 * 1024  # a real .prj is a few hundred bytes
 
 
 @dataclass
@@ -58,15 +63,22 @@ def dbf_text_encoding(dbf: Path) -> str:
         record_length = int.from_bytes(head[10:12], "little")
         descriptors = handle.read(max(header_length - 32, 0))
     text_columns: list[np.ndarray] = []
+    names = b""  # field names are in the same encoding as the text
     offset = 1  # each record starts with its deletion flag
     for start in range(0, len(descriptors) - 31, 32):
         descriptor = descriptors[start : start + 32]
         if descriptor[0] == 0x0D:
             break
+        names += descriptor[:11].split(b"\0", 1)[0]
         width = descriptor[16]
         if descriptor[11:12] in (b"C", b"M"):
             text_columns.append(np.arange(offset, offset + width))
         offset += width
+    if not names.isascii():
+        try:
+            names.decode("utf-8")
+        except UnicodeDecodeError:
+            return guess_single_byte(names)
     size = dbf.stat().st_size
     records = min(records, max((size - header_length) // max(record_length, 1), 0))
     if not text_columns or records == 0 or record_length == 0:
@@ -128,7 +140,7 @@ def _finish_crs(
                 "e.g. --crs EPSG:7855 for GDA2020 / MGA zone 55"
             )
         frame = frame.set_crs(parse_crs(crs, str(path)), allow_override=True)
-    elif crs is not None and CRS.from_user_input(crs) != frame.crs:
+    elif crs is not None and parse_crs(crs, str(path)) != frame.crs:
         problems.append(
             SourceProblem(
                 f"the source's own CRS {crs_label(frame.crs)} was used; --crs {crs} ignored"
@@ -136,15 +148,97 @@ def _finish_crs(
         )
     label = crs_label(frame.crs)
     if frame.crs.to_epsg() != 4326:
-        frame = frame.to_crs(DEFAULT_CRS)
+        frame = to_wgs84(frame, str(path))
     return frame, label
 
 
-def _read_layer(source: Path, layer: str | None, encoding: str | None) -> gpd.GeoDataFrame:
+def _read_layer(
+    source: Path, layer: str | None, encoding: str | None, shown: Path
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
+    """The layer as a GeoDataFrame, and a problem for each record whose shape is not a
+    geometry (left missing). Errors name ``shown`` (the file the user gave), never the
+    folder a zip was extracted to."""
     try:
-        return pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
+        try:
+            frame = pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
+            return frame, []
+        except shapely.errors.GEOSException:
+            # A shape GDAL hands over but GEOS refuses (a ring that does not close): that
+            # record is a problem, not the whole file.
+            return _read_with_invalid_shapes(source, layer, encoding)
     except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
-        raise SourceError(f"{source}: cannot read: {exc}") from exc
+        where = "" if source == shown else f"{source.name}: "
+        detail = str(exc).replace(str(source.parent), "").replace(str(source), source.name)
+        raise SourceError(f"{shown}: {where}cannot read: {detail}") from exc
+    except UnicodeDecodeError as exc:  # pyogrio decodes names and values itself
+        where = "" if source == shown else f"{source.name}: "
+        raise SourceError(
+            f"{shown}: {where}cannot read its text as {encoding or 'the encoding it declares'}: "
+            f"{exc.reason} at byte {exc.start}; pass --encoding (e.g. windows-1252)"
+        ) from exc
+
+
+def _read_with_invalid_shapes(
+    source: Path, layer: str | None, encoding: str | None
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
+    frame = pyogrio.read_dataframe(
+        source, layer=layer, encoding=encoding, use_arrow=True, on_invalid="ignore"
+    )
+    meta, table = pyogrio.read_arrow(source, layer=layer, encoding=encoding, columns=[])
+    wkb = table.column(meta["geometry_name"] or "wkb_geometry").to_numpy(zero_copy_only=False)
+    had_shape = np.array([value is not None for value in wkb], dtype=bool)
+    invalid = np.flatnonzero(had_shape & frame.geometry.isna().to_numpy())
+    problems = [
+        SourceProblem(
+            "not a valid geometry (GEOS cannot build it)", row=int(i) + 1, column="geometry"
+        )
+        for i in invalid.tolist()
+    ]
+    return frame, problems
+
+
+def _prj_not_text(prj: Path) -> bool:
+    data = prj.read_bytes()[:_PRJ_BYTES]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return b"\x00" in data
+
+
+def _prj_problem(prj: Path, *, parsed: bool = True) -> str | None:
+    """Why a .prj gives no coordinate reference system, in a line; None if PROJ reads it
+    (and ``parsed``: a .prj both GDAL and PROJ read is no .prj problem)."""
+    if _prj_not_text(prj):
+        return "it is not text (bytes that are not UTF-8, or a NUL)"
+    text = prj.read_bytes()[:_PRJ_BYTES].decode("utf-8").strip()
+    if not text:
+        return "it is empty"
+    try:
+        CRS.from_wkt(text)
+    except CRSError as exc:
+        return str(exc).splitlines()[0][:_PRJ_PREVIEW]
+    return None if parsed else f"GDAL does not read it: {text[:80]!r}"
+
+
+def _prj_error(shown: Path, prj: Path, problem: str) -> SourceError:
+    # A .prj nobody can make sense of is not the same as none: say so, by name.
+    return SourceError(
+        f"{shown}: the .prj could not be understood: {prj.name}: {problem}; fix it, or pass "
+        "--crs, e.g. --crs EPSG:7855"
+    )
+
+
+def _read_without_prj(
+    shp: Path, encoding: str | None, shown: Path
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
+    """Read ``shp`` as if it had no .prj (the user gave --crs for a broken one), without
+    touching the user's files: its other parts are linked into a folder of their own."""
+    with tempfile.TemporaryDirectory(prefix="toolkit-noprj-") as folder:
+        for part in shp.parent.iterdir():
+            if part.stem == shp.stem and part.suffix.lower() in SHAPEFILE_PARTS - {".prj"}:
+                (Path(folder) / part.name).symlink_to(part.absolute())
+        return _read_layer(Path(folder) / shp.name, None, encoding, shown)
 
 
 def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None) -> SpatialRead:
@@ -166,9 +260,34 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
     if dbf is None:
         raise SourceError(f"{shown}: the shapefile {shp.name} has no .dbf beside it")
     # GDAL honours a .cpg itself; otherwise it is told what was decided.
-    frame = _read_layer(shp, None, None if source == "cpg" else decided)
+    gdal_encoding = None if source == "cpg" else decided
+    prj = _sidecar(shp, ".prj")
+    try:
+        if prj is not None and _prj_not_text(prj):
+            # GDAL and pyogrio fail in their own ways on such bytes: never hand it over.
+            raise SourceError(f"{shown}: {prj.name} is not text")
+        frame, shape_problems = _read_layer(shp, None, gdal_encoding, shown)
+        # GDAL reads some broken .prj files as no CRS at all...
+        prj_problem = _prj_problem(prj, parsed=False) if frame.crs is None and prj else None
+    except SourceError as exc:
+        # ...and fails on others ("missing , or ]").
+        prj_problem = _prj_problem(prj) if prj is not None else None
+        if prj is None or prj_problem is None:
+            raise
+        if crs is None:
+            raise _prj_error(shown, prj, prj_problem) from exc
+        frame, shape_problems = _read_without_prj(shp, gdal_encoding, shown)
+    if prj is not None and prj_problem is not None:
+        if crs is None:
+            raise _prj_error(shown, prj, prj_problem)
+        problems.append(
+            SourceProblem(
+                f"the .prj could not be understood: {prj.name}: {prj_problem}; "
+                f"--crs {crs} used instead"
+            )
+        )
     frame, label = _finish_crs(shown, frame, crs, problems)
-    return SpatialRead(frame, shp.stem, decided, source, label, problems)
+    return SpatialRead(frame, shp.stem, decided, source, label, [*problems, *shape_problems])
 
 
 def _cpg_codec(declared: str) -> str:
@@ -181,7 +300,7 @@ def _cpg_codec(declared: str) -> str:
         value = f"cp{value}"
     try:
         return codecs.lookup(value).name
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL byte in the name
         return declared
 
 
@@ -208,8 +327,7 @@ def read_ogr(path: Path, layer: str | None, encoding: str | None, crs: str | Non
         raise SourceError(f"{path}: cannot open: {exc}") from exc
     chosen = _choose_layer(path, available, layer)
     decided = check_encoding(encoding, str(path)) if encoding else None
-    frame = _read_layer(path, chosen, decided)
-    problems: list[SourceProblem] = []
+    frame, problems = _read_layer(path, chosen, decided, path)
     frame, label = _finish_crs(path, frame, crs, problems)
     # Both formats are UTF-8 by definition (RFC 7946; SQLite text).
     return SpatialRead(

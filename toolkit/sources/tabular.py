@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import geopandas as gpd
 import numpy as np
@@ -12,9 +13,17 @@ import shapely
 from geopandas.array import from_shapely
 from numpy.typing import NDArray
 from pyproj import CRS
+from pyproj.exceptions import CRSError, ProjError
 
 from toolkit.errors import SourceError
-from toolkit.sources.geometry import BadValues, geometry_from_coordinates, geometry_from_wkt
+from toolkit.sources.geometry import (
+    NOT_FINITE,
+    OUTSIDE_WGS84,
+    BadValues,
+    bad_coordinates,
+    geometry_from_coordinates,
+    geometry_from_wkt,
+)
 
 WKT_NAMES = ("wkt", "geometry", "geom", "the_geom", "shape")
 LAT_NAMES = ("latitude", "lat", "y")
@@ -62,6 +71,20 @@ def parse_crs(crs: str, path: str) -> CRS:
         ) from exc
 
 
+_Geo = TypeVar("_Geo", gpd.GeoSeries, gpd.GeoDataFrame)
+
+
+def to_wgs84(geo: _Geo, path: str) -> _Geo:
+    """``geo`` reprojected to EPSG:4326, or a SourceError when PROJ cannot do it (a CRS
+    that parses but describes no usable transformation)."""
+    try:
+        return geo.to_crs(DEFAULT_CRS)
+    except (ProjError, CRSError) as exc:
+        raise SourceError(
+            f"{path}: cannot reproject from {crs_label(geo.crs)} to EPSG:4326: {exc}"
+        ) from exc
+
+
 def build_geometry(
     table: pa.Table,
     *,
@@ -93,6 +116,8 @@ def build_geometry(
     source_crs = parse_crs(crs or DEFAULT_CRS, path)
 
     geoms: NDArray
+    # Which rows took their geometry from the coordinate columns (the others from WKT).
+    from_points = np.zeros(table.num_rows, dtype=bool)
     if wkt is not None:
         geoms, bad = geometry_from_wkt(table.column(wkt), wkt)
         source = f"wkt:{wkt}"
@@ -100,9 +125,9 @@ def build_geometry(
             points, point_bad = geometry_from_coordinates(
                 table.column(lat), table.column(lon), lat, lon, source_crs.is_geographic
             )
-            use_points = shapely.is_missing(geoms) & ~shapely.is_missing(points)
-            if use_points.any():
-                geoms = np.where(use_points, points, geoms)
+            from_points = shapely.is_missing(geoms) & ~shapely.is_missing(points)
+            if from_points.any():
+                geoms = np.where(from_points, points, geoms)
             bad = [*bad, *point_bad]
             source = f"{source}+latlon:{lat},{lon}"
     else:
@@ -110,12 +135,46 @@ def build_geometry(
         geoms, bad = geometry_from_coordinates(
             table.column(lat), table.column(lon), lat, lon, source_crs.is_geographic
         )
+        from_points[:] = True
         source = f"latlon:{lat},{lon}"
 
     series = geo_series(geoms, source_crs)
+    after = ""
     if source_crs.to_epsg() != 4326:
-        series = series.to_crs(DEFAULT_CRS)
-    return TabularGeometry(series, source, crs_label(source_crs), bad)
+        series = to_wgs84(series, path)
+        after = f" after reprojection from {crs_label(source_crs)}"
+    series, unusable = _drop_bad_coordinates(series, table, from_points, wkt, lat, lon, after)
+    return TabularGeometry(series, source, crs_label(source_crs), [*bad, *unusable])
+
+
+def _drop_bad_coordinates(
+    series: gpd.GeoSeries,
+    table: pa.Table,
+    from_points: NDArray[np.bool_],
+    wkt: str | None,
+    lat: str | None,
+    lon: str | None,
+    after: str,
+) -> tuple[gpd.GeoSeries, list[BadValues]]:
+    """Geometries in EPSG:4326 with a NaN, infinite or out-of-range coordinate become
+    missing; each is reported on the column(s) it came from."""
+    not_finite, outside = bad_coordinates(np.asarray(series.values))
+    bad: list[BadValues] = []
+    for positions, message in ((not_finite, NOT_FINITE), (outside, OUTSIDE_WGS84)):
+        if positions.size == 0:
+            continue
+        pointed = from_points[positions]
+        sources = [(positions[~pointed], wkt)] + [(positions[pointed], c) for c in (lat, lon)]
+        for where, column in sources:
+            if where.size and column is not None:
+                values = table.column(column).take(where).to_pylist()
+                bad.append(BadValues(where, column, values, message + after))
+    dropped = np.concatenate([not_finite, outside])
+    if dropped.size == 0:
+        return series, bad
+    geoms = np.asarray(series.values).copy()
+    geoms[dropped] = None
+    return geo_series(geoms, DEFAULT_CRS), bad
 
 
 def geo_series(geoms: NDArray, crs: CRS | str) -> gpd.GeoSeries:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolkit.errors import StoreError
+from toolkit.errors import DiskFullError, StoreError
 from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 from toolkit.store.sql import sounds_like
 
@@ -22,6 +22,12 @@ log = logging.getLogger(__name__)
 DEFAULT_BUSY_TIMEOUT_S = 600.0
 
 Clock = Callable[[], int]
+
+# Never the file's path: a server's clients must not learn where its files live.
+DISK_FULL = (
+    "the disk is full: the site file could not grow, so nothing of this change was "
+    "written and the site is as it was; free some space and try again"
+)
 
 
 def now_ms() -> int:
@@ -95,16 +101,31 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed on success, rolled back on any exception."""
+        """A write transaction: committed on success, rolled back on any exception.
+
+        A full disk is a :class:`StoreError` saying so (every write of the store comes
+        through here), and the transaction is rolled back: the site is as it was.
+        """
         conn = self.connection
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                # SQLite may already have rolled back on its own (it does on a full disk).
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+                raise
+            raise DiskFullError(DISK_FULL) from exc
 
     def site_id(self, name: str, *, create: bool = False) -> int | None:
         """The id of the site called ``name``; with ``create``, made when missing."""
@@ -126,16 +147,19 @@ class Database:
         return [r[0] for r in self.connection.execute("SELECT name FROM site ORDER BY name")]
 
     def fail_orphaned_jobs(self) -> int:
-        """Mark jobs left ``RUNNING`` by a process that no longer exists as ``FAILED``.
+        """Mark jobs left ``NOT_STARTED`` or ``RUNNING`` by a process that no longer exists
+        as ``FAILED``.
 
         A crash mid-import rolls its data transaction back, but the job record
-        (committed when the job started) would read ``RUNNING`` for ever.
+        (committed when the job started) would read ``RUNNING`` for ever; a job a server
+        had queued but not started would read ``NOT_STARTED`` for ever.
         """
         host = socket.gethostname()
         failed = 0
         rows = self.connection.execute(
-            "SELECT 'import_job' AS tbl, id, pid, host FROM import_job WHERE status = 'RUNNING' "
-            "UNION ALL SELECT 'report_instance', id, pid, host FROM report_instance "
+            "SELECT 'import_job' AS tbl, id, pid, host, status FROM import_job "
+            "WHERE status IN ('NOT_STARTED', 'RUNNING') "
+            "UNION ALL SELECT 'report_instance', id, pid, host, status FROM report_instance "
             "WHERE status IN ('QUEUED', 'RUNNING')"
         ).fetchall()
         for row in rows:
@@ -146,10 +170,24 @@ class Database:
             )
             with self.transaction() as conn:
                 if row["tbl"] == "import_job":
+                    if row["status"] == "NOT_STARTED":
+                        reason = (
+                            "the process that was to run this job stopped before it started; "
+                            "nothing was written: schedule it again"
+                        )
+                    # The summary recorded when the job was created keeps its rule, type
+                    # and source; only its status and reason change.
                     conn.execute(
                         "UPDATE import_job SET status = 'FAILED', code = 500, result = ?, "
-                        "date_completed = ? WHERE id = ? AND status = 'RUNNING'",
-                        (f"<p>FAILED: {reason}</p>", self.clock(), row["id"]),
+                        "summary = json_set(summary, '$.status', 'FAILED', '$.reason', ?), "
+                        "date_completed = ? WHERE id = ? AND status = ?",
+                        (
+                            f"<p>FAILED: {reason}</p>",
+                            reason,
+                            self.clock(),
+                            row["id"],
+                            row["status"],
+                        ),
                     )
                 else:
                     conn.execute(

@@ -26,18 +26,35 @@ class JobStore:
         self.site_id = site_id
 
     def create(
-        self, *, import_type: str, import_rule: str, user_id: str | None, params: dict[str, object]
+        self,
+        *,
+        import_type: str,
+        import_rule: str,
+        user_id: str | None,
+        params: dict[str, object],
+        summary: dict[str, object] | None = None,
     ) -> int:
+        """Record a ``NOT_STARTED`` job with everything it was asked to do.
+
+        ``summary`` is the job's summary before it runs (its rule, type, source...), kept
+        from the start so a job whose process dies still says what it was.
+        """
+        # The process that records the job is the one that will run it (a server queues it in
+        # its own threads): if that process dies first, orphan recovery can tell.
         with self.db.transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO import_job (site_id, status, code, user_id, import_type, "
-                "import_rule, params, date_created) VALUES (?, 'NOT_STARTED', 200, ?, ?, ?, ?, ?)",
+                "import_rule, params, summary, pid, host, date_created) "
+                "VALUES (?, 'NOT_STARTED', 200, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     self.site_id,
                     user_id,
                     import_type,
                     import_rule,
                     json.dumps(params, ensure_ascii=False),
+                    None if summary is None else json.dumps(summary, ensure_ascii=False),
+                    os.getpid(),
+                    socket.gethostname(),
                     self.db.clock(),
                 ),
             )
@@ -47,7 +64,8 @@ class JobStore:
         """Mark the job RUNNING in this process (so a crash can be told from a live run)."""
         with self.db.transaction() as conn:
             conn.execute(
-                "UPDATE import_job SET status = 'RUNNING', pid = ?, host = ? "
+                "UPDATE import_job SET status = 'RUNNING', pid = ?, host = ?, "
+                "summary = json_set(summary, '$.status', 'RUNNING') "
                 "WHERE id = ? AND status = 'NOT_STARTED'",
                 (os.getpid(), socket.gethostname(), job_id),
             )
