@@ -61,6 +61,7 @@ def _schema(world: ServedWorld, user: str, examples: int, folder: Path) -> schem
                 "stateful": {"enabled": False},
             },
             "request-timeout": 60,
+            "cache": {"enabled": False},
         }
     )
     return schemathesis.openapi.from_url(f"{world.url}/api/json/openapi.json", config=config)
