@@ -46,6 +46,7 @@ class ServedWorld:
     asset: str
     media: int
     report: str  # a finished report instance of event's items
+    item_job: int  # the import job that brought event's items
     beta_event: int
     beta_item: int
     tokens: dict[str, str] = field(default_factory=dict)
@@ -93,6 +94,8 @@ def build_site(folder: Path) -> dict[str, Any]:
                 )
             )
             assert job["status"] == "COMPLETE", job["result"]
+            if key == "event":
+                ids["item_job"] = int(job["id"])
             models = alpha.list_items(
                 {"registerId": "damage-assessment", "eventId": str(ids[key]), "limit": "1"}
             )["models"]
@@ -139,6 +142,7 @@ def served_world(folder: Path, **settings: Any) -> Iterator[ServedWorld]:
             asset=str(ids["asset"]),
             media=int(ids["media"]),
             report=report,
+            item_job=ids["item_job"],
             beta_event=ids["beta_event"],
             beta_item=ids["beta_item"],
             tokens=tokens,
