@@ -35,6 +35,17 @@ INT64_MAX = 2**63 - 1
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 # Epoch seconds the site can show as ISO 8601 times (years 1 to 9999).
 _EPOCH_S_RANGE = (-62_135_596_800, 253_402_300_799)
+# Parameters every collection takes besides its own filters.
+COMMON_PARAMETERS = (
+    "limit",
+    "offset",
+    "order",
+    "direction",
+    "since",
+    "until",
+    "since_operator",
+    "until_operator",
+)
 # Yes and no, as the toolkit reads them everywhere (parameters, options, cells).
 TRUE_WORDS = ("1", "true", "yes", "y", "t")
 FALSE_WORDS = ("0", "false", "no", "n", "f")
@@ -199,16 +210,7 @@ def parse_query(
     silently returns the whole collection.
     """
     aliases = aliases or {}
-    common = {
-        "limit",
-        "offset",
-        "order",
-        "direction",
-        "since",
-        "until",
-        "since_operator",
-        "until_operator",
-    }
+    common = set(COMMON_PARAMETERS)
     filters: dict[str, object] = {}
     for raw_name, value in params.items():
         name = aliases.get(raw_name, raw_name)
