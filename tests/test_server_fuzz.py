@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import schemathesis
@@ -30,9 +29,8 @@ CHECKS = [
     content_type_conformance,
 ]
 SEED = 20261123
-# Examples per operation in the fuzzing phase: about a minute for both callers on a loaded
-# 2-core machine. The coverage phase (boundary and invalid values from the document) adds
-# its own fixed cases.
+# Examples per operation in the fuzzing phase: with the coverage phase, about a minute for
+# both callers on a 2-core machine.
 DEFAULT_EXAMPLES = 12
 LONG_EXAMPLES = int(os.environ.get("TOOLKIT_FUZZ_EXAMPLES", "300"))
 
@@ -43,7 +41,9 @@ def fuzz_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedWorld
         yield world
 
 
-def _schema(world: ServedWorld, user: str, examples: int, folder: Path) -> schemathesis.BaseSchema:
+def _schema(
+    world: ServedWorld, user: str, examples: int, *, coverage: bool
+) -> schemathesis.BaseSchema:
     config = schemathesis.Config.from_dict(
         {
             "seed": SEED,
@@ -56,7 +56,7 @@ def _schema(world: ServedWorld, user: str, examples: int, folder: Path) -> schem
             },
             "phases": {
                 "examples": {"enabled": True},
-                "coverage": {"enabled": True},
+                "coverage": {"enabled": coverage},
                 "fuzzing": {"enabled": True},
                 "stateful": {"enabled": False},
             },
@@ -67,19 +67,21 @@ def _schema(world: ServedWorld, user: str, examples: int, folder: Path) -> schem
     return schemathesis.openapi.from_url(f"{world.url}/api/json/openapi.json", config=config)
 
 
+# The coverage phase (boundary and invalid values of every parameter, unexpected methods)
+# is most of the time; what differs between callers is only who may, so it runs once.
 @pytest.fixture
-def duty_schema(fuzz_world: ServedWorld, tmp_path: Path) -> schemathesis.BaseSchema:
-    return _schema(fuzz_world, "duty", DEFAULT_EXAMPLES, tmp_path)
-
-
-@pytest.fixture
-def admin_schema(fuzz_world: ServedWorld, tmp_path: Path) -> schemathesis.BaseSchema:
-    return _schema(fuzz_world, "admin", DEFAULT_EXAMPLES, tmp_path)
+def duty_schema(fuzz_world: ServedWorld) -> schemathesis.BaseSchema:
+    return _schema(fuzz_world, "duty", DEFAULT_EXAMPLES, coverage=False)
 
 
 @pytest.fixture
-def long_schema(fuzz_world: ServedWorld, tmp_path: Path) -> schemathesis.BaseSchema:
-    return _schema(fuzz_world, "admin", LONG_EXAMPLES, tmp_path)
+def admin_schema(fuzz_world: ServedWorld) -> schemathesis.BaseSchema:
+    return _schema(fuzz_world, "admin", DEFAULT_EXAMPLES, coverage=True)
+
+
+@pytest.fixture
+def long_schema(fuzz_world: ServedWorld) -> schemathesis.BaseSchema:
+    return _schema(fuzz_world, "admin", LONG_EXAMPLES, coverage=True)
 
 
 as_duty = schemathesis.pytest.from_fixture("duty_schema")
