@@ -7,8 +7,9 @@ of caller the API tells apart:
 
 - ``duty``: an approved API user on duty in ``event``;
 - ``offduty``: an approved API user on duty nowhere;
-- ``admin``: an approved API user with the ``Administrator`` position, on duty in
-  ``event`` (so fuzzing as it reaches everything a duty user reaches, and more).
+- ``admin``: an account administrator (the operator's flag), also in the
+  ``Administrator`` position, on duty in ``event`` (so fuzzing as it reaches
+  everything a duty user reaches, and more).
 
 Beta's ``api`` user gives the token of another site.
 """
@@ -105,7 +106,8 @@ def build_site(folder: Path) -> dict[str, Any]:
         ids["media"] = photo["id"]
         _account(alpha, "duty", duty=ids["event"])
         _account(alpha, "offduty")
-        _account(alpha, "admin", duty=ids["event"], positions=["API User", ADMIN_POSITION])
+        positions = ["API User", ADMIN_POSITION]
+        _account(alpha, "admin", duty=ids["event"], positions=positions, admin=True)
     with LocalSite(path, "beta", user_id="admin") as beta:
         job = beta.run_import(ImportRequest("asset", "assets-csv", SAMPLE / "assets.csv"))
         assert job["status"] == "COMPLETE", job["result"]

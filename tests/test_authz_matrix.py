@@ -27,7 +27,6 @@ from toolkit.server.routes_rpc import IMPORT_MODES, REPORT_MODES
 from toolkit.server.routing import PathRoute
 
 CALLERS = ("none", "other", "offduty", "duty", "admin")
-ADMIN_BRANCH = "i-accounts"  # the administrator model: account changes are admin-only
 
 Request = Callable[[ServedWorld, httpx.Client], dict[str, Any]]
 
@@ -128,9 +127,7 @@ MATRIX: dict[tuple[str, str, str | None], Row] = {
     ),
     ("POST", "/api/json/import", "schedule item"): Row(_schedule("item"), *ON_DUTY),
     ("POST", "/api/json/import", "schedule asset"): Row(_schedule("asset"), *SIGNED_IN),
-    ("POST", "/api/json/import", "schedule user"): Row(
-        _schedule("user"), *ADMIN_ONLY, pending={"offduty": ADMIN_BRANCH, "duty": ADMIN_BRANCH}
-    ),
+    ("POST", "/api/json/import", "schedule user"): Row(_schedule("user"), *ADMIN_ONLY),
     ("POST", "/api/json/import", "status"): Row(
         lambda w, _c: {
             "method": "POST",
