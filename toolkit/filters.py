@@ -15,11 +15,15 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
 
 from toolkit.errors import OptionError
 
+# Times are whole milliseconds since the epoch, counted in integers: floats lose the last
+# millisecond of times before 1970 (and of far ones), so a time would not print back as read.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MILLISECOND = timedelta(milliseconds=1)
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 Operator = Literal["gt", "gte", "lt", "lte", "eq"]
@@ -35,6 +39,17 @@ INT64_MAX = 2**63 - 1
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 # Epoch seconds the site can show as ISO 8601 times (years 1 to 9999).
 _EPOCH_S_RANGE = (-62_135_596_800, 253_402_300_799)
+# Parameters every collection takes besides its own filters.
+COMMON_PARAMETERS = (
+    "limit",
+    "offset",
+    "order",
+    "direction",
+    "since",
+    "until",
+    "since_operator",
+    "until_operator",
+)
 # Yes and no, as the toolkit reads them everywhere (parameters, options, cells).
 TRUE_WORDS = ("1", "true", "yes", "y", "t")
 FALSE_WORDS = ("0", "false", "no", "n", "f")
@@ -142,7 +157,7 @@ def parse_time(name: str, value: str) -> int:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        return int(moment.timestamp() * 1000)
+        return (moment - EPOCH) // MILLISECOND
     except (ValueError, OverflowError):
         raise OptionError(
             f"{name} {shown(value)} is not a date or time (ISO 8601, e.g. 2026-01-31 or "
@@ -154,8 +169,7 @@ def format_time(value_ms: int | None) -> str | None:
     """Epoch milliseconds as ISO 8601 in UTC with its offset, as the API prints times."""
     if value_ms is None:
         return None
-    moment = datetime.fromtimestamp(value_ms / 1000, tz=UTC)
-    return moment.isoformat(timespec="milliseconds")
+    return (EPOCH + value_ms * MILLISECOND).isoformat(timespec="milliseconds")
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -199,16 +213,7 @@ def parse_query(
     silently returns the whole collection.
     """
     aliases = aliases or {}
-    common = {
-        "limit",
-        "offset",
-        "order",
-        "direction",
-        "since",
-        "until",
-        "since_operator",
-        "until_operator",
-    }
+    common = set(COMMON_PARAMETERS)
     filters: dict[str, object] = {}
     for raw_name, value in params.items():
         name = aliases.get(raw_name, raw_name)

@@ -23,6 +23,7 @@ from toolkit.server.errors import (
     unexpected_exception_handler,
 )
 from toolkit.server.limits import AccessLogMiddleware, BodyLimitMiddleware
+from toolkit.server.routing import merge_routes
 from toolkit.server.state import ServerSettings, ServerState
 from toolkit.store import Database
 
@@ -63,13 +64,15 @@ def create_app(store_path: str | Path, *, settings: ServerSettings | None = None
         finally:
             state.shutdown()
 
-    routes = [
-        *routes_rpc.ROUTES,
-        *routes_records.ROUTES,
-        *routes_media.ROUTES,
-        Route("/api/json/openapi.json", openapi, methods=["GET"]),
-        Route(f"/api/json/schemas/{REPORT_SCHEMA_NAME}", report_schema, methods=["GET"]),
-    ]
+    routes = merge_routes(
+        [
+            *routes_rpc.ROUTES,
+            *routes_records.ROUTES,
+            *routes_media.ROUTES,
+            Route("/api/json/openapi.json", openapi, methods=["GET"]),
+            Route(f"/api/json/schemas/{REPORT_SCHEMA_NAME}", report_schema, methods=["GET"]),
+        ]
+    )
     app = Starlette(
         routes=routes,
         middleware=[
