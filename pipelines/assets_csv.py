@@ -4,7 +4,7 @@ Every column the rule does not name is kept as an extraInfo code under its
 heading, so ``asset_no`` becomes a code the matching engine can search.
 """
 
-from toolkit.rules import FieldRule, ImportRule
+from toolkit.importing.rules import FieldRule, ImportRule
 
 RULE = ImportRule(
     name="assets-csv",

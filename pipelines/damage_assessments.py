@@ -6,7 +6,7 @@ offline before a push), else by the property number, else by the row's point
 sounding like a parcel's address, with a fuzzy fallback.
 """
 
-from toolkit.rules import AssetLink, FieldRule, ImportRule
+from toolkit.importing.rules import AssetLink, FieldRule, ImportRule
 
 RULE = ImportRule(
     name="damage-assessments",

@@ -5,7 +5,7 @@ Columns: ``id`` (kept as the asset id), ``code`` (the parcel's PFI), ``name``
 codes so assets can be matched on them (``codeField propnum``).
 """
 
-from toolkit.rules import FieldRule, ImportRule
+from toolkit.importing.rules import FieldRule, ImportRule
 
 RULE = ImportRule(
     name="property-assets",

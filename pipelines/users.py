@@ -1,6 +1,6 @@
 """Users and their positions, from CSV."""
 
-from toolkit.rules import FieldRule, ImportRule
+from toolkit.importing.rules import FieldRule, ImportRule
 
 RULE = ImportRule(
     name="users",

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from serving import running
 
-from toolkit.imports import ImportRequest
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.server import ServerSettings, create_app
 from toolkit.site import LocalSite
 

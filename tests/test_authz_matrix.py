@@ -21,7 +21,7 @@ import httpx
 import pytest
 from server_world import DEVICE, PASSWORD, SAMPLE, ServedWorld, served_world
 
-from toolkit.rules import ImportType
+from toolkit.importing.rules import ImportType
 from toolkit.server import create_app
 from toolkit.server.routes_rpc import IMPORT_MODES, REPORT_MODES
 from toolkit.server.routing import PathRoute

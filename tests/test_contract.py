@@ -18,12 +18,12 @@ from click.testing import CliRunner
 from serving import running
 
 from toolkit.cli import cli
-from toolkit.client import Credentials, Profile
 from toolkit.errors import NotFoundError, ToolkitError
-from toolkit.imports import ImportRequest
-from toolkit.lookup import index_from_file
-from toolkit.push import Pusher
+from toolkit.importing.pipeline import ImportRequest
+from toolkit.matching.lookup import index_from_file
 from toolkit.remote import RemoteSite
+from toolkit.remote.client import Credentials, Profile
+from toolkit.remote.push import Pusher
 from toolkit.server.app import create_app
 from toolkit.server.state import ServerSettings
 from toolkit.site import LocalSite

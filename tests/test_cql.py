@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.cql import MAX_DEPTH, MAX_TERMS, And, Not, Or, Term, parse_cql
 from toolkit.errors import OptionError
+from toolkit.query.cql import MAX_DEPTH, MAX_TERMS, And, Not, Or, Term, parse_cql
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from toolkit.fieldjson import as_python, fields_json
+from toolkit.model.fieldjson import as_python, fields_json
 
 
 def test_missing_values_are_left_out_and_cleared_ones_are_null() -> None:

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from toolkit.errors import OptionError
-from toolkit.fieldtypes import FIELD_TYPES, IMPORT_FIELD_TYPES, convert_column, convert_value
-from toolkit.rules import FieldRule
+from toolkit.importing.rules import FieldRule
+from toolkit.model.fieldtypes import FIELD_TYPES, IMPORT_FIELD_TYPES, convert_column, convert_value
 
 
 def test_the_types_are_one_literal() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import OptionError
-from toolkit.filters import (
+from toolkit.query.filters import (
     Page,
     TimeBound,
     format_time,

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.imports import ImportRequest, ImportRunner, materialise_data, request_from_spec
+from toolkit.importing.pipeline import (
+    ImportRequest,
+    ImportRunner,
+    materialise_data,
+    request_from_spec,
+)
 from toolkit.store import SiteStore
 
 RULES = Path(__file__).resolve().parent / "fixtures_rules"

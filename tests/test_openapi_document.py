@@ -12,15 +12,15 @@ from typing import Any, get_args
 
 import pytest
 
-from toolkit import site
-from toolkit.filters import COMMON_PARAMETERS, DIRECTIONS, MAX_LIMIT, OPERATORS, ORDER_COLUMNS
-from toolkit.import_request import DATA_ENCODINGS
+from toolkit.importing.overwrite import OVERWRITE_RULES
+from toolkit.importing.request import DATA_ENCODINGS
+from toolkit.importing.rules import ImportType
 from toolkit.matching.options import MAX_RANKS, MODES, OUTPUTS, LookupOptions, _wire_name
-from toolkit.overwrite import OVERWRITE_RULES
+from toolkit.query.filters import COMMON_PARAMETERS, DIRECTIONS, MAX_LIMIT, OPERATORS, ORDER_COLUMNS
 from toolkit.reports.runner import Format
-from toolkit.rules import ImportType
 from toolkit.server import openapi_document
 from toolkit.server.routes_rpc import IMPORT_MODES, REPORT_MODES
+from toolkit.site import local as site
 
 DOC = openapi_document()
 SCHEMAS = DOC["components"]["schemas"]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from toolkit.errors import OptionError
-from toolkit.overwrite import OVERWRITE_RULES, plan_overwrite
+from toolkit.importing.overwrite import OVERWRITE_RULES, plan_overwrite
 
 INCOMING = pd.Series(["A", "B", " C ", None, "Z"])
 EXISTING = pd.DataFrame({"id": [10, 11, 12], "key": ["A", "C", "Q"]})

@@ -15,10 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit import site
-from toolkit.cql import IS_VALUES, And, Node, Not, Or, Term, parse_cql
 from toolkit.errors import OptionError
-from toolkit.filters import (
+from toolkit.query.cql import IS_VALUES, And, Node, Not, Or, Term, parse_cql
+from toolkit.query.filters import (
     COMMON_PARAMETERS,
     MAX_LIMIT,
     Page,
@@ -31,6 +30,7 @@ from toolkit.filters import (
     parse_query,
     parse_time,
 )
+from toolkit.site import local as site
 
 settings.register_profile(
     "default",

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from toolkit.errors import OptionError
-from toolkit.push import ENVELOPE_BYTES, Journal, csv_lines, json_escaped_bytes, plan_chunks
+from toolkit.remote.push import ENVELOPE_BYTES, Journal, csv_lines, json_escaped_bytes, plan_chunks
 
 
 def _frame(rows: int) -> pd.DataFrame:
@@ -92,8 +92,8 @@ def test_the_journal_is_kept_per_file_and_purpose(tmp_path: Path) -> None:
 
 
 def test_the_offline_report_lists_the_first_problems_and_counts_them_all(tmp_path: Path) -> None:
-    from toolkit.imports import ImportRequest
-    from toolkit.push import Pusher
+    from toolkit.importing.pipeline import ImportRequest
+    from toolkit.remote.push import Pusher
 
     rules = Path(__file__).resolve().parent / "fixtures_rules"
     source = tmp_path / "facilities.csv"

@@ -26,12 +26,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolkit.cli import cli
-from toolkit.client import ApiClient, Credentials, Profile
 from toolkit.errors import RemoteError
-from toolkit.imports import ImportRequest
-from toolkit.lookup import index_from_file
-from toolkit.push import ENVELOPE_BYTES, Pusher
+from toolkit.importing.pipeline import ImportRequest
+from toolkit.matching.lookup import index_from_file
 from toolkit.remote import RemoteSite
+from toolkit.remote.client import ApiClient, Credentials, Profile
+from toolkit.remote.push import ENVELOPE_BYTES, Pusher
 from toolkit.server.app import create_app
 from toolkit.server.state import ServerSettings
 from toolkit.site import LocalSite

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from serving import running
 
-from toolkit.imports import ImportRequest
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.server import ServerSettings, create_app
 from toolkit.site import LocalSite
 

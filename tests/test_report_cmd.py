@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
-from toolkit.imports import ImportRequest
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 
 RULES = Path(__file__).resolve().parent / "fixtures_rules"

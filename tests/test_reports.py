@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.filters import parse_time
-from toolkit.imports import ImportRequest
+from toolkit.importing.pipeline import ImportRequest
+from toolkit.query.filters import parse_time
 from toolkit.reports import (
     ReportRunner,
     ReportTask,
@@ -46,7 +46,7 @@ FACILITIES = (
     "F3,Pool,Pool,10,Cy,POINT (143.87 -37.58)\n"
 )
 INSPECTION_RULE = """
-from toolkit.rules import AssetLink, FieldRule, ImportRule
+from toolkit.importing.rules import AssetLink, FieldRule, ImportRule
 
 RULE = ImportRule(
     name="test-inspections",

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from toolkit.errors import OptionError, SourceError
-from toolkit.rules import FieldRule, ImportRule, apply_rule, available_rules, load_rule
+from toolkit.importing.rules import FieldRule, ImportRule, apply_rule, available_rules, load_rule
 
 RULE = ImportRule(
     name="test-items",
@@ -122,7 +122,7 @@ def test_rule_definitions_are_checked() -> None:
 def test_user_rule_files_are_loaded_by_path_and_by_folder(tmp_path: Path) -> None:
     rule_file = tmp_path / "my_rule.py"
     rule_file.write_text(
-        "from toolkit.rules import FieldRule, ImportRule\n"
+        "from toolkit.importing.rules import FieldRule, ImportRule\n"
         "RULE = ImportRule(name='my-assets', import_type='asset', description='mine',\n"
         "                  fields=(FieldRule('name', 'Name', required=True),))\n"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import OptionError
-from toolkit.safejson import MAX_JSON_DEPTH, loads
+from toolkit.query.safejson import MAX_JSON_DEPTH, loads
 
 
 def test_ordinary_json_is_read_as_json_loads_reads_it() -> None:

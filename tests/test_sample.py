@@ -18,7 +18,7 @@ from rapidfuzz.distance import Levenshtein
 
 from toolkit.cli import cli
 from toolkit.errors import OptionError, ToolkitError
-from toolkit.sample import (
+from toolkit.sample.generate import (
     ASSET_COLUMNS,
     ITEM_COLUMNS,
     KINDS,
@@ -28,7 +28,7 @@ from toolkit.sample import (
     GenerateResult,
     generate,
 )
-from toolkit.sample_vocab import STREET_NAMES, STREET_TYPES
+from toolkit.sample.vocab import STREET_NAMES, STREET_TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"

@@ -24,7 +24,7 @@ import pyotp
 import pytest
 from serving import running
 
-from toolkit.imports import ImportRequest
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.server import ServerSettings, create_app, openapi_document
 from toolkit.site import LocalSite
 from toolkit.store import now_ms
@@ -964,8 +964,8 @@ def test_reports_run_in_the_background_and_are_fetched(world: World, api: httpx.
 
 
 def test_the_remote_client_reads_what_the_local_site_reads(world: World) -> None:
-    from toolkit.client import Credentials, Profile
     from toolkit.remote import RemoteSite
+    from toolkit.remote.client import Credentials, Profile
 
     profile = Profile(world.url, "alpha", Credentials(api_key=world.api_key))
     params = {"registerId": "damage-assessment", "eventId": str(world.event), "limit": "7"}

@@ -27,11 +27,11 @@ from click.testing import CliRunner
 from serving import running
 
 from toolkit.cli import cli
-from toolkit.client import ApiClient, Credentials, Profile
 from toolkit.errors import OptionError
-from toolkit.imports import ImportRequest
-from toolkit.push import Pusher
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.remote import RemoteSite
+from toolkit.remote.client import ApiClient, Credentials, Profile
+from toolkit.remote.push import Pusher
 from toolkit.server import ServerSettings, create_app
 from toolkit.server.auth import SERVER_SECRET_ENV, key_file
 from toolkit.site import LocalSite
@@ -129,7 +129,7 @@ def test_an_import_rule_path_is_never_run_and_paths_are_not_told(trust: Trust) -
     evil.write_text(
         "from pathlib import Path\n"
         f"Path({str(marker)!r}).write_text('pwned')\n"
-        "from toolkit.rules import FieldRule, ImportRule\n"
+        "from toolkit.importing.rules import FieldRule, ImportRule\n"
         "RULE = ImportRule(name='evil', import_type='asset', description='x',\n"
         "    fields=(FieldRule('name', 'Name', required=True),))\n",
         encoding="utf-8",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.imports import ImportRequest
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 
 RULES = Path(__file__).resolve().parent / "fixtures_rules"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import shapely
 
-from toolkit.filters import Page
+from toolkit.query.filters import Page
 from toolkit.store import Database
 from toolkit.store.assets import AssetStore, NewAssets, geometry_columns
 from toolkit.store.items import ItemStore, NewItems

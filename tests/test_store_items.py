@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.cql import parse_cql
-from toolkit.filters import Page, TimeBound
+from toolkit.query.cql import parse_cql
+from toolkit.query.filters import Page, TimeBound
 from toolkit.store import Database
 from toolkit.store.items import ItemChanges, ItemStore, NewItems
 from toolkit.store.records import Actor

@@ -23,7 +23,7 @@ import pyarrow.csv as pa_csv
 import pyogrio
 import shapely
 
-from toolkit import sample
+from toolkit.sample import generate as sample
 
 
 def peak_mib() -> float:

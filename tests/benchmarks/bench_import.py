@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolkit.imports import ImportRequest
-from toolkit.sample import generate
+from toolkit.importing.pipeline import ImportRequest
+from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
 from toolkit.store.database import _statements
 from toolkit.store.schema import MIGRATIONS

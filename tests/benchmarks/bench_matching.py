@@ -21,10 +21,10 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from toolkit.linking import join_address
-from toolkit.lookup import queries_from_file
+from toolkit.importing.linking import join_address
 from toolkit.matching import AssetIndex, resolve
-from toolkit.sample import KINDS, generate
+from toolkit.matching.lookup import queries_from_file
+from toolkit.sample.generate import KINDS, generate
 from toolkit.sources import read_source
 
 # Rows whose only way to an asset is their address.

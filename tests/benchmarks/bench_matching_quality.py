@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import febrl
 
-from toolkit.linking import join_address
+from toolkit.importing.linking import join_address
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching import probabilistic as prob
 from toolkit.matching.address import Analysis, parse
@@ -188,7 +188,7 @@ def report(name: str, assets: pd.DataFrame, queries: pd.DataFrame, splink: bool)
 
 def generated(items: int, assets: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The generated workload's address rows: parcels as assets, Address + Suburb as query."""
-    from toolkit.sample import generate
+    from toolkit.sample.generate import generate
     from toolkit.sources import read_source
 
     with tempfile.TemporaryDirectory() as tmp:

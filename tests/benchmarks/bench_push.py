@@ -20,11 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/serving
 
 from serving import running
 
-from toolkit.client import Credentials, Profile
-from toolkit.imports import ImportRequest
-from toolkit.push import Pusher
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.remote import RemoteSite
-from toolkit.sample import generate
+from toolkit.remote.client import Credentials, Profile
+from toolkit.remote.push import Pusher
+from toolkit.sample.generate import generate
 from toolkit.server.app import create_app
 from toolkit.server.state import ServerSettings
 from toolkit.site import LocalSite

@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from serving import running  # noqa: E402
 
-from toolkit.imports import ImportRequest  # noqa: E402
+from toolkit.importing.pipeline import ImportRequest  # noqa: E402
 from toolkit.server import ServerSettings, create_app  # noqa: E402
 from toolkit.site import LocalSite  # noqa: E402
-from toolkit.site_writes import IndexCache  # noqa: E402
+from toolkit.site.index_cache import IndexCache  # noqa: E402
 
 PASSWORD = "benchmark password"
 LOOKUP_OPTIONS = {"mode": "soundex", "maxRank": 3, "useExternalLookups": False}
@@ -72,7 +72,7 @@ def build_site(folder: Path, assets: int | None) -> tuple[Path, int, list[str]]:
     path = folder / "bench.sqlite"
     parcels, items = ROOT / "sample_data/parcels.zip", ROOT / "sample_data/damage_assessments.csv"
     if assets:
-        from toolkit.sample import generate
+        from toolkit.sample.generate import generate
 
         out = folder / "workload"
         generate(out, assets=assets, items=assets, seed=1)  # type: ignore[call-arg]

@@ -1,6 +1,6 @@
 """A user's asset rule: facilities from CSV with WKT."""
 
-from toolkit.rules import FieldRule, ImportRule
+from toolkit.importing.rules import FieldRule, ImportRule
 
 RULE = ImportRule(
     name="test-facilities",

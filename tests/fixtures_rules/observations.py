@@ -1,6 +1,6 @@
 """A user's item rule without asset links: observations."""
 
-from toolkit.rules import FieldRule, ImportRule
+from toolkit.importing.rules import FieldRule, ImportRule
 
 RULE = ImportRule(
     name="test-observations",

@@ -1,6 +1,6 @@
 """A user's user rule."""
 
-from toolkit.rules import FieldRule, ImportRule
+from toolkit.importing.rules import FieldRule, ImportRule
 
 RULE = ImportRule(
     name="test-users",

@@ -154,8 +154,8 @@ def open_site(*, create: bool = True) -> Any:
     """The site the command works on: the embedded site, or a server with ``--url``."""
     current = settings()
     if is_remote():
-        from toolkit.client import load_profile
         from toolkit.remote import RemoteSite
+        from toolkit.remote.client import load_profile
 
         return RemoteSite(
             load_profile(current.profile, base_url=current.url, site=current.site_given)

@@ -46,7 +46,7 @@ def demo(sample_dir: Path, out_dir: Path) -> None:
       toolkit --store /tmp/demo.sqlite demo --out /tmp/demo-output
       toolkit --json demo --quiet
     """
-    from toolkit.demo import run_demo
+    from toolkit.sample.demo import run_demo
 
     with open_site() as site, progress_bar() as progress:
         result = run_demo(site, sample_dir, out_dir, progress=progress)

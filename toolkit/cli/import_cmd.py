@@ -153,7 +153,7 @@ def import_command(
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
     """
-    from toolkit.imports import ImportRequest
+    from toolkit.importing.pipeline import ImportRequest
 
     request = ImportRequest(source=file, **options)
     if is_remote():
@@ -247,7 +247,7 @@ def rules_list() -> None:
       toolkit rules list
       toolkit --rules ./my_rules rules list --json
     """
-    from toolkit.rules import available_rules
+    from toolkit.importing.rules import available_rules
 
     # Rules are files, not site records: listing them opens no site.
     rules = [rule.describe() for rule in available_rules(settings().rule_paths).values()]
@@ -272,7 +272,7 @@ def rules_show(name: str) -> None:
       toolkit rules show damage-assessments
       toolkit rules show ./my_rules/trees.py --json
     """
-    from toolkit.rules import load_rule
+    from toolkit.importing.rules import load_rule
 
     rule = load_rule(name, settings().rule_paths).describe()
     if settings().json:
@@ -316,7 +316,7 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
     """``toolkit import --url ...``: check and link offline, then push in chunks."""
     import os
 
-    from toolkit.push import MIN_POLL_INTERVAL_S, Pusher
+    from toolkit.remote.push import MIN_POLL_INTERVAL_S, Pusher
 
     minimum = float(os.environ.get("TOOLKIT_MIN_POLL_INTERVAL", MIN_POLL_INTERVAL_S))
     interval = minimum if poll_interval is None else poll_interval
@@ -328,7 +328,7 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
 
     def local_index() -> Any:
         if assets_file is not None:
-            from toolkit.lookup import index_from_file
+            from toolkit.matching.lookup import index_from_file
 
             return index_from_file(assets_file)
         if settings().store.exists():

@@ -140,8 +140,8 @@ def lookup(
     """
     import pandas as pd
 
-    from toolkit.lookup import index_from_file, queries_from_file, result_rows, run_lookup
     from toolkit.matching import explanations, to_spec_result
+    from toolkit.matching.lookup import index_from_file, queries_from_file, result_rows, run_lookup
     from toolkit.matching.review import read_review, review_frame, write_review
     from toolkit.safe_output import safe_frame
 

@@ -13,7 +13,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import open_site, output_options, print_json, print_table, settings
-from toolkit.filters import DIRECTIONS, OPERATORS, ORDER_COLUMNS
+from toolkit.query.filters import DIRECTIONS, OPERATORS, ORDER_COLUMNS
 
 
 def paging_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -325,7 +325,7 @@ def item_list(
     with open_site() as site:
         result = site.list_items(params)
     models = list(result["models"].values())
-    from toolkit.shapes import ITEM_OWN_FIELDS
+    from toolkit.model.shapes import ITEM_OWN_FIELDS
 
     extra = [k for k in (models[0] if models else {}) if k not in ITEM_OWN_FIELDS][:4]
     _show_collection(result, ["id", "eventId", "assetId", "status", *extra], "Items")

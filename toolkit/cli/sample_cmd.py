@@ -61,7 +61,7 @@ def generate(
       toolkit --json sample generate --assets 500 --items 200 --out /tmp/small --overwrite
       toolkit sample generate --assets 3000 --items 1000 --extras --out /tmp/sample
     """
-    from toolkit.sample import generate as generate_sample
+    from toolkit.sample.generate import generate as generate_sample
 
     with progress_bar() as progress:
         result = generate_sample(

@@ -2,7 +2,7 @@
 
 The toolkit ships no geocoder and never makes a network call from here: ``NoGeocoder``
 answers every query with the error ``OFFLINE``. A real one implements ``Geocoder`` (for
-example over ``toolkit.client``) and is passed to ``resolve(..., geocoder=...)``.
+example over ``toolkit.remote.client``) and is passed to ``resolve(..., geocoder=...)``.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from toolkit import safejson
 from toolkit.errors import OptionError
-from toolkit.filters import FALSE_WORDS, TRUE_WORDS, parse_int, shown
+from toolkit.query import safejson
+from toolkit.query.filters import FALSE_WORDS, TRUE_WORDS, parse_int, shown
 
 Mode = Literal["id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy"]
 MODES: tuple[str, ...] = get_args(Mode)

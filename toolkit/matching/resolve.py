@@ -17,14 +17,14 @@ import pyarrow as pa
 import shapely
 
 from toolkit.errors import MatchingError, OptionError
-from toolkit.filters import shown
 from toolkit.matching import accuracy as accuracy_scale
 from toolkit.matching.geocoder import Geocoder, NoGeocoder
 from toolkit.matching.index import AssetIndex
 from toolkit.matching.modes import MODE_FUNCTIONS, ModeResult, QueryBatch
 from toolkit.matching.options import OUTPUTS, LookupOptions
 from toolkit.matching.probabilistic import COMPONENTS
-from toolkit.shapes import asset_json, geo_object, geo_objects, geometry_from_geo
+from toolkit.model.shapes import asset_json, geo_object, geo_objects, geometry_from_geo
+from toolkit.query.filters import shown
 
 EVIDENCE_COLUMNS = tuple(f"evidence_{c}" for c in COMPONENTS)
 RESULT_COLUMNS = (
@@ -419,7 +419,7 @@ def asset_object(
     accuracy: float | None,
     geo: dict[str, list[Any]] | None = None,
 ) -> dict[str, Any]:
-    """One asset of the index in the shape of spec 2.2 (see ``toolkit.shapes``)."""
+    """One asset of the index in the shape of spec 2.2 (see ``toolkit.model.shapes``)."""
 
     def text(name: str) -> str | None:
         value = index.output_column(name)[position]

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import shapely
 
 from toolkit.errors import NotFoundError, OptionError
+from toolkit.model.visibility import job_events
 from toolkit.reports.catalogue import (
     Catalogue,
     Chart,
@@ -28,7 +29,6 @@ from toolkit.reports.catalogue import (
     Param,
     ReportDefinition,
 )
-from toolkit.visibility import job_events
 
 if TYPE_CHECKING:
     from toolkit.reports.snapshot import Snapshot

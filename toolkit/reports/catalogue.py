@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.filters import format_time, parse_bool, parse_int, parse_time
+from toolkit.query.filters import format_time, parse_bool, parse_int, parse_time
 
 if TYPE_CHECKING:
     from toolkit.reports.snapshot import Snapshot

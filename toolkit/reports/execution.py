@@ -21,8 +21,8 @@ from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.model.visibility import EVERYTHING, Visibility
 from toolkit.store import Database, SiteStore
-from toolkit.visibility import EVERYTHING, Visibility
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.jsontext import NULL, json_literals, text
+from toolkit.model.jsontext import NULL, json_literals, text
 from toolkit.reports.snapshot import Snapshot
 
 

@@ -5,7 +5,7 @@ whatever thread or process an executor chose) moves it to RUNNING, gathers the
 rows into a Parquet snapshot, computes the metadata and marks it COMPLETED, or
 FAILED with the reason. Rendering reads only the snapshot and the instance.
 
-Every step acts for one :class:`~toolkit.visibility.Visibility`. A run is refused
+Every step acts for one :class:`~toolkit.model.visibility.Visibility`. A run is refused
 (403) when its parameters name an event the caller does not see, and its rows are
 only those of the events the caller sees; the instance's header records which events
 the snapshot drew on. Reading an instance (status, fetch, a repeat run) needs it to
@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any, BinaryIO, Literal, get_args
 
 from toolkit.errors import NotFoundError, OptionError, PermissionDeniedError, ToolkitError
-from toolkit.filters import format_time, parse_int
+from toolkit.model.visibility import EVERYTHING, Visibility
+from toolkit.query.filters import format_time, parse_int
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
 from toolkit.reports.csv_file import write_csv
@@ -35,7 +36,6 @@ from toolkit.reports.schema import schema_url
 from toolkit.reports.snapshot import Snapshot, SnapshotWriter
 from toolkit.reports.xlsx_file import write_xlsx
 from toolkit.store import SiteStore
-from toolkit.visibility import EVERYTHING, Visibility
 
 log = logging.getLogger(__name__)
 

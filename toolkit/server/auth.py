@@ -24,7 +24,7 @@ from typing import Any
 import jwt
 
 from toolkit.errors import AuthenticationError, OptionError
-from toolkit.filters import parse_int
+from toolkit.query.filters import parse_int
 
 TOKEN_TTL_S = 3600
 ALGORITHM = "HS256"

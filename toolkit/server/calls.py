@@ -17,16 +17,16 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from toolkit import safejson
 from toolkit.errors import AuthenticationError, OptionError, PermissionDeniedError
-from toolkit.filters import parse_int
+from toolkit.model.visibility import Visibility
+from toolkit.query import safejson
+from toolkit.query.filters import parse_int
 from toolkit.server.auth import bearer_token
 from toolkit.server.errors import ApiError, response_for
 from toolkit.server.limits import client_key
 from toolkit.server.state import ServerState
 from toolkit.site import LocalSite
-from toolkit.site_admin import NO_CALLER
-from toolkit.visibility import Visibility
+from toolkit.site.admin import NO_CALLER
 
 
 @dataclass
@@ -164,7 +164,7 @@ def client_of(request: Request) -> str:
 
 
 def parse_json(raw: bytes) -> Any:
-    """The request body as JSON, within the bounds of :mod:`toolkit.safejson` (else 400)."""
+    """The request body as JSON, within the bounds of :mod:`toolkit.query.safejson` (else 400)."""
     if not raw.strip():
         raise OptionError("the request body is empty; a JSON object is expected")
     return safejson.loads(raw, "the request body")

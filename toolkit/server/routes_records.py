@@ -12,7 +12,7 @@ from typing import Any
 from starlette.routing import Route
 
 from toolkit.errors import OptionError
-from toolkit.filters import parse_int
+from toolkit.query.filters import parse_int
 from toolkit.server.calls import Call, endpoint
 
 

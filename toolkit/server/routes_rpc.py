@@ -8,7 +8,7 @@ from typing import Any
 from starlette.routing import Route
 
 from toolkit.errors import OptionError
-from toolkit.filters import format_time, parse_int
+from toolkit.query.filters import format_time, parse_int
 from toolkit.server.calls import Call, client_of, endpoint
 from toolkit.server.errors import ApiError
 

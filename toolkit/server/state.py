@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import AuthenticationError
-from toolkit.import_tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
-from toolkit.rules import available_rules
+from toolkit.importing.rules import available_rules
+from toolkit.importing.tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
 from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
 from toolkit.server.limits import (
     MAX_BODY_BYTES,
@@ -22,8 +22,8 @@ from toolkit.server.limits import (
     parse_rate,
 )
 from toolkit.site import LocalSite
-from toolkit.site_admin import BAD_CREDENTIALS, NO_CALLER
-from toolkit.site_index import IndexCache
+from toolkit.site.admin import BAD_CREDENTIALS, NO_CALLER
+from toolkit.site.index_cache import IndexCache
 from toolkit.store import Database, now_ms
 
 log = logging.getLogger("toolkit.server")

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import shapely
 
-from toolkit.filters import Page, TimeBound
+from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, json_path, page_sql
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Collection
 
-from toolkit.filters import Page, TimeBound
+from toolkit.query.filters import Page, TimeBound
 from toolkit.store.sql import Where, add_time_bound, page_sql
 
 

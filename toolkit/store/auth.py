@@ -1,7 +1,7 @@
 """What authentication reads and the admin commands write: credentials, duty, API keys.
 
 Only hashes of passwords and API keys are stored (the hashing is the caller's,
-see ``toolkit.credentials``). Every change to a user is audited, with secrets
+see ``toolkit.site.credentials``). Every change to a user is audited, with secrets
 noted as ``replaced``, never their value or hash.
 """
 

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Mapping
 
-from toolkit.filters import Page, TimeBound
+from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import Actor
 from toolkit.store.sql import Where, add_time_bound, page_sql
 

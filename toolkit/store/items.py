@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from toolkit.cql import Node
-from toolkit.filters import Page, TimeBound
+from toolkit.query.cql import Node
+from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ITEM_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, compile_cql, json_path, page_sql
 

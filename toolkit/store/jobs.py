@@ -9,7 +9,7 @@ import sqlite3
 
 import pandas as pd
 
-from toolkit.fieldjson import as_python
+from toolkit.model.fieldjson import as_python
 from toolkit.store.database import Database
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import jellyfish
 
-from toolkit.cql import And, Node, Not, Or, Term
-from toolkit.filters import Page, TimeBound
+from toolkit.query.cql import And, Node, Not, Or, Term
+from toolkit.query.filters import Page, TimeBound
 
 _OPERATOR_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<=", "eq": "="}
 _ORDER_SQL = {"id": "id", "dateCreated": "date_created", "dateModified": "date_modified"}

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from toolkit.fieldjson import as_python, fields_json
-from toolkit.overwrite import OverwritePlan
+from toolkit.importing.overwrite import OverwritePlan
+from toolkit.model.fieldjson import as_python, fields_json
 from toolkit.store.records import USER_KIND, Actor, RecordTable
 from toolkit.store.sql import json_path
 

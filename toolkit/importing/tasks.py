@@ -17,8 +17,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.imports import ImportRequest, ImportRunner
-from toolkit.rules import load_rule
+from toolkit.importing.pipeline import ImportRequest, ImportRunner
+from toolkit.importing.rules import load_rule
 from toolkit.store import Database, SiteStore
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ ImportExecutor = Callable[[ImportTask], None]
 
 def run_import_task(task: ImportTask) -> None:
     """Run the job on a connection of its own; the job records its own failure."""
-    from toolkit.site_index import site_asset_index
+    from toolkit.site.index_cache import site_asset_index
 
     try:
         with Database(task.path) as db:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import SourceError
-from toolkit.imports import ImportRequest
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.progress import Progress, no_progress
 from toolkit.site import LocalSite
 

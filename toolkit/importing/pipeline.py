@@ -22,20 +22,20 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
-from toolkit.fieldjson import as_python, fields_json
-from toolkit.filters import Page
-from toolkit.import_request import (
+from toolkit.importing.linking import link_rows
+from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.request import (
     DATA_ENCODINGS,
     DATA_TYPES,
     ImportRequest,
     materialise_data,
     request_from_spec,
 )
-from toolkit.import_results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
-from toolkit.linking import link_rows
-from toolkit.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
+from toolkit.importing.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
+from toolkit.model.fieldjson import as_python, fields_json
 from toolkit.progress import Progress, no_progress
-from toolkit.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
+from toolkit.query.filters import Page
 from toolkit.sources import read_source
 from toolkit.store import Actor, SiteStore
 from toolkit.store.assets import NewAssets, geometry_columns

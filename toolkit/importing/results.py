@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.filters import format_time
+from toolkit.query.filters import format_time
 from toolkit.safe_output import safe_frame
 
 # How many problems a job's summary (and a push's offline report) lists; counts say the rest.

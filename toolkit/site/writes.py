@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.fieldtypes import convert_value
-from toolkit.filters import format_time, parse_int
-from toolkit.import_tasks import ImportExecutor, ImportTask
-from toolkit.imports import ImportRunner, materialise_data, request_from_spec
-from toolkit.shapes import ITEM_OUTPUT_ONLY_FIELDS, ITEM_OWN_FIELDS
+from toolkit.importing.pipeline import ImportRunner, materialise_data, request_from_spec
+from toolkit.importing.tasks import ImportExecutor, ImportTask
+from toolkit.model.fieldtypes import convert_value
+from toolkit.model.shapes import ITEM_OUTPUT_ONLY_FIELDS, ITEM_OWN_FIELDS
+from toolkit.query.filters import format_time, parse_int
 from toolkit.store import Actor, Database, SiteStore
 from toolkit.store.items import NewItems
 

@@ -30,12 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.errors import OptionError, RemoteError, ToolkitError
-from toolkit.import_results import MAX_ERRORS_IN_RESULT
-from toolkit.imports import ImportRequest
-from toolkit.linking import link_rows
+from toolkit.importing.linking import link_rows
+from toolkit.importing.pipeline import ImportRequest
+from toolkit.importing.results import MAX_ERRORS_IN_RESULT
+from toolkit.importing.rules import apply_rule, load_rule
 from toolkit.matching import AssetIndex
 from toolkit.progress import Progress, no_progress
-from toolkit.rules import apply_rule, load_rule
 from toolkit.sources import read_source
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from toolkit.errors import OptionError, ToolkitError
 from toolkit.progress import Progress, no_progress
-from toolkit.sample_vocab import (
+from toolkit.sample.vocab import (
     ABSENT_STREET_NAMES,
     DAMAGE_LEVELS,
     DAMAGE_WEIGHTS,

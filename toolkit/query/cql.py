@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from toolkit.errors import OptionError
-from toolkit.filters import shown
+from toolkit.query.filters import shown
 
 Op = Literal["eq", "like", "sounds", "is", "text"]
 IS_VALUES = ("active", "inactive", "template")

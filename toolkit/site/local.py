@@ -1,7 +1,7 @@
 """The one interface of the toolkit: the spec's operations, in the spec's JSON shapes.
 
 :class:`LocalSite` implements it in-process over a site file; ``RemoteSite``
-(``toolkit.remote``) implements it over HTTP; the CLI and ``toolkit serve``
+(``toolkit.remote.site``) implements it over HTTP; the CLI and ``toolkit serve``
 call it. Collection methods take the GET parameters as text, exactly as a URL
 carries them, so every face checks them the same way.
 """
@@ -14,26 +14,26 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from toolkit.cql import parse_cql
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.filters import format_time, parse_int, parse_query, parse_time, shown
-from toolkit.import_tasks import ImportExecutor
-from toolkit.import_tasks import inline_executor as inline_import_executor
-from toolkit.imports import ImportRequest, ImportRunner, job_object
-from toolkit.progress import Progress, no_progress
-from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_executor
-from toolkit.shapes import (
+from toolkit.importing.pipeline import ImportRequest, ImportRunner, job_object
+from toolkit.importing.tasks import ImportExecutor
+from toolkit.importing.tasks import inline_executor as inline_import_executor
+from toolkit.model.shapes import (
     asset_from_row,
     audit_from_row,
     envelope,
     event_from_row,
     item_from_row,
 )
-from toolkit.site_admin import SiteAdmin
-from toolkit.site_index import IndexCache
-from toolkit.site_writes import SiteWrites
+from toolkit.model.visibility import EVERYTHING, Visibility, job_events
+from toolkit.progress import Progress, no_progress
+from toolkit.query.cql import parse_cql
+from toolkit.query.filters import format_time, parse_int, parse_query, parse_time, shown
+from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_executor
+from toolkit.site.admin import SiteAdmin
+from toolkit.site.index_cache import IndexCache
+from toolkit.site.writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
-from toolkit.visibility import EVERYTHING, Visibility, job_events
 
 if TYPE_CHECKING:
     from toolkit.matching import AssetIndex
@@ -164,7 +164,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         """The matching index of this site's active assets (cached beside the site file)."""
         if self.index_cache is not None:
             return self.index_cache.get(self.store)
-        from toolkit.site_index import site_asset_index
+        from toolkit.site.index_cache import site_asset_index
 
         return site_asset_index(self.store)
 

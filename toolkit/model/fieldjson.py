@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.jsontext import TEXT, json_literals, text
+from toolkit.model.jsontext import TEXT, json_literals, text
 
 
 def _json_text(column: pd.Series) -> pa.Array:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.errors import OptionError
-from toolkit.filters import INT64_MAX, INT64_MIN
+from toolkit.query.filters import INT64_MAX, INT64_MIN
 
 MAX_JSON_DEPTH = 64
 MAX_NUMBER_CHARS = 100

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError
-from toolkit.filters import FALSE_WORDS, TRUE_WORDS, parse_int, shown
+from toolkit.query.filters import FALSE_WORDS, TRUE_WORDS, parse_int, shown
 
 FieldType = Literal["text", "integer", "decimal", "date", "boolean", "lookup", "list", "media"]
 FIELD_TYPES: tuple[str, ...] = get_args(FieldType)

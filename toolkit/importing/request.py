@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import OptionError
-from toolkit.filters import parse_int
+from toolkit.query.filters import parse_int
 
 DATA_TYPES = ("csv", "zip", "xlsx", "geojson", "gpkg")
 DATA_ENCODINGS = ("plain", "base64")

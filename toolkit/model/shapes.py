@@ -17,7 +17,7 @@ import numpy as np
 import shapely
 
 from toolkit.errors import OptionError
-from toolkit.filters import format_time
+from toolkit.query.filters import format_time
 
 # The item's own fields (spec 2.3), as records show them; register fields come after.
 ITEM_OWN_FIELDS = (

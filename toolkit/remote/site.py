@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit.client import ApiClient, Profile
 from toolkit.errors import NotFoundError, OptionError, RemoteError
+from toolkit.remote.client import ApiClient, Profile
 
 
 def _quoted(value: object) -> str:

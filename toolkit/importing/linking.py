@@ -1,6 +1,6 @@
 """Linking import rows to assets: the rule's ways, tried in order, on whole columns.
 
-An item rule's :class:`~toolkit.rules.AssetLink` names up to four ways: an
+An item rule's :class:`~toolkit.importing.rules.AssetLink` names up to four ways: an
 asset id column, a code column matched on a code field (the spec's
 ``asset_lookup``/``asset_codefield``), the row's own point inside an asset, and
 an address from some columns (``asset_friendly``) with lookup options. Each way
@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import shapely
 
+from toolkit.importing.rules import ImportRule, Prepared
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching.review import apply_decisions
-from toolkit.rules import ImportRule, Prepared
 
 LINK_COLUMNS = ("row", "reference", "query", "asset_id", "mode", "accuracy", "candidates", "err")
 

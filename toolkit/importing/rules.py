@@ -26,14 +26,14 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError, SourceError
-from toolkit.fieldtypes import (
+from toolkit.importing.overwrite import OverwriteRule, check_overwrite_rule
+from toolkit.model.fieldtypes import (
     DEFAULT_MAX_LENGTH,
     IMPORT_FIELD_TYPES,
     FieldType,
     check_field_type,
     convert_column,
 )
-from toolkit.overwrite import OverwriteRule, check_overwrite_rule
 
 ImportType = Literal["item", "asset", "user"]
 IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)

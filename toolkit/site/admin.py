@@ -15,7 +15,14 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toolkit.credentials import (
+from toolkit.errors import (
+    AuthenticationError,
+    NotFoundError,
+    OptionError,
+    PermissionDeniedError,
+)
+from toolkit.query.filters import format_time, parse_int
+from toolkit.site.credentials import (
     API_USER_POSITION,
     api_key_prefix,
     check_auth_body,
@@ -27,13 +34,6 @@ from toolkit.credentials import (
     totp_uri,
     verify_secret,
 )
-from toolkit.errors import (
-    AuthenticationError,
-    NotFoundError,
-    OptionError,
-    PermissionDeniedError,
-)
-from toolkit.filters import format_time, parse_int
 from toolkit.store import Actor, Database, SiteStore
 
 BAD_CREDENTIALS = "invalid credentials"
