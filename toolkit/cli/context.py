@@ -11,7 +11,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from toolkit.site import LocalSite, Site
 
 import click
 
@@ -150,20 +153,26 @@ def is_remote() -> bool:
     return bool(current.url or current.profile)
 
 
-def open_site(*, create: bool = True) -> Any:
+def open_site(*, create: bool = True) -> Site:
     """The site the command works on: the embedded site, or a server with ``--url``."""
+    import getpass
+
+    from toolkit.remote import open_site as open_either
+
     current = settings()
-    if is_remote():
-        from toolkit.remote import RemoteSite
-        from toolkit.remote.client import load_profile
+    return open_either(
+        current.store,
+        current.site,
+        url=current.url,
+        profile=current.profile,
+        remote_site=current.site_given,
+        user_id=getpass.getuser(),
+        create=create,
+        rule_paths=current.rule_paths,
+    )
 
-        return RemoteSite(
-            load_profile(current.profile, base_url=current.url, site=current.site_given)
-        )
-    return open_local_site(create=create)
 
-
-def open_local_site(*, create: bool = True) -> Any:
+def open_local_site(*, create: bool = True) -> LocalSite:
     """The embedded site, whatever ``--url`` says (for what only exists locally)."""
     import getpass
 

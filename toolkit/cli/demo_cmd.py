@@ -8,7 +8,8 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import (
-    open_site,
+    is_remote,
+    open_local_site,
     output_options,
     print_json,
     progress_bar,
@@ -46,9 +47,15 @@ def demo(sample_dir: Path, out_dir: Path) -> None:
       toolkit --store /tmp/demo.sqlite demo --out /tmp/demo-output
       toolkit --json demo --quiet
     """
+    from toolkit.errors import OptionError
     from toolkit.sample.demo import run_demo
 
-    with open_site() as site, progress_bar() as progress:
+    if is_remote():
+        raise OptionError(
+            "demo builds an embedded site from the sample data; the API has no route for it "
+            "(run it without --url)"
+        )
+    with open_local_site() as site, progress_bar() as progress:
         result = run_demo(site, sample_dir, out_dir, progress=progress)
     if settings().json:
         print_json({"event": result.event, "jobs": result.jobs, "outputs": result.outputs})

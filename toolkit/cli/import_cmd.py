@@ -161,13 +161,13 @@ def import_command(
             raise click.UsageError("--links works on the embedded site, not with --url")
         _push(request, assets_file, force, poll_interval)
         return
-    with open_site() as site:
+    with open_local_site() as site:
         if links_file is not None:
             from toolkit.matching.review import read_review
 
             kept = site.store.decisions.remember(read_review(links_file))
             note(f"Remembered {kept} review decisions from {links_file.name}")
-    with open_site() as site, progress_bar() as progress:
+    with open_local_site() as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
     if settings().json:
         print_json(job)

@@ -11,6 +11,7 @@ from toolkit.cli import cli
 from toolkit.cli.context import (
     is_remote,
     note,
+    open_local_site,
     open_site,
     output_options,
     print_json,
@@ -175,7 +176,7 @@ def lookup(
     if assets is not None:
         index = index_from_file(assets, saved=index_dir)
     else:
-        with open_site() as site:
+        with open_local_site() as site:
             index = site.asset_index()
             if decisions is not None:
                 kept = site.store.decisions.remember(decisions)

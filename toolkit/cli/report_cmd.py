@@ -8,7 +8,15 @@ from typing import Any
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import note, open_site, output_options, print_json, print_table, settings
+from toolkit.cli.context import (
+    note,
+    open_local_site,
+    open_site,
+    output_options,
+    print_json,
+    print_table,
+    settings,
+)
 
 FORMATS = ("json", "csv", "html", "xlsx")
 
@@ -119,9 +127,11 @@ def report_run(
     else:
         body["reportInstanceId"] = instance_id
     from toolkit.reports import DetachedProcessExecutor, inline_executor
+    from toolkit.site import LocalSite
 
     with open_site() as site:
-        site.report_executor = inline_executor if wait else DetachedProcessExecutor()
+        if isinstance(site, LocalSite):  # a server runs reports its own way
+            site.report_executor = inline_executor if wait else DetachedProcessExecutor()
         queued = site.report_run(body)
         instance = site.report_status(queued["id"]) if wait else None
     if instance is None:
@@ -201,7 +211,7 @@ def report_work(instance_id: int) -> None:
     Examples:
       toolkit report work 7
     """
-    with open_site(create=False) as site:
+    with open_local_site(create=False) as site:
         instance = site.report_work(instance_id)
     _show(instance)
     if instance["status"] == "FAILED":

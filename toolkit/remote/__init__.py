@@ -1,5 +1,5 @@
 """The remote face: the HTTP client, the site over HTTP, pushing imports, credentials and
-configuration profiles.
+configuration profiles; and :func:`open_site`, which picks a face.
 
 Owns everything that talks to a server of the service's API; ``client`` is the only module
 of the toolkit that sends HTTP. May import ``toolkit.site`` (for the interface),
@@ -9,6 +9,31 @@ of the toolkit that sends HTTP. May import ``toolkit.site`` (for the interface),
 
 from __future__ import annotations
 
-from toolkit.remote.site import RemoteSite
+from collections.abc import Iterable
+from pathlib import Path
 
-__all__ = ["RemoteSite"]
+from toolkit.remote.site import RemoteSite
+from toolkit.site import LocalSite, Site
+
+__all__ = ["RemoteSite", "open_site"]
+
+
+def open_site(
+    store: str | Path,
+    site: str,
+    *,
+    url: str | None = None,
+    profile: str | None = None,
+    remote_site: str | None = None,
+    user_id: str | None = None,
+    create: bool = True,
+    rule_paths: Iterable[str | Path] = (),
+) -> Site:
+    """The site to work on: a server when ``url`` or ``profile`` is given, else the
+    embedded site ``site`` in the file ``store``. Both answer to :class:`~toolkit.site.Site`.
+    """
+    if url or profile:
+        from toolkit.remote.client import load_profile
+
+        return RemoteSite(load_profile(profile, base_url=url, site=remote_site))
+    return LocalSite(store, site, user_id=user_id, create=create, rule_paths=rule_paths)

@@ -8,7 +8,8 @@ so plainly.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError, RemoteError
 from toolkit.remote.client import ApiClient, Profile
@@ -85,13 +86,13 @@ class RemoteSite:
 
     # --- imports ------------------------------------------------------------------------
 
-    def import_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
+    def import_schedule(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Schedule an import job (``mode=schedule``); never blindly repeated."""
         return self.client.post_json(
             "/api/json/import", {**body, "mode": "schedule"}, repeatable=False
         )
 
-    def import_status(self, job_id: int | None = None) -> Any:
+    def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]:
         body: dict[str, Any] = {"mode": "status"}
         if job_id is not None:
             body["id"] = job_id
@@ -99,19 +100,19 @@ class RemoteSite:
 
     # --- events -------------------------------------------------------------------------
 
-    def create_event(self, values: dict[str, Any], message: str | None = None) -> dict[str, Any]:
+    def create_event(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
         raise self._unsupported("create events")
 
     def get_event(self, event_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/event/id/{_quoted(event_id)}", f"event {event_id}")
 
-    def list_events(self, params: dict[str, str]) -> dict[str, Any]:
+    def list_events(self, params: Mapping[str, str]) -> dict[str, Any]:
         return self.client.get_json("/api/json/event", params)
 
     def update_event(
         self,
         event_id: int,
-        changes: dict[str, Any],
+        changes: Mapping[str, Any],
         *,
         replace: bool = False,
         message: str | None = None,
@@ -132,47 +133,54 @@ class RemoteSite:
 
     # --- items --------------------------------------------------------------------------
 
-    def list_items(self, params: dict[str, str]) -> dict[str, Any]:
+    def list_items(self, params: Mapping[str, str]) -> dict[str, Any]:
         return self.client.get_json("/api/json/item", params)
 
     def get_item(self, item_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/item/id/{_quoted(item_id)}", f"item {item_id}")
 
-    def create_item(self, record: dict[str, Any]) -> dict[str, Any]:
-        return self.client.post_json("/api/json/item", record, repeatable=False)
+    # The API records its own audit message for REST writes; ``message`` is the embedded
+    # site's, accepted here so both faces take the same call.
+    def create_item(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
+        return self.client.post_json("/api/json/item", dict(values), repeatable=False)
 
-    def replace_item(self, item_id: int, record: dict[str, Any]) -> dict[str, Any]:
+    def replace_item(
+        self, item_id: int, values: Mapping[str, Any], message: str | None = None
+    ) -> dict[str, Any]:
         return self.client.request(
-            "PUT", f"/api/json/item/id/{_quoted(item_id)}", json=record
+            "PUT", f"/api/json/item/id/{_quoted(item_id)}", json=dict(values)
         ).json()
 
-    def patch_item(self, item_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+    def patch_item(
+        self, item_id: int, changes: Mapping[str, Any], message: str | None = None
+    ) -> dict[str, Any]:
         return self.client.request(
-            "PATCH", f"/api/json/item/id/{_quoted(item_id)}", json=changes
+            "PATCH", f"/api/json/item/id/{_quoted(item_id)}", json=dict(changes)
         ).json()
 
     # --- assets -------------------------------------------------------------------------
 
-    def list_assets(self, params: dict[str, str]) -> dict[str, Any]:
+    def list_assets(self, params: Mapping[str, str]) -> dict[str, Any]:
         return self.client.get_json("/api/json/asset", params)
 
     def get_asset(self, asset_id: int | str) -> dict[str, Any]:
         return self._get_one(f"/api/json/asset/id/{_quoted(asset_id)}", f"asset {asset_id}")
 
-    def asset_types(self) -> Any:
+    def asset_types(self) -> list[dict[str, Any]]:
         return self.client.get_json("/api/json/asset-type")
 
     # --- audit log, media ---------------------------------------------------------------
 
-    def list_audit_logs(self, params: dict[str, str]) -> dict[str, Any]:
+    def list_audit_logs(self, params: Mapping[str, str]) -> dict[str, Any]:
         return self.client.get_json("/api/json/audit-log", params)
 
     def get_audit_log(self, audit_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/audit-log/id/{_quoted(audit_id)}", f"audit log {audit_id}")
 
     def upload_media(
-        self, name: str, content: bytes, content_type: str = "application/octet-stream"
+        self, name: str, content: bytes, content_type: str | None = None
     ) -> dict[str, Any]:
+        content_type = content_type or "application/octet-stream"
         return self.client.request(
             "POST",
             "/api/binary/file",
@@ -181,13 +189,13 @@ class RemoteSite:
             repeatable=False,
         ).json()
 
-    def download_media(self, file_id: int) -> tuple[bytes, str]:
-        response = self.client.request("GET", f"/api/binary/file/id/{_quoted(file_id)}")
+    def download_media(self, media_id: int) -> tuple[bytes, str]:
+        response = self.client.request("GET", f"/api/binary/file/id/{_quoted(media_id)}")
         return response.content, response.headers.get("Content-Type", "")
 
     # --- reports ------------------------------------------------------------------------
 
-    def report_run(self, body: dict[str, Any]) -> dict[str, Any]:
+    def report_run(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return self.client.post_json("/api/json/report", {**body, "mode": "run"}, repeatable=False)
 
     def report_status(self, instance_id: int | str) -> dict[str, Any]:
@@ -199,21 +207,94 @@ class RemoteSite:
             "use `toolkit report list` without --url for the toolkit's own catalogue"
         )
 
-    def report_write(self, instance_id: int | str, fmt: str, out: Any) -> dict[str, Any]:
+    def report_write(self, instance_id: int | str, format: str, out: BinaryIO) -> dict[str, Any]:
         """The contents as the file itself, written to ``out`` (the spec sends them whole)."""
         import base64
         import json
 
-        fetched = self.report_fetch(instance_id, fmt)
+        fetched = self.report_fetch(instance_id, format)
         contents = fetched.pop("contents")
-        if fmt == "json":
+        if format == "json":
             out.write(json.dumps(contents, ensure_ascii=False).encode("utf-8"))
         else:
             out.write(base64.b64decode(contents))
         return fetched
 
-    def report_fetch(self, instance_id: int | str, fmt: str) -> dict[str, Any]:
+    def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]:
         return self.client.post_json(
             "/api/json/report",
-            {"mode": "fetch", "reportInstanceId": int(instance_id), "format": fmt},
+            {"mode": "fetch", "reportInstanceId": int(instance_id), "format": format},
         )
+
+    # --- administration of users: the API has no route for any of it --------------------
+
+    @staticmethod
+    def _embedded_only(operation: str) -> OptionError:
+        return OptionError(
+            f"{operation} is an operation of the embedded site; the API has no route for it "
+            "(run it on the server's site file)"
+        )
+
+    def add_user(
+        self,
+        username: str,
+        *,
+        positions: Iterable[str] = (),
+        approved: bool = False,
+        terms_accepted: bool = False,
+        admin: bool = False,
+        first_name: str | None = None,
+        last_name: str | None = None,
+        email: str | None = None,
+    ) -> dict[str, Any]:
+        raise self._embedded_only("user add")
+
+    def get_user(self, user: int | str) -> dict[str, Any]:
+        raise self._embedded_only("user get")
+
+    def list_users(self) -> list[dict[str, Any]]:
+        raise self._embedded_only("user list")
+
+    def update_user(
+        self,
+        user: int | str,
+        *,
+        positions: Iterable[str] | None = None,
+        approved: bool | None = None,
+        terms_accepted: bool | None = None,
+        status: int | None = None,
+        admin: bool | None = None,
+    ) -> dict[str, Any]:
+        raise self._embedded_only("user update")
+
+    def set_password(self, user: int | str, password: str) -> dict[str, Any]:
+        raise self._embedded_only("user password")
+
+    def register_totp(self, user: int | str) -> dict[str, str]:
+        raise self._embedded_only("user totp")
+
+    def remove_totp(self, user: int | str) -> dict[str, Any]:
+        raise self._embedded_only("user totp removal")
+
+    def issue_api_key(self, user: int | str, label: str | None = None) -> dict[str, Any]:
+        raise self._embedded_only("api-key issue")
+
+    def revoke_api_key(self, key: int | str) -> dict[str, Any]:
+        raise self._embedded_only("api-key revoke")
+
+    def list_api_keys(self, user: int | str | None = None) -> list[dict[str, Any]]:
+        raise self._embedded_only("api-key list")
+
+    def put_on_duty(self, user: int | str, event_id: int, position: str) -> dict[str, Any]:
+        raise self._embedded_only("duty add")
+
+    def take_off_duty(self, user: int | str, event_id: int) -> dict[str, Any]:
+        raise self._embedded_only("duty remove")
+
+
+if TYPE_CHECKING:
+    from toolkit.site import Site
+
+    # mypy checks the remote site against the protocol here.
+    def _conforms(site: RemoteSite) -> Site:
+        return site
