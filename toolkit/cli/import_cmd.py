@@ -19,9 +19,7 @@ from toolkit.cli.context import (
     progress_bar,
     settings,
 )
-
-IMPORT_TYPES = ("item", "asset", "user")
-OVERWRITE_RULES = ("updateOnly", "insertOnly", "updateAndInsert", "deleteAndInsert")
+from toolkit.names import IMPORT_TYPES, OVERWRITE_RULES
 
 
 def _summary_lines(job: dict[str, Any]) -> list[str]:

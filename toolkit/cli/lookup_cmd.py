@@ -17,10 +17,10 @@ from toolkit.cli.context import (
     print_json,
     settings,
 )
+from toolkit.names import LOOKUP_MODES as MODES
+from toolkit.names import LOOKUP_OUTPUTS
 
 REMOTE_BATCH = 1000  # queries per request: well under the 10 MB limit
-
-MODES = ("id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy")
 
 
 @cli.command("lookup")
@@ -63,7 +63,7 @@ MODES = ("id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy")
 @click.option(
     "--output",
     "output",
-    type=click.Choice(["asset", "id"]),
+    type=click.Choice(LOOKUP_OUTPUTS),
     default="asset",
     show_default=True,
     help="The whole asset object or only its id, with --json.",

@@ -13,7 +13,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import open_site, output_options, print_json, print_table, settings
-from toolkit.query.filters import DIRECTIONS, OPERATORS, ORDER_COLUMNS
+from toolkit.names import DIRECTIONS, FULLTEXT_OPERATORS, OPERATORS, ORDER_COLUMNS
 
 
 def paging_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -138,7 +138,7 @@ def event_create(
 @event_group.command("list")
 @click.option("--id", "event_id", type=int)
 @click.option("--fulltext", help="Text in the name or description.")
-@click.option("--fulltext-operator", type=click.Choice(["contains", "startsWith", "equals"]))
+@click.option("--fulltext-operator", type=click.Choice(FULLTEXT_OPERATORS))
 @click.option("--status", type=int)
 @click.option("--active/--inactive", default=None, help="Only active or only inactive events.")
 @click.option("--start-date-after")

@@ -17,8 +17,7 @@ from toolkit.cli.context import (
     print_table,
     settings,
 )
-
-FORMATS = ("json", "csv", "html", "xlsx")
+from toolkit.names import REPORT_FORMATS as FORMATS
 
 
 def _params(pairs: tuple[str, ...]) -> dict[str, str]:

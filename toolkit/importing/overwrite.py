@@ -16,15 +16,12 @@ that matches several existing records, is rejected rather than guessed at.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError
-
-OverwriteRule = Literal["updateOnly", "insertOnly", "updateAndInsert", "deleteAndInsert"]
-OVERWRITE_RULES: tuple[str, ...] = get_args(OverwriteRule)
+from toolkit.names import OVERWRITE_RULES, OverwriteRule
 
 _EMPTY = np.empty(0, dtype=np.int64)
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,9 +34,7 @@ from toolkit.model.fieldtypes import (
     check_field_type,
     convert_column,
 )
-
-ImportType = Literal["item", "asset", "user"]
-IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)
+from toolkit.names import IMPORT_TYPES, ImportType
 
 NULL_MARKER = "[NULL]"
 BUILTIN_PACKAGE = "pipelines"

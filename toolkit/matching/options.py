@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any
 
+from toolkit import names
 from toolkit.errors import OptionError
 from toolkit.query import safejson
 from toolkit.query.filters import FALSE_WORDS, TRUE_WORDS, parse_int, shown
 
-Mode = Literal["id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy"]
-MODES: tuple[str, ...] = get_args(Mode)
-Output = Literal["asset", "id"]
-OUTPUTS: tuple[str, ...] = get_args(Output)
 MAX_RANKS = (1, 2, 3)
 
 _TRUE = frozenset(TRUE_WORDS)
 _FALSE = frozenset(FALSE_WORDS)
+
+
+# The allowed values live in toolkit.names; this package's spelling of them.
+Mode = names.LookupMode
+MODES = names.LOOKUP_MODES
+Output = names.LookupOutput
+OUTPUTS = names.LOOKUP_OUTPUTS
 
 
 @dataclass(frozen=True)

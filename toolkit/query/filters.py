@@ -16,22 +16,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal, get_args
 
+from toolkit import names
 from toolkit.errors import OptionError
+from toolkit.names import DIRECTIONS, OPERATORS, ORDER_COLUMNS, Direction, Operator
 
 # Times are whole milliseconds since the epoch, counted in integers: floats lose the last
 # millisecond of times before 1970 (and of far ones), so a time would not print back as read.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MILLISECOND = timedelta(milliseconds=1)
+Order = names.Order
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-Operator = Literal["gt", "gte", "lt", "lte", "eq"]
-OPERATORS: tuple[str, ...] = get_args(Operator)
-Order = Literal["id", "dateCreated", "dateModified"]
-ORDER_COLUMNS: tuple[str, ...] = get_args(Order)
-Direction = Literal["asc", "desc"]
-DIRECTIONS: tuple[str, ...] = get_args(Direction)
+
 # SQLite stores signed 64-bit integers; a larger id, offset or status cannot name anything.
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -68,7 +65,7 @@ class Page:
     limit: int = DEFAULT_LIMIT
     offset: int = 0
     order: str = "id"
-    direction: Literal["asc", "desc"] = "asc"
+    direction: Direction = "asc"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import shapely
 
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.model.visibility import job_events
+from toolkit.names import IMPORT_TYPES
 from toolkit.reports.catalogue import (
     Catalogue,
     Chart,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 STATUSES = ("active", "inactive", "all")
 JOB_STATUSES = ("NOT_STARTED", "RUNNING", "COMPLETE", "FAILED")
-IMPORT_TYPES = ("item", "asset", "user")
+
 RECORD_TYPES = ("item", "asset", "user", "event")
 AUDIT_ACTIONS = ("create", "update", "retire")
 # Register field types of import rules, as report field types.

@@ -22,10 +22,12 @@ import logging
 import tempfile
 import time
 from collections.abc import Mapping
-from typing import Any, BinaryIO, Literal, get_args
+from typing import Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError, PermissionDeniedError, ToolkitError
 from toolkit.model.visibility import EVERYTHING, Visibility
+from toolkit.names import REPORT_FORMATS as FORMATS
+from toolkit.names import ReportFormat
 from toolkit.query.filters import format_time, parse_int
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
@@ -39,8 +41,9 @@ from toolkit.store import SiteStore
 
 log = logging.getLogger(__name__)
 
-Format = Literal["json", "csv", "html", "xlsx"]
-FORMATS: tuple[str, ...] = get_args(Format)
+Format = ReportFormat
+
+
 MEDIA_TYPES = {
     "json": "application/json",
     "csv": "text/csv; charset=utf-8",

@@ -26,6 +26,7 @@ from toolkit.model.shapes import (
     item_from_row,
 )
 from toolkit.model.visibility import EVERYTHING, Visibility, job_events
+from toolkit.names import FULLTEXT_OPERATORS
 from toolkit.progress import Progress, no_progress
 from toolkit.query.cql import parse_cql
 from toolkit.query.filters import format_time, parse_int, parse_query, parse_time, shown
@@ -72,7 +73,7 @@ EVENT_FILTERS = {
     "isTemplate": "bool",
     "isGlobal": "bool",
 }
-FULLTEXT_OPERATORS = ("contains", "startsWith", "equals")
+
 AUDIT_FILTERS = {"id": "int", "eventId": "int", "itemId": "int", "importJobId": "int"}
 EVENT_UPDATABLE = {
     "name": "name",

@@ -20,7 +20,6 @@ EVENT_COLUMNS = (
     "is_global",
     "region_id",
 )
-FULLTEXT_OPERATORS = ("contains", "startsWith", "equals")
 
 
 class EventStore:

@@ -1,0 +1,30 @@
+"""The library's allowed values, one home each: ``Literal`` types, read with ``get_args``.
+
+Click choices, the server's checks and the OpenAPI document all take their sets from
+here (``tests/test_names.py`` pins that they agree), so a value is added in one place.
+Imports nothing of the toolkit: the command line reads these without loading pandas.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+ImportType = Literal["item", "asset", "user"]
+OverwriteRule = Literal["updateOnly", "insertOnly", "updateAndInsert", "deleteAndInsert"]
+LookupMode = Literal["id", "code", "name", "contains", "soundex", "geo", "auto", "fuzzy"]
+LookupOutput = Literal["asset", "id"]
+Operator = Literal["gt", "gte", "lt", "lte", "eq"]
+Order = Literal["id", "dateCreated", "dateModified"]
+Direction = Literal["asc", "desc"]
+FulltextOperator = Literal["contains", "startsWith", "equals"]
+ReportFormat = Literal["json", "csv", "html", "xlsx"]
+
+IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)
+OVERWRITE_RULES: tuple[str, ...] = get_args(OverwriteRule)
+LOOKUP_MODES: tuple[str, ...] = get_args(LookupMode)
+LOOKUP_OUTPUTS: tuple[str, ...] = get_args(LookupOutput)
+OPERATORS: tuple[str, ...] = get_args(Operator)
+ORDER_COLUMNS: tuple[str, ...] = get_args(Order)
+DIRECTIONS: tuple[str, ...] = get_args(Direction)
+FULLTEXT_OPERATORS: tuple[str, ...] = get_args(FulltextOperator)
+REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
