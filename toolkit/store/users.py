@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from toolkit.importing.overwrite import OverwritePlan
 from toolkit.model.fieldjson import as_python, fields_json
 from toolkit.store.records import USER_KIND, Actor, RecordTable
 from toolkit.store.sql import json_path
+
+if TYPE_CHECKING:  # the plan is the import job's; the store only reads it
+    from toolkit.importing.overwrite import OverwritePlan
 
 # Import field name -> user column; any other field of a user rule goes to ``extra``.
 USER_COLUMNS = {
