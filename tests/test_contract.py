@@ -417,3 +417,33 @@ def test_report_files_agree(faces: Faces) -> None:
     local, remote = _both(faces, written)
     assert local == remote
     assert local[0]  # the CSV's heading row
+
+
+def test_a_long_lookup_list_is_one_call_on_both_faces(faces: Faces) -> None:
+    """More queries than one request carries: the remote site batches them, and queries
+    without a code keep their place in the whole list (not restarting at 1 per batch)."""
+    queries = [{"str": "55 SMITH ROAD BUNINYONG"} for _ in range(1001)] + [
+        {"code": "last", "str": "815320"}
+    ]
+    local, remote = _both(faces, lambda s: s.asset_lookup(queries, {"mode": "auto"}, "id"))
+    assert local == remote
+    assert len(local) == 1002 and local["1001"]["reference"] == 1001
+
+
+def test_lookup_of_a_long_file_over_the_api_keeps_every_query(faces: Faces, tmp_path: Path) -> None:
+    """More rows than one request carries: the remote site batches (the command no longer
+    does), and every query comes back, keyed as the embedded site keys it."""
+    queries = tmp_path / "queries.csv"
+    queries.write_text("Address\n" + "55 SMITH ROAD BUNINYONG\n" * 1001)
+    command = ["--json", "lookup", "--file", str(queries), "--column", "Address"]
+    profile = faces.remote.profile
+    env = {"TOOLKIT_API_KEY": profile.credentials.api_key or ""}
+    remote = CliRunner(env=env).invoke(
+        cli, ["--url", profile.base_url, "--site", "contract", *command]
+    )
+    local = CliRunner().invoke(
+        cli, ["--store", str(faces.local.db.path), "--site", "contract", *command]
+    )
+    assert remote.exit_code == local.exit_code == 0, (remote.stderr, local.stderr)
+    remote_keys, local_keys = (list(json.loads(r.stdout)) for r in (remote, local))
+    assert len(remote_keys) == 1001 and remote_keys == local_keys

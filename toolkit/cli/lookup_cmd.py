@@ -20,8 +20,6 @@ from toolkit.cli.context import (
 from toolkit.names import LOOKUP_MODES as MODES
 from toolkit.names import LOOKUP_OUTPUTS
 
-REMOTE_BATCH = 1000  # queries per request: well under the 10 MB limit
-
 
 @cli.command("lookup")
 @click.argument("queries", nargs=-1)
@@ -233,12 +231,8 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
     else:
         # Without codes the server keys the answers by a 1-based count, as the spec says.
         queries = [{"str": str(text)} for text in texts]
-    document: dict[str, Any] = {}
     with open_site() as site:
-        for start in range(0, len(queries), REMOTE_BATCH):
-            document.update(
-                site.asset_lookup(queries[start : start + REMOTE_BATCH], options, output)
-            )
+        document = site.asset_lookup(queries, options, output)  # batched by the remote site
     entries = list(document.values())
     matched = sum(1 for e in entries if e["asset"])
     ambiguous = sum(1 for e in entries if not e["asset"] and "tied" in str(e.get("err") or ""))

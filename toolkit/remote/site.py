@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from toolkit.errors import NotFoundError, OptionError, RemoteError
 from toolkit.remote.client import ApiClient, Profile
 
+LOOKUP_BATCH = 1000  # queries per request: well under the server's 10 MB body limit
+
 
 def _quoted(value: object) -> str:
     from urllib.parse import quote
@@ -79,10 +81,22 @@ class RemoteSite:
                 },
             }
             return self.client.get_json("/api/json/asset-lookup", params)
-        body = {"options": options, "query": queries}
-        return self.client.request(
-            "POST", "/api/json/asset-lookup", json=body, params={"output": output}
-        ).json()
+        if len(queries) > LOOKUP_BATCH:
+            # The server numbers queries without a code from 1 in each request; number them
+            # across the whole list so the batches' answers do not overwrite each other.
+            queries = [
+                q if q.get("code") is not None else {**q, "code": number}
+                for number, q in enumerate(queries, start=1)
+            ]
+        result: dict[str, Any] = {}
+        for start in range(0, max(len(queries), 1), LOOKUP_BATCH):
+            body = {"options": options, "query": queries[start : start + LOOKUP_BATCH]}
+            result.update(
+                self.client.request(
+                    "POST", "/api/json/asset-lookup", json=body, params={"output": output}
+                ).json()
+            )
+        return result
 
     # --- imports ------------------------------------------------------------------------
 
