@@ -20,9 +20,23 @@ import shapely
 
 from toolkit.importing.rules import ImportRule, Prepared
 from toolkit.matching import AssetIndex, resolve
+from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.matching.review import apply_decisions
 
-LINK_COLUMNS = ("row", "reference", "query", "asset_id", "mode", "accuracy", "candidates", "err")
+LINK_COLUMNS = (
+    "row",
+    "reference",
+    "query",
+    "asset_id",
+    "mode",
+    "accuracy",
+    "candidates",
+    "err",
+    # Where fuzzy matching scored the row: its best candidate's match probability, and that
+    # candidate's evidence in bits per address component as a JSON object.
+    "probability",
+    "evidence",
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,8 @@ def link_rows(
     accuracy = np.full(n, np.nan)
     candidates = np.zeros(n, dtype=np.int64)
     reasons = np.full(n, None, dtype=object)
+    probability = np.full(n, np.nan)
+    evidence = np.full(n, None, dtype=object)
     if link is None or n == 0:
         return _result(
             frame,
@@ -86,6 +102,8 @@ def link_rows(
             query,
             accuracy,
             candidates,
+            probability,
+            evidence,
         )
     options: dict[str, Any] = {"useExternalLookups": False, **link.options}
     asset_class = options.get("assetClass")
@@ -112,6 +130,13 @@ def link_rows(
         query[rows] = result["query"].to_numpy(dtype=object)
         accuracy[rows] = pd.to_numeric(result["accuracy"], errors="coerce").to_numpy()
         candidates[rows] = result["candidates"].fillna(0).to_numpy(dtype=np.int64)
+        scored = result["probability"].notna().to_numpy()
+        if scored.any():
+            probability[rows[scored]] = result["probability"].to_numpy()[scored]
+            bits = result.loc[scored, [f"evidence_{c}" for c in COMPONENTS]].round(3)
+            bits.columns = list(COMPONENTS)
+            # One JSON object per row, written by pandas on the whole frame at once.
+            evidence[rows[scored]] = bits.to_json(orient="records", lines=True).splitlines()
         missed = rows[~found]
         if missed.size:
             way = str(way_options.get("mode"))
@@ -157,6 +182,8 @@ def link_rows(
         query,
         accuracy,
         candidates,
+        probability,
+        evidence,
     )
 
 
@@ -171,6 +198,8 @@ def _result(
     query: np.ndarray,
     accuracy: np.ndarray,
     candidates: np.ndarray,
+    probability: np.ndarray,
+    evidence: np.ndarray,
 ) -> LinkResult:
     ids = pd.Series(pd.arrays.IntegerArray(asset_ids, ~linked), index=frame.index)
     why = pd.Series(reasons, index=frame.index, dtype="string")
@@ -189,6 +218,8 @@ def _result(
             "accuracy": accuracy,
             "candidates": candidates,
             "err": why.to_numpy(),
+            "probability": probability,
+            "evidence": pd.array(evidence, dtype="string"),
         }
     )
     return LinkResult(asset_ids=ids, reasons=why, links=links)

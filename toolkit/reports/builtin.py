@@ -13,11 +13,13 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 import shapely
 
 from toolkit.errors import NotFoundError, OptionError
+from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.model.visibility import job_events
 from toolkit.names import IMPORT_TYPES
 from toolkit.reports.catalogue import (
@@ -29,6 +31,7 @@ from toolkit.reports.catalogue import (
     MetaEntry,
     Param,
     ReportDefinition,
+    band_counts,
 )
 
 if TYPE_CHECKING:
@@ -291,7 +294,77 @@ MATCHING_FIELDS = (
     Field("accuracy", "Accuracy", "number"),
     Field("candidates", "Candidates", "integer"),
     Field("error", "Error", "text"),
+    # Fuzzy matching's view of the row's best candidate (linked or not): its match
+    # probability, and the evidence in bits each address component gave it.
+    Field("probability", "Match probability", "number"),
+    *(Field(f"evidence{c.title()}", f"Evidence: {c} (bits)", "number") for c in COMPONENTS),
 )
+EVIDENCE_RENAMES = {f"evidence_{c}": f"evidence{c.title()}" for c in COMPONENTS}
+# How many rows the metadata explains component by component, spread over the probabilities.
+EVIDENCE_SAMPLE = 5
+QUANTILES = {
+    "min": 0.0,
+    "p10": 0.1,
+    "p25": 0.25,
+    "median": 0.5,
+    "p75": 0.75,
+    "p90": 0.9,
+    "max": 1.0,
+}
+
+
+def _probability_meta(snapshot: Snapshot) -> list[MetaEntry]:
+    """The distribution of fuzzy match probabilities (per tenth and quantiles) and, for a
+    sample of rows from the least to the most probable, each component's evidence."""
+    p = np.asarray(snapshot.column("probability").to_numpy(), dtype=float)
+    scored = np.flatnonzero(~np.isnan(p))
+    bands = band_counts(p[scored])
+    quantiles = (
+        {k: round(float(np.quantile(p[scored], q)), 4) for k, q in QUANTILES.items()}
+        if len(scored)
+        else {}
+    )
+    order = scored[np.argsort(p[scored], kind="stable")]
+    spread = np.linspace(0, max(len(order) - 1, 0), min(EVIDENCE_SAMPLE, len(order)))
+    picked = order[np.unique(spread.astype(np.int64))]
+    rows = snapshot.column("row").take(picked).to_pylist()
+    bits = {
+        c: np.asarray(snapshot.column(f"evidence{c.title()}").take(picked).to_numpy(), dtype=float)
+        for c in COMPONENTS
+    }
+    sample = []
+    for i, row in enumerate(rows):
+        evidence = {c: (None if np.isnan(b[i]) else float(b[i])) for c, b in bits.items()}
+        total = round(sum(v for v in evidence.values() if v is not None), 3)
+        sample.append(
+            {"row": row, "probability": float(p[picked[i]]), "bits": total, "evidence": evidence}
+        )
+    return [
+        MetaEntry(
+            "probabilityBands",
+            "Rows per match probability (fuzzy)",
+            bands,
+            ", ".join(f"{band} {count:,}" for band, count in bands.items() if count) or "none",
+        ),
+        MetaEntry(
+            "probabilityQuantiles",
+            "Match probability quantiles",
+            quantiles,
+            ", ".join(f"{k} {v:.3f}" for k, v in quantiles.items()) or "n/a",
+        ),
+        MetaEntry(
+            "evidenceSample",
+            "Evidence of sampled rows (bits per component)",
+            sample,
+            "; ".join(
+                f"row {s['row']}: p {s['probability']:.3f} = "
+                + " + ".join(f"{c} {v:g}" for c, v in s["evidence"].items() if v)
+                + f" = {s['bits']:g} bits"
+                for s in sample
+            )
+            or "none",
+        ),
+    ]
 
 
 def _job_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
@@ -312,8 +385,13 @@ def _matching_quality(
             f"parameter jobId {job_id}: job {job_id} imported {job['import_type']}s; "
             "only item imports link rows to assets"
         )
-    chunks = store.reports.link_rows(job_id)
-    renames = {"asset_id": "assetId", "asset_name": "assetName", "err": "error"}
+    chunks = store.reports.link_rows(job_id, COMPONENTS)
+    renames = {
+        "asset_id": "assetId",
+        "asset_name": "assetName",
+        "err": "error",
+        **EVIDENCE_RENAMES,
+    }
 
     def meta(snapshot: Snapshot) -> list[MetaEntry]:
         rows = snapshot.row_count
@@ -339,6 +417,7 @@ def _matching_quality(
                 by_mode,
                 ", ".join(f"{mode} {count:,}" for mode, count in sorted(by_mode.items())) or "none",
             ),
+            *_probability_meta(snapshot),
         ]
 
     return Gathered(MATCHING_FIELDS, _keyed(chunks, renames), meta)
@@ -467,6 +546,7 @@ CATALOGUE = Catalogue(
             _matching_quality,
             Chart("bars", "Rows per matching mode", "mode"),
             _job_scope,
+            (Chart("bands", "Rows per match probability (fuzzy)", "probability"),),
         ),
         ReportDefinition(
             5,

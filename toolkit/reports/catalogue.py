@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+import numpy as np
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError
@@ -93,12 +94,21 @@ class Param:
 
 @dataclass(frozen=True)
 class Chart:
-    """The chart an HTML page draws: ``bars`` of counts per value of ``key``, or a
-    ``map`` of the points in the ``longitude``/``latitude`` fields."""
+    """The chart an HTML page draws: ``bars`` of counts per value of ``key``, ``bands`` of
+    counts per tenth of a 0-1 number ``key`` (a distribution, every band drawn in order), or
+    a ``map`` of the points in the ``longitude``/``latitude`` fields."""
 
-    kind: Literal["bars", "map"]
+    kind: Literal["bars", "bands", "map"]
     title: str
     key: str | None = None
+
+
+def band_counts(values: np.ndarray) -> dict[str, int]:
+    """How many of ``values`` (0-1, no NaN) fall in each tenth, "0.0-0.1" .. "0.9-1.0"
+    (1 counts in the last band)."""
+    band = np.clip(np.floor(values * 10).astype(np.int64), 0, 9)
+    counts = np.bincount(band, minlength=10)
+    return {f"{i / 10:.1f}-{(i + 1) / 10:.1f}": int(counts[i]) for i in range(10)}
 
 
 @dataclass
@@ -156,6 +166,8 @@ class ReportDefinition:
     gather: Gather
     chart: Chart | None = None
     scope: Scope = no_scope
+    # Further charts the HTML page draws after the first (the catalogue lists only that).
+    more_charts: tuple[Chart, ...] = ()
 
     def parse_params(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
         """Typed parameters with defaults filled; unknown, missing or bad ones are errors."""

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from toolkit.reports.catalogue import band_counts
 from toolkit.reports.csv_file import iso_text
 from toolkit.reports.snapshot import Snapshot
 
@@ -67,7 +68,21 @@ def _bars(snapshot: Snapshot, key: str, title: str) -> str:
     pairs = [("(empty)" if c["values"] is None else str(c["values"]), c["counts"]) for c in shown]
     if others:
         pairs.append(("other values", others))
-    top = max(count for _, count in pairs)
+    return _draw_bars(pairs, title)
+
+
+def _bands(snapshot: Snapshot, key: str, title: str) -> str:
+    """Counts per tenth of a 0-1 number, every band in order (a distribution)."""
+    values = np.asarray(snapshot.column(key).to_numpy(), dtype=float)
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return ""
+    counts = band_counts(values)
+    return _draw_bars(list(counts.items()), title)
+
+
+def _draw_bars(pairs: list[tuple[str, int]], title: str) -> str:
+    top = max(max(count for _, count in pairs), 1)
     row_height, label_width, bar_width = 24, 170, 380
     height = row_height * len(pairs) + 10
     parts = []
@@ -125,6 +140,8 @@ def _chart(snapshot: Snapshot, chart: Mapping[str, Any] | None) -> str:
         return ""
     if chart["kind"] == "map":
         return _map(snapshot, chart["title"])
+    if chart["kind"] == "bands":
+        return _bands(snapshot, chart["key"], chart["title"])
     return _bars(snapshot, chart["key"], chart["title"])
 
 
@@ -186,6 +203,7 @@ def write_html(
         f"<h2>Filters</h2>{_facts(header['filter'])}"
         f"<h2>Data quality</h2>{_facts(header['meta'])}"
         f"{_chart(snapshot, header.get('chart'))}"
+        f"{''.join(_chart(snapshot, chart) for chart in header.get('charts', []))}"
         f"<h2>Rows</h2>{note}{_table(snapshot, list(header['spec']), max_rows)}"
         "</body></html>"
     )

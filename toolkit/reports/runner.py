@@ -249,6 +249,9 @@ class ReportRunner:
             "chart": None
             if chart is None
             else {"kind": chart.kind, "title": chart.title, "key": chart.key},
+            "charts": [
+                {"kind": c.kind, "title": c.title, "key": c.key} for c in definition.more_charts
+            ],
             # Not part of the contents: who may read them (see _readable).
             "visibility": None if drawn is None else [int(e) for e in drawn],
         }

@@ -118,16 +118,23 @@ class JobStore:
         "accuracy",
         "candidates",
         "err",
+        "probability",
+        "evidence",
     )
 
     def record_links(self, job_id: int, links: pd.DataFrame) -> None:
-        """Keep how each row was linked to an asset (columns :attr:`LINK_COLUMNS`)."""
-        columns = [as_python(links[c]) for c in self.LINK_COLUMNS]
+        """Keep how each row was linked to an asset (columns :attr:`LINK_COLUMNS`;
+        ``probability`` and ``evidence`` may be absent: no fuzzy matching was done)."""
+        columns = [
+            as_python(links[c]) if c in links.columns else [None] * len(links)
+            for c in self.LINK_COLUMNS
+        ]
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM import_link WHERE job_id = ?", (job_id,))
             conn.executemany(
                 "INSERT INTO import_link (job_id, row, reference, query, asset_id, mode, "
-                "accuracy, candidates, err) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "accuracy, candidates, err, probability, evidence) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 zip([job_id] * len(links), *columns, strict=True),
             )
 
@@ -135,7 +142,8 @@ class JobStore:
         """How the rows of a job were linked, in row order."""
         return pd.read_sql_query(
             "SELECT l.row, l.reference, l.query, l.asset_id, l.mode, l.accuracy, l.candidates, "
-            "l.err FROM import_link l JOIN import_job j ON j.id = l.job_id "
+            "l.err, l.probability, l.evidence FROM import_link l "
+            "JOIN import_job j ON j.id = l.job_id "
             "WHERE l.job_id = ? AND j.site_id = ? ORDER BY l.row",
             self.db.connection,
             params=(job_id, self.site_id),

@@ -265,11 +265,18 @@ class ReportStore:
         )
         return self._chunks(sql, where.params)
 
-    def link_rows(self, job_id: int) -> Iterator[pd.DataFrame]:
-        """How each row of an import job was linked to an asset, in row order."""
+    def link_rows(self, job_id: int, evidence_keys: Sequence[str] = ()) -> Iterator[pd.DataFrame]:
+        """How each row of an import job was linked to an asset, in row order; with the
+        match probability, and one ``evidence_<key>`` column per key of the evidence."""
+        for key in evidence_keys:
+            if not key.isidentifier():  # names are formatted into the SQL
+                raise ValueError(f"evidence key {key!r} is not a plain name")
+        evidence = "".join(
+            f", json_extract(l.evidence, '$.{key}') AS evidence_{key}" for key in evidence_keys
+        )
         sql = (
             "SELECT l.row, l.reference, l.query, l.asset_id, a.name AS asset_name, l.mode, "
-            "l.accuracy, l.candidates, l.err FROM import_link l "
+            f"l.accuracy, l.candidates, l.err, l.probability{evidence} FROM import_link l "
             "JOIN import_job j ON j.id = l.job_id "
             "LEFT JOIN asset a ON a.id = l.asset_id AND a.site_id = j.site_id "
             "WHERE l.job_id = ? AND j.site_id = ? ORDER BY l.row"

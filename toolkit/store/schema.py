@@ -292,6 +292,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (site_id, query)
     ) WITHOUT ROWID;
     """,
+    # 4: how sure a fuzzy link was: the best candidate's match probability (0-1) and its
+    # evidence in bits per address component (JSON object), for the matching-quality report.
+    """
+    ALTER TABLE import_link ADD COLUMN probability REAL;
+    ALTER TABLE import_link ADD COLUMN evidence TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
