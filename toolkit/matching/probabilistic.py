@@ -182,7 +182,10 @@ class Parsed:
             joined(alpha | (parts.is_type & is_alpha_word)),
             parsed["street_type"],
         )
-        return cls(**parsed, key_rows=key_rows, keys=keys)
+        # Sorted by key once here, so an asset side (cached with its index) is never
+        # sorted again per batch of queries.
+        order = np.argsort(keys, kind="stable")
+        return cls(**parsed, key_rows=key_rows[order], keys=keys[order])
 
     def __len__(self) -> int:
         return len(self.number)
@@ -296,8 +299,9 @@ def candidate_pairs(
     if allowed is not None:
         keep = allowed[a_rows]
         a_rows, a_keys = a_rows[keep], a_keys[keep]
-    order = np.argsort(a_keys, kind="stable")
-    a_rows, a_keys = a_rows[order], a_keys[order]
+    if len(a_keys) > 1 and not bool(np.all(a_keys[:-1] <= a_keys[1:])):
+        order = np.argsort(a_keys, kind="stable")
+        a_rows, a_keys = a_rows[order], a_keys[order]
     q_rows, q_keys = queries.key_rows, queries.keys
     if rows is not None:
         wanted = np.zeros(len(queries), dtype=bool)
@@ -400,10 +404,11 @@ def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Co
     tail = np.select([k == 1, k == 2], [queries.tail[1][q], queries.tail[2][q]], queries.tail[3][q])
     j = np.clip(assets.locality_words[a], 1, 3)
     last = np.select([j == 1, j == 2], [queries.last[1][q], queries.last[2][q]], queries.last[3][q])
+    head_street = _jw(head, a_street)  # two readings share it
     readings = [
         (_jw(queries.street[q], a_street), _jw(queries.locality[q], a_locality)),
-        (_jw(head, a_street), _jw(tail, a_locality)),
-        (_jw(head, a_street), _jw(last, a_locality)),
+        (head_street, _jw(tail, a_locality)),
+        (head_street, _jw(last, a_locality)),
         (np.full(len(q), np.nan), _jw(queries.alpha[q], a_locality)),
         (_jw(queries.alpha[q], a_street), np.full(len(q), np.nan)),
     ]
