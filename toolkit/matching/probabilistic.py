@@ -340,9 +340,10 @@ def _jw(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Jaro–Winkler similarity pair by pair; NaN where either side is empty."""
     if not len(left):
         return np.zeros(0)
-    sim = process.cpdist(
-        list(left), list(right), scorer=JaroWinkler.normalized_similarity, workers=-1
-    ).astype(np.float64)
+    # The object arrays go in as they are: copying them to lists first cost as much again.
+    sim = process.cpdist(left, right, scorer=JaroWinkler.normalized_similarity, workers=-1).astype(
+        np.float64
+    )
     empty = (left == "") | (right == "")
     sim[empty] = np.nan
     return sim
@@ -361,7 +362,7 @@ def _code_level(left: np.ndarray, right: np.ndarray, near: bool) -> np.ndarray:
     """Equal (0), one edit apart (1, when ``near``), different; MISSING where absent."""
     level = np.full(len(left), 2 if near else 1, dtype=np.int8)
     if near and len(left):
-        distance = process.cpdist(list(left), list(right), scorer=OSA.distance, workers=-1)
+        distance = process.cpdist(left, right, scorer=OSA.distance, workers=-1)
         level[distance <= 1] = 1
     level[left == right] = 0
     level[(left == "") | (right == "")] = MISSING
