@@ -14,17 +14,19 @@ from typing import Any
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import note, open_site, output_options, print_json, print_table, settings
+from toolkit.cli.context import note, open_site, output_options
+from toolkit.cli.render import Columns, render
 
 PASSWORD_ENV = "TOOLKIT_PASSWORD"
 
 
 def _show_user(user: dict[str, Any]) -> None:
-    if settings().json:
-        print_json(user)
-        return
+    render(user, lines=_user_line)
+
+
+def _user_line(user: dict[str, Any]) -> str:
     duty = ", ".join(f"{d['eventId']}:{d['position']}" for d in user.get("duty", [])) or "-"
-    click.echo(
+    return (
         f"{user['username']} (id {user['id']}): positions {', '.join(user['positions']) or '-'}; "
         f"approved {'yes' if user['approved'] else 'no'}; terms "
         f"{'accepted' if user['termsAccepted'] else 'not accepted'}; password "
@@ -154,8 +156,7 @@ def user_password(username: str) -> None:
     with open_site() as site:
         user = site.set_password(username, password)
     note(f"password of {user['username']} set")
-    if settings().json:
-        print_json(user)
+    render(user)  # the note above is the human answer; JSON readers get the account
 
 
 @user_group.command("totp")
@@ -177,11 +178,13 @@ def user_totp(username: str, remove: bool) -> None:
             _show_user(site.remove_totp(username))
             return
         device = site.register_totp(username)
-    if settings().json:
-        print_json(device)
-        return
-    click.echo(f"TOTP secret of {device['username']} (shown once): {device['secret']}")
-    click.echo(f"otpauth URI: {device['uri']}")
+    render(
+        device,
+        lines=lambda d: [
+            f"TOTP secret of {d['username']} (shown once): {d['secret']}",
+            f"otpauth URI: {d['uri']}",
+        ],
+    )
 
 
 @user_group.command("list")
@@ -195,12 +198,13 @@ def user_list() -> None:
     """
     with open_site() as site:
         users = site.list_users()
-    if settings().json:
-        print_json(users)
-        return
-    rows = [{**u, "positions": ", ".join(u["positions"]), "approved": u["approved"]} for u in users]
     columns = ["id", "username", "positions", "approved", "termsAccepted", "hasPassword"]
-    print_table(rows, [*columns, "hasTotp", "status"], title="users")
+    table = Columns(
+        [*columns, "hasTotp", "status"],
+        title="users",
+        rows=lambda us: [{**u, "positions": ", ".join(u["positions"])} for u in us],
+    )
+    render(users, table=table)
 
 
 @cli.group("api-key")
@@ -228,11 +232,13 @@ def api_key_issue(username: str, label: str | None) -> None:
     """
     with open_site() as site:
         key = site.issue_api_key(username, label)
-    if settings().json:
-        print_json(key)
-        return
-    note(f"API key {key['id']} (prefix {key['prefix']}) for {key['username']}; shown once:")
-    click.echo(key["key"])
+    render(
+        key,
+        notes=lambda k: (
+            f"API key {k['id']} (prefix {k['prefix']}) for {k['username']}; shown once:"
+        ),
+        lines=lambda k: k["key"],
+    )
 
 
 @api_key_group.command("revoke")
@@ -247,10 +253,7 @@ def api_key_revoke(key: str) -> None:
     """
     with open_site() as site:
         revoked = site.revoke_api_key(key)
-    if settings().json:
-        print_json(revoked)
-        return
-    note(f"API key {revoked['id']} (prefix {revoked['prefix']}) revoked")
+    render(revoked, notes=lambda k: f"API key {k['id']} (prefix {k['prefix']}) revoked")
 
 
 @api_key_group.command("list")
@@ -265,10 +268,12 @@ def api_key_list(username: str | None) -> None:
     """
     with open_site() as site:
         keys = site.list_api_keys(username)
-    if settings().json:
-        print_json(keys)
-        return
-    print_table(keys, ["id", "username", "prefix", "label", "revoked", "dateCreated"], title="keys")
+    render(
+        keys,
+        table=Columns(
+            ["id", "username", "prefix", "label", "revoked", "dateCreated"], title="keys"
+        ),
+    )
 
 
 @cli.group("duty")
