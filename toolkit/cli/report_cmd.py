@@ -14,9 +14,8 @@ from toolkit.cli.context import (
     open_site,
     output_options,
     print_json,
-    print_table,
-    settings,
 )
+from toolkit.cli.render import Columns, render
 from toolkit.names import REPORT_FORMATS as FORMATS
 
 
@@ -47,10 +46,7 @@ def _instance_lines(instance: dict[str, Any]) -> list[str]:
 
 
 def _show(instance: dict[str, Any]) -> None:
-    if settings().json:
-        print_json(instance)
-    else:
-        click.echo("\n".join(_instance_lines(instance)))
+    render(instance, lines=_instance_lines)
 
 
 @cli.group("report")
@@ -77,9 +73,11 @@ def report_list() -> None:
     """
     with open_site() as site:
         reports = site.report_list()
-    if settings().json:
-        print_json(reports)
-        return
+    render(reports, table=Columns(["id", "name", "params", "description"], "Reports", _report_rows))
+
+
+def _report_rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row a report, its parameters in one cell (* = required)."""
     rows = []
     for report in reports:
         params = []
@@ -88,7 +86,7 @@ def report_list() -> None:
             default = f"={p['default']}" if p["default"] is not None else ""
             params.append(f"{p['key']}{'*' if p['required'] else ''} ({kind}{default})")
         rows.append({**report, "params": ", ".join(params) or "none"})
-    print_table(rows, ["id", "name", "params", "description"], title="Reports")
+    return rows
 
 
 @report_group.command("run")
@@ -134,10 +132,7 @@ def report_run(
         queued = site.report_run(body)
         instance = site.report_status(queued["id"]) if wait else None
     if instance is None:
-        if settings().json:
-            print_json(queued)
-        else:
-            click.echo(f"Report instance {queued['id']}: {queued['result']}")
+        render(queued, lines=lambda q: f"Report instance {q['id']}: {q['result']}")
         note(f"Follow it with: toolkit report status {queued['id']}")
         return
     _show(instance)
@@ -195,8 +190,7 @@ def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
             partial.replace(output)
         finally:
             partial.unlink(missing_ok=True)
-    if settings().json:
-        print_json({**instance, "format": format_, "file": str(output)})
+    render({**instance, "format": format_, "file": str(output)})  # the note is the human answer
     note(f"Wrote {output} ({output.stat().st_size:,} bytes, {instance['rowCount']} rows)")
 
 
