@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import open_site, output_options, print_json, print_table, settings
+from toolkit.cli.context import open_site, output_options
+from toolkit.cli.render import Columns, render
 from toolkit.names import DIRECTIONS, FULLTEXT_OPERATORS, OPERATORS, ORDER_COLUMNS
 
 
@@ -64,20 +65,18 @@ def _params(**values: Any) -> dict[str, str]:
 
 
 def _show_collection(result: dict[str, Any], columns: list[str], title: str) -> None:
-    if settings().json:
-        print_json(result)
-        return
-    models = list(result["models"].values())
-    print_table(models, columns, title=f"{title}: {result['count']} of {result['total']}")
+    title = f"{title}: {result['count']} of {result['total']}"
+    render(result, table=Columns(columns, title, lambda r: list(r["models"].values())))
 
 
 def _show_record(record: dict[str, Any]) -> None:
-    if settings().json:
-        print_json(record)
-        return
+    render(record, lines=_record_lines)
+
+
+def _record_lines(record: dict[str, Any]) -> list[str]:
+    """One ``key  value`` line a field, keys aligned."""
     width = max((len(k) for k in record), default=0)
-    for key, value in record.items():
-        click.echo(f"{key.ljust(width)}  {value}")
+    return [f"{key.ljust(width)}  {value}" for key, value in record.items()]
 
 
 # --- events ------------------------------------------------------------------------------
@@ -266,14 +265,12 @@ def register_list() -> None:
     """
     with open_site() as site:
         registers = site.list_registers()
-    if settings().json:
-        print_json(registers)
-        return
-    print_table(
-        [{**r, "fields": ", ".join(f["name"] for f in r["fields"])} for r in registers],
+    table = Columns(
         ["id", "name", "itemCount", "fields"],
-        title="Registers",
+        "Registers",
+        lambda rs: [{**r, "fields": ", ".join(f["name"] for f in r["fields"])} for r in rs],
     )
+    render(registers, table=table)
 
 
 @cli.group("item")
@@ -436,10 +433,7 @@ def asset_types() -> None:
     """
     with open_site() as site:
         types = site.asset_types()
-    if settings().json:
-        print_json(types)
-    else:
-        print_table(types, ["name", "friendly"], title="Asset types")
+    render(types, table=Columns(["name", "friendly"], "Asset types"))
 
 
 # --- audit log ---------------------------------------------------------------------------
