@@ -14,11 +14,11 @@ from toolkit.cli.context import (
     open_local_site,
     open_site,
     output_options,
-    print_json,
     print_table,
     progress_bar,
     settings,
 )
+from toolkit.cli.render import Columns, render
 from toolkit.names import IMPORT_TYPES, OVERWRITE_RULES
 
 
@@ -167,10 +167,7 @@ def import_command(
             note(f"Remembered {kept} review decisions from {links_file.name}")
     with open_local_site() as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
-    if settings().json:
-        print_json(job)
-    else:
-        click.echo("\n".join(_summary_lines(job)))
+    render(job, lines=_summary_lines)
     if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(
         "rejected"
     ):
@@ -192,36 +189,25 @@ def import_status(job_id: int | None) -> None:
     """
     with open_site() as site:
         result = site.import_status(job_id)
-    if settings().json:
-        print_json(result)
-    elif isinstance(result, list):
-        rows = [
-            {
-                "id": job["id"],
-                "status": job["status"],
-                "rule": job["importRule"],
-                "created": job["dateCreated"],
-                **((job.get("summary") or {}).get("counts") or {}),
-            }
-            for job in result
-        ]
-        print_table(
-            rows,
-            [
-                "id",
-                "status",
-                "rule",
-                "created",
-                "inserted",
-                "updated",
-                "skipped",
-                "retired",
-                "rejected",
-            ],
-            title="Import jobs",
-        )
-    else:
-        click.echo("\n".join(_summary_lines(result)))
+    if not isinstance(result, list):
+        render(result, lines=_summary_lines)
+        return
+    columns = ["id", "status", "rule", "created", "inserted", "updated", "skipped", "retired"]
+    render(result, table=Columns([*columns, "rejected"], "Import jobs", _job_rows))
+
+
+def _job_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row a job: what it ran and its counts."""
+    return [
+        {
+            "id": job["id"],
+            "status": job["status"],
+            "rule": job["importRule"],
+            "created": job["dateCreated"],
+            **((job.get("summary") or {}).get("counts") or {}),
+        }
+        for job in jobs
+    ]
 
 
 @cli.group("rules")
@@ -249,14 +235,13 @@ def rules_list() -> None:
 
     # Rules are files, not site records: listing them opens no site.
     rules = [rule.describe() for rule in available_rules(settings().rule_paths).values()]
-    if settings().json:
-        print_json(rules)
-        return
-    print_table(
-        [{**r, "fields": len(r["fields"])} for r in rules],
-        ["name", "importType", "register", "matchingId", "overwriteRule", "fields", "description"],
-        title="Import rules",
+    columns = ["name", "importType", "register", "matchingId", "overwriteRule", "fields"]
+    table = Columns(
+        [*columns, "description"],
+        "Import rules",
+        lambda rs: [{**r, "fields": len(r["fields"])} for r in rs],
     )
+    render(rules, table=table)
 
 
 @rules_group.command("show")
@@ -272,10 +257,11 @@ def rules_show(name: str) -> None:
     """
     from toolkit.importing.rules import load_rule
 
-    rule = load_rule(name, settings().rule_paths).describe()
-    if settings().json:
-        print_json(rule)
-        return
+    render(load_rule(name, settings().rule_paths).describe(), human=_show_rule)
+
+
+def _show_rule(rule: dict[str, Any]) -> None:
+    """A heading, a table of the fields, then how rows link to assets."""
     click.echo(f"{rule['name']} ({rule['importType']}): {rule['description']}")
     click.echo(
         f"  register {rule['register'] or '-'}, matching on {rule['matchingId']}, "
@@ -343,44 +329,43 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
             progress=progress,
         )
         result = pusher.push(request, force=force)
-    document = result.to_dict()
-    if settings().json:
-        print_json(document)
-    else:
-        offline = document["offline"]
-        click.echo(
-            f"Push of {document['source']}: {document['status']}"
-            + (" (dry run: nothing sent)" if result.dry_run else "")
-            + (
-                " (already pushed: nothing sent; --force to push again)"
-                if result.already_done
-                else ""
-            )
-        )
-        click.echo(
-            f"  offline: read {offline['read']}, rejected {offline['rejectedRows']}"
-            + (
-                ", assets " + ", ".join(f"{k} {v}" for k, v in offline["linking"].items())
-                if offline.get("linking")
-                else ""
-            )
-        )
-        for problem in offline["rejected"]:
-            column = f" {problem['column']}" if problem.get("column") else ""
-            click.echo(f"    row {problem['row']}{column}: {problem['reason']}")
-        hidden = offline.get("problemCount", 0) - len(offline["rejected"])
-        if hidden > 0:
-            click.echo(f"    and {hidden} more problem(s)")
-        for chunk in document["chunks"]:
-            counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
-            click.echo(
-                f"  chunk {chunk['index'] + 1} rows {chunk['rows'][0]}-{chunk['rows'][1]}: "
-                f"job {chunk.get('jobId')} {chunk.get('status')} "
-                + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
-            )
-        if document["counts"]:
-            click.echo(
-                "  total: " + ", ".join(f"{k} {v}" for k, v in document["counts"].items() if v)
-            )
+    render(result.to_dict(), lines=lambda document: _push_lines(document, result))
     if not result.ok and not result.dry_run:
         raise click.exceptions.Exit(1)
+
+
+def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
+    """The push summary: offline checks, then each chunk's job."""
+    lines: list[str] = []
+    offline = document["offline"]
+    lines.append(
+        f"Push of {document['source']}: {document['status']}"
+        + (" (dry run: nothing sent)" if result.dry_run else "")
+        + (" (already pushed: nothing sent; --force to push again)" if result.already_done else "")
+    )
+    lines.append(
+        f"  offline: read {offline['read']}, rejected {offline['rejectedRows']}"
+        + (
+            ", assets " + ", ".join(f"{k} {v}" for k, v in offline["linking"].items())
+            if offline.get("linking")
+            else ""
+        )
+    )
+    for problem in offline["rejected"]:
+        column = f" {problem['column']}" if problem.get("column") else ""
+        lines.append(f"    row {problem['row']}{column}: {problem['reason']}")
+    hidden = offline.get("problemCount", 0) - len(offline["rejected"])
+    if hidden > 0:
+        lines.append(f"    and {hidden} more problem(s)")
+    for chunk in document["chunks"]:
+        counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
+        lines.append(
+            f"  chunk {chunk['index'] + 1} rows {chunk['rows'][0]}-{chunk['rows'][1]}: "
+            f"job {chunk.get('jobId')} {chunk.get('status')} "
+            + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        )
+    if document["counts"]:
+        lines.append(
+            "  total: " + ", ".join(f"{k} {v}" for k, v in document["counts"].items() if v)
+        )
+    return lines

@@ -27,11 +27,13 @@ def render(
     table: Columns | None = None,
     lines: Callable[[Any], str | Iterable[str]] | None = None,
     notes: Callable[[Any], str | Iterable[str]] | None = None,
+    human: Callable[[Any], None] | None = None,
 ) -> None:
     """Print ``value`` as JSON under ``--json``; otherwise as ``table`` and/or ``lines``.
 
     ``notes`` are human summary lines on stderr, printed only without ``--json`` (and
-    silenced by ``--quiet``); stdout then holds only the table or lines.
+    silenced by ``--quiet``); stdout then holds only the lines and the table, in that
+    order. ``human`` prints the human form itself, for answers that mix lines and tables.
     """
     if settings().json:
         print_json(value)
@@ -39,12 +41,14 @@ def render(
     if notes is not None:
         for message in _as_lines(notes(value)):
             note(message)
-    if table is not None:
-        rows = table.rows(value) if table.rows is not None else value
-        print_table(rows, list(table.columns), title=table.title)
     if lines is not None:
         for line in _as_lines(lines(value)):
             click.echo(line)
+    if table is not None:
+        rows = table.rows(value) if table.rows is not None else value
+        print_table(rows, list(table.columns), title=table.title)
+    if human is not None:
+        human(value)
 
 
 def _as_lines(text: str | Iterable[str]) -> Iterable[str]:
