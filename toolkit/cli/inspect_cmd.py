@@ -11,11 +11,10 @@ from toolkit.cli import cli
 from toolkit.cli.context import (
     note,
     output_options,
-    print_json,
     print_renderable,
     progress_bar,
-    settings,
 )
+from toolkit.cli.render import render
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -72,16 +71,17 @@ def inspect(
             lon_column=lon_column,
             progress=progress,
         )
-    if settings().json:
-        document = report.to_dict()
-        if head:
-            document["head"] = head_rows(frame, head)
-        print_json(document)
-        return
-    _print_report(report)
+    document = report.to_dict()
     if head:
-        _print_head(frame, head)
-    note(f"{report.path}: {report.rows} rows, {len(report.problems)} problems")
+        document["head"] = head_rows(frame, head)
+
+    def show(_document: dict[str, Any]) -> None:
+        _print_report(report)
+        if head:
+            _print_head(frame, head)
+        note(f"{report.path}: {report.rows} rows, {len(report.problems)} problems")
+
+    render(document, human=show)
 
 
 def head_rows(frame: gpd.GeoDataFrame, count: int) -> list[dict[str, Any]]:

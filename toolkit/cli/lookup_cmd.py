@@ -14,9 +14,9 @@ from toolkit.cli.context import (
     open_local_site,
     open_site,
     output_options,
-    print_json,
     settings,
 )
+from toolkit.cli.render import render
 from toolkit.names import LOOKUP_MODES as MODES
 from toolkit.names import LOOKUP_OUTPUTS
 
@@ -199,10 +199,7 @@ def lookup(
         for entry, why in zip(document.values(), explanations(index, result.resolved), strict=True):
             if why is not None:
                 entry["explain"] = why
-        if settings().json:
-            print_json(document)
-        else:
-            _print_entries(document.values(), explain)
+        render(document, lines=lambda d: _entry_lines(d.values(), explain))
     by_mode = ", ".join(f"{k} {v}" for k, v in summary["byMode"].items())
     note(
         f"{summary['queries']} queries: {summary['matched']} matched"
@@ -253,30 +250,30 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
         )
         safe_frame(rows).to_csv(out_file, index=False)
         note(f"Wrote {len(rows)} rows to {out_file}")
-    if settings().json:
-        print_json(document)
-    elif out_file is None:
-        _print_entries(entries)
+    # With --out the file is the answer; stdout stays empty unless JSON was asked for.
+    render(document, lines=(lambda d: _entry_lines(d.values())) if out_file is None else None)
     note(
         f"{len(entries)} queries: {matched} matched, {ambiguous} ambiguous, "
         f"{len(entries) - matched - ambiguous} unmatched"
     )
 
 
-def _print_entries(entries: Any, explain: bool = False) -> None:
+def _entry_lines(entries: Any, explain: bool = False) -> list[str]:
     """One line per lookup entry: reference, query, the asset (or -), the error; with
     ``explain``, a second line for mode fuzzy's best candidate and its evidence."""
+    lines = []
     for entry in entries:
         asset = entry["asset"]
         if isinstance(asset, dict):
             label = f"{asset['id']} {asset['name']} (accuracy {asset['accuracy']})"
         else:
             label = asset or "-"
-        click.echo(f"{entry['reference']}\t{entry['query']}\t{label}\t{entry['err'] or ''}")
+        lines.append(f"{entry['reference']}\t{entry['query']}\t{label}\t{entry['err'] or ''}")
         why = entry.get("explain")
         if explain and why:
             parts = ", ".join(f"{c} {b:+.1f}" for c, b in why["evidence"].items() if b)
-            click.echo(
+            lines.append(
                 f"\t  best candidate {why['assetId']}: probability {why['probability']:.4f}; "
                 f"evidence in bits: {parts or 'none'}"
             )
+    return lines
