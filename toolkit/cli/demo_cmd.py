@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,10 +12,10 @@ from toolkit.cli.context import (
     is_remote,
     open_local_site,
     output_options,
-    print_json,
     progress_bar,
     settings,
 )
+from toolkit.cli.render import render
 
 
 @cli.command("demo")
@@ -57,34 +58,39 @@ def demo(sample_dir: Path, out_dir: Path) -> None:
         )
     with open_local_site() as site, progress_bar() as progress:
         result = run_demo(site, sample_dir, out_dir, progress=progress)
-    if settings().json:
-        print_json({"event": result.event, "jobs": result.jobs, "outputs": result.outputs})
-    else:
-        event = result.event
-        click.echo(f"Demo site {settings().site!r}: event {event['id']} {event['name']!r}")
-        for job in result.jobs:
-            summary = job.get("summary") or {}
-            counts = summary.get("counts", {})
-            shown = ", ".join(
-                f"{name} {counts[name]}"
-                for name in ("read", "inserted", "updated", "unchanged", "rejected")
-                if counts.get(name)
-            )
-            click.echo(f"  job {job['id']} {job['status']:<8} {summary.get('source')}: {shown}")
-            if summary.get("linking"):
-                linking = summary["linking"]
-                click.echo(
-                    "      assets linked by " + ", ".join(f"{k} {v}" for k, v in linking.items())
-                )
-            if summary.get("reason"):
-                click.echo(f"      {summary['reason']}")
-        click.echo("Outputs:")
-        for label, path in result.outputs.items():
-            click.echo(f"  {label}: {path}")
-        store = settings().store
-        click.echo(
-            f"Next: toolkit --store {store} item list --register damage-assessment --limit 5\n"
-            f"      toolkit --store {store} asset list --impacted --limit 5"
-        )
+    document = {"event": result.event, "jobs": result.jobs, "outputs": result.outputs}
+    render(document, lines=_demo_lines)
     if not result.ok:
         raise click.exceptions.Exit(1)
+
+
+def _demo_lines(document: dict[str, Any]) -> list[str]:
+    """The demo's event, each job's counts, the outputs and what to try next."""
+    lines: list[str] = []
+    event = document["event"]
+    lines.append(f"Demo site {settings().site!r}: event {event['id']} {event['name']!r}")
+    for job in document["jobs"]:
+        summary = job.get("summary") or {}
+        counts = summary.get("counts", {})
+        shown = ", ".join(
+            f"{name} {counts[name]}"
+            for name in ("read", "inserted", "updated", "unchanged", "rejected")
+            if counts.get(name)
+        )
+        lines.append(f"  job {job['id']} {job['status']:<8} {summary.get('source')}: {shown}")
+        if summary.get("linking"):
+            linking = summary["linking"]
+            lines.append(
+                "      assets linked by " + ", ".join(f"{k} {v}" for k, v in linking.items())
+            )
+        if summary.get("reason"):
+            lines.append(f"      {summary['reason']}")
+    lines.append("Outputs:")
+    for label, path in document["outputs"].items():
+        lines.append(f"  {label}: {path}")
+    store = settings().store
+    lines.append(
+        f"Next: toolkit --store {store} item list --register damage-assessment --limit 5\n"
+        f"      toolkit --store {store} asset list --impacted --limit 5"
+    )
+    return lines

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import click
-
 from toolkit.cli import cli
-from toolkit.cli.context import open_site, output_options, print_json, settings
+from toolkit.cli.context import open_site, output_options, settings
+from toolkit.cli.render import render
 
 
 @cli.command("ping")
@@ -20,8 +19,5 @@ def ping() -> None:
     """
     with open_site() as site:
         answer = site.ping()
-    if settings().json:
-        print_json(answer)
-    else:
-        where = settings().url or settings().profile or str(settings().store)
-        click.echo(f"{where}: status {answer.get('status')}, time {answer.get('timestamp')}")
+    where = settings().url or settings().profile or str(settings().store)
+    render(answer, lines=lambda a: f"{where}: status {a.get('status')}, time {a.get('timestamp')}")

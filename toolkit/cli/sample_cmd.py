@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import note, output_options, print_json, progress_bar, settings
+from toolkit.cli.context import note, output_options, progress_bar
+from toolkit.cli.render import render
 
 
 @cli.group()
@@ -74,8 +75,7 @@ def generate(
             overwrite=overwrite,
             progress=progress,
         )
-    if settings().json:
-        print_json(result.to_dict())
+    render(result.to_dict())  # the notes below are the human answer, on stderr
     bad = sum(count for kind, count in result.kinds.items() if kind.startswith("bad_"))
     note(
         f"Wrote {result.assets:,} parcels ({result.localities} localities, {result.streets:,} "
