@@ -1,11 +1,16 @@
 """Import jobs: the spec's schedule fields, the pipeline, and the job object (spec 2.7, 4.4).
 
-The flow (DESIGN.md): read the source, apply the rule (per-row problems
-collected), link assets in bulk, plan the overwrite rule (pure), then apply the
-plan in ONE transaction that also records the job's outcome. A crash before
-that commit leaves the site as it was and the job ``RUNNING``, which the next
-opening of the site turns into ``FAILED``. A dry run does everything but the
-writing; rollback-on-error writes nothing when any row is rejected.
+The flow (DESIGN.md), one stage per step, each giving a small frozen result: read
+the source, apply the rule (per-row problems collected), link assets in bulk,
+prepare the payload, plan the overwrite rule (``plan_rows``, pure: kept rows and
+existing keys in, plan out), write the plan in ONE transaction that also records
+the job's outcome, summarise. The plan is made inside the write transaction, so
+two imports never insert a key twice. A crash before that commit leaves the
+site as it was and the job ``RUNNING``, which the next opening of the site turns
+into ``FAILED``. A dry run is the write stage with ``dry_run=True``: it writes,
+counts and rolls back, so its counts are exactly a real run's; rollback-on-error
+writes nothing when any row is rejected. An unexpected failure is logged with the
+name of the stage it happened in; the job's message is the same as ever.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,8 +83,128 @@ USER_RECORD_FIELDS = (
 IndexProvider = Callable[[], "AssetIndex"]
 
 
-class _NothingWritten(Exception):
-    """Rolls the job's transaction back on purpose (a dry run, or rollbackOnError)."""
+_PROBLEM_COLUMNS = ["row", "column", "value", "reason"]
+
+
+def _no_problems() -> pd.DataFrame:
+    return pd.DataFrame(columns=_PROBLEM_COLUMNS)
+
+
+# --- stage results: small, frozen, one per stage --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """The read stage: the rows as read, and the reader's report (per-row problems)."""
+
+    frame: pd.DataFrame
+    report: Any
+
+
+@dataclass(frozen=True)
+class Ruled:
+    """The rule stage: the rule's values, and the problems of reading and of the rule."""
+
+    prepared: Prepared
+    problems: tuple[pd.DataFrame, ...]
+
+
+@dataclass(frozen=True)
+class Linked:
+    """The link stage: each row's asset id (None when the import links none), problems."""
+
+    asset_ids: pd.Series | None
+    problems: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The rows left to write once every rejected row is set aside."""
+
+    rejected: pd.DataFrame
+    keep: np.ndarray
+    values: pd.DataFrame
+    cleared: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The plan stage: what the overwrite rule does, and every rejection so far."""
+
+    plan: OverwritePlan
+    rejections: pd.DataFrame
+    rejected_count: int
+
+
+@dataclass(frozen=True)
+class Written:
+    """The write stage: whether rollbackOnError refused to write, and whether it rolled back."""
+
+    refused: bool
+    dry_run: bool
+
+
+def _read(request: ImportRequest) -> Source:
+    frame, report = read_source(
+        request.source,
+        layer=request.layer,
+        encoding=request.encoding,
+        crs=request.crs,
+        name=request.source_name,
+    )
+    return Source(frame=frame, report=report)
+
+
+def _apply(rule: ImportRule, request: ImportRequest, source: Source) -> Ruled:
+    source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
+    prepared = apply_rule(rule, source.frame, path=request.name)
+    return Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
+
+
+def _keep(source: Source, ruled: Ruled, linked: Linked) -> Kept:
+    problems = [*ruled.problems, linked.problems]
+    rejected = pd.concat([r for r in problems if not r.empty] or [problems[0]], ignore_index=True)
+    keep = ~source.frame.index.isin(list(set(rejected["row"].tolist())))
+    return Kept(
+        rejected=rejected,
+        keep=keep,
+        values=ruled.prepared.values[keep],
+        cleared=ruled.prepared.cleared[keep],
+    )
+
+
+def plan_rows(
+    values: pd.DataFrame,
+    existing: pd.DataFrame,
+    overwrite: str,
+    *,
+    matching_id: str,
+    column: str,
+    rejected: pd.DataFrame,
+) -> Planned:
+    """Plan the overwrite rule for the kept rows against the existing keys (pure); the
+    rows it refuses join ``rejected``, reported under the source ``column``."""
+    keys = (
+        values[matching_id]
+        if matching_id in values
+        else pd.Series(pd.NA, index=values.index, dtype="string")
+    )
+    plan = plan_overwrite(keys.astype("string"), existing, overwrite, key_name=matching_id)
+    if len(plan.rejected.positions):
+        refused = pd.DataFrame(
+            {
+                "row": values.index[plan.rejected.positions],
+                "column": column,
+                "value": keys.iloc[plan.rejected.positions].astype("string").to_numpy(),
+                "reason": plan.rejected.reasons,
+            }
+        )
+        rejected = pd.concat([rejected, refused], ignore_index=True)
+    return Planned(
+        plan=plan,
+        rejections=rejected.sort_values(["row", "column"], kind="stable"),
+        rejected_count=int(rejected["row"].nunique()),
+    )
 
 
 @dataclass
@@ -114,6 +240,7 @@ class _Outcome:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     linking: dict[str, int] = field(default_factory=dict)
+    failed_stage: str | None = None
 
 
 class ImportRunner:
@@ -220,7 +347,13 @@ class ImportRunner:
             code = 500 if isinstance(exc, StoreError) else 400
             self._fail(job_id, request, rule, outcome, str(exc), code=code)
         except Exception as exc:  # the job must not stay RUNNING; the traceback goes to the log
-            log.error("import job %s failed: %s: %s", job_id, type(exc).__name__, exc)
+            log.error(
+                "import job %s failed in stage %s: %s: %s",
+                job_id,
+                outcome.failed_stage,
+                type(exc).__name__,
+                exc,
+            )
             log.debug("traceback of import job %s", job_id, exc_info=True)
             self._fail(
                 job_id,
@@ -253,79 +386,108 @@ class ImportRunner:
     def _timed(self, outcome: _Outcome, stage: str, started: float) -> None:
         outcome.timings[stage] = round(time.perf_counter() - started, 3)
 
+    @contextmanager
+    def _stage(self, outcome: _Outcome, name: str, *, progress: bool = True) -> Iterator[None]:
+        """Time one stage; a failure in it is recorded under the stage's name (the innermost
+        stage wins) and passes on unchanged, so the store still turns a full disk into a
+        ``DiskFullError`` and the job's message stays the one the error gives."""
+        started = time.perf_counter()
+        if progress:
+            self.progress(name, 0, None)
+        try:
+            yield
+        except BaseException:
+            if outcome.failed_stage is None:
+                outcome.failed_stage = name
+            raise
+        self._timed(outcome, name, started)
+
     def _pipeline(
         self, job_id: int, request: ImportRequest, rule: ImportRule, outcome: _Outcome
     ) -> None:
-        started = time.perf_counter()
-        self.progress("read", 0, None)
-        frame, report = read_source(
-            request.source,
-            layer=request.layer,
-            encoding=request.encoding,
-            crs=request.crs,
-            name=request.source_name,
-        )
-        self._timed(outcome, "read", started)
-        outcome.counts["read"] = len(frame)
-        source_problems = pd.DataFrame(
-            report.row_problems(), columns=["row", "column", "value", "reason"]
-        )
-
-        started = time.perf_counter()
-        self.progress("validate", 0, None)
-        prepared = apply_rule(rule, frame, path=request.name)
-        if prepared.ignored_columns:
+        """read → rule → link → prepare → plan + write (one transaction) → summarise."""
+        with self._stage(outcome, "read"):
+            source = _read(request)
+        outcome.counts["read"] = len(source.frame)
+        with self._stage(outcome, "validate"):
+            ruled = _apply(rule, request, source)
+        if ruled.prepared.ignored_columns:
             outcome.notes.append(
-                "columns not used by the rule: " + ", ".join(prepared.ignored_columns)
+                "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)
             )
-        rejections = [source_problems, prepared.rejections]
-        self._timed(outcome, "validate", started)
-
-        asset_ids: pd.Series | None = None
+        linked = Linked(asset_ids=None, problems=_no_problems())
         if rule.import_type == "item":
-            started = time.perf_counter()
-            asset_ids, link_problems = self._link_assets(job_id, frame, prepared, rule, outcome)
-            rejections.append(link_problems)
-            self._timed(outcome, "link", started)
+            with self._stage(outcome, "link", progress=False):
+                linked = self._link_assets(job_id, source.frame, ruled.prepared, rule, outcome)
+        kept = _keep(source, ruled, linked)
+        with self._stage(outcome, "prepare"):
+            payload = self._prepare(
+                rule, request, kept.values, kept.cleared, source.frame[kept.keep]
+            )
+        written = self._write(
+            job_id, request, rule, ruled.prepared, kept, payload, linked, outcome,
+            dry_run=request.dry_run,
+        )  # fmt: skip
+        self._report_rejects(request, source.frame, source.report.geometry_source, outcome)
+        self._summarise(job_id, request, rule, outcome, written)
 
-        rejected = pd.concat(
-            [r for r in rejections if not r.empty] or [rejections[0]], ignore_index=True
-        )
-        rejected_rows = set(rejected["row"].tolist())
-        keep = ~frame.index.isin(list(rejected_rows))
-        values = prepared.values[keep]
-        cleared = prepared.cleared[keep]
-
-        started = time.perf_counter()
-        self.progress("prepare", 0, None)
-        payload = self._prepare(rule, request, values, cleared, frame[keep])
-        self._timed(outcome, "prepare", started)
-
+    def _write(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        prepared: Prepared,
+        kept: Kept,
+        payload: _Payload,
+        linked: Linked,
+        outcome: _Outcome,
+        *,
+        dry_run: bool,
+    ) -> Written:
+        """Plan and apply the overwrite rule in one transaction; a real run also records the
+        job's outcome in it. A dry run writes for real and rolls back, so its counts are
+        exactly a real run's; rollbackOnError with a rejected row writes nothing."""
         actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
-        stopped: str | None = None
-        try:
-            # The plan is made under the write lock, so an import that started at the same
-            # time and committed first is seen, and no key is inserted twice. A dry run
-            # writes for real and rolls back, so its counts are exactly a real run's.
-            with self.store.db.transaction() as conn:
-                plan = self._plan(request, rule, prepared, values, rejected, outcome)
-                if request.rollback_on_error and outcome.counts["rejected"]:
-                    raise _NothingWritten("rollbackOnError")
-                started = time.perf_counter()
-                self.progress("store", 0, None)
+        # The plan is made under the write lock, so an import that started at the same
+        # time and committed first is seen, and no key is inserted twice.
+        with self.store.db.transaction(commit=not dry_run) as conn:
+            with self._stage(outcome, "plan", progress=False):
+                matching_id = request.matching_id or rule.matching_id
+                planned = plan_rows(
+                    kept.values,
+                    self._existing_keys(rule, request, matching_id),
+                    request.overwrite_rule or rule.overwrite_rule,
+                    matching_id=matching_id,
+                    column=prepared.column_of.get(matching_id, matching_id),
+                    rejected=kept.rejected,
+                )
+                plan = planned.plan
+                if rule.import_type == "user":
+                    plan = self._keep_own_account(plan, outcome)
+                outcome.counts.update(plan.counts())
+                outcome.counts["rejected"] = planned.rejected_count
+                outcome.rejections = planned.rejections
+            if request.rollback_on_error and planned.rejected_count:
+                return Written(refused=True, dry_run=dry_run)
+            with self._stage(outcome, "store"):
                 writer = {
                     "item": self._write_items,
                     "asset": self._write_assets,
                     "user": self._write_users,
                 }[rule.import_type]
                 changed = writer(
-                    conn, rule, request, plan, payload, asset_ids, actor, self.store.db.clock()
+                    conn,
+                    rule,
+                    request,
+                    plan,
+                    payload,
+                    linked.asset_ids,
+                    actor,
+                    self.store.db.clock(),
                 )
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
-                self._timed(outcome, "store", started)
-                if request.dry_run:
-                    raise _NothingWritten("dryRun")
+            if not dry_run:
                 summary = self._summary(request, rule, outcome, status="COMPLETE")
                 self.store.jobs.finish(
                     job_id,
@@ -335,12 +497,20 @@ class ImportRunner:
                     result=result_html(summary),
                     conn=conn,
                 )
-        except _NothingWritten as stop:
-            stopped = str(stop)
-        self._report_rejects(request, frame, report.geometry_source, outcome)
-        if stopped == "rollbackOnError":
+        return Written(refused=False, dry_run=dry_run)
+
+    def _summarise(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        outcome: _Outcome,
+        written: Written,
+    ) -> None:
+        """Record the job's outcome where the write stage did not (refused, dry run)."""
+        if written.refused:
             outcome.notes.append("rollbackOnError: a row was rejected, so nothing was written")
-            if request.dry_run:
+            if written.dry_run:
                 outcome.notes.append("dry run: nothing was written")
             self._fail(
                 job_id,
@@ -352,51 +522,13 @@ class ImportRunner:
                 code=400,
             )
             return
-        if stopped == "dryRun":
+        if written.dry_run:
             outcome.notes.append("dry run: nothing was written")
             summary = self._summary(request, rule, outcome, status="COMPLETE")
             self.store.jobs.finish(
                 job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
             )
         self.progress("store", 1, 1)
-
-    def _plan(
-        self,
-        request: ImportRequest,
-        rule: ImportRule,
-        prepared: Prepared,
-        values: pd.DataFrame,
-        rejected: pd.DataFrame,
-        outcome: _Outcome,
-    ) -> OverwritePlan:
-        """Plan the overwrite rule against the site as it is now; records the rejections."""
-        started = time.perf_counter()
-        matching_id = request.matching_id or rule.matching_id
-        overwrite = request.overwrite_rule or rule.overwrite_rule
-        existing = self._existing_keys(rule, request, matching_id)
-        keys = (
-            values[matching_id]
-            if matching_id in values
-            else pd.Series(pd.NA, index=values.index, dtype="string")
-        )
-        plan = plan_overwrite(keys.astype("string"), existing, overwrite, key_name=matching_id)
-        if rule.import_type == "user":
-            plan = self._keep_own_account(plan, outcome)
-        if len(plan.rejected.positions):
-            refused = pd.DataFrame(
-                {
-                    "row": values.index[plan.rejected.positions],
-                    "column": prepared.column_of.get(matching_id, matching_id),
-                    "value": keys.iloc[plan.rejected.positions].astype("string").to_numpy(),
-                    "reason": plan.rejected.reasons,
-                }
-            )
-            rejected = pd.concat([rejected, refused], ignore_index=True)
-        self._timed(outcome, "plan", started)
-        outcome.counts.update(plan.counts())
-        outcome.counts["rejected"] = int(rejected["row"].nunique())
-        outcome.rejections = rejected.sort_values(["row", "column"], kind="stable")
-        return plan
 
     @staticmethod
     def _report_rejects(
@@ -422,10 +554,10 @@ class ImportRunner:
         prepared: Prepared,
         rule: ImportRule,
         outcome: _Outcome,
-    ) -> tuple[pd.Series, pd.DataFrame]:
-        empty = pd.DataFrame(columns=["row", "column", "value", "reason"])
+    ) -> Linked:
+        empty = _no_problems()
         if rule.asset_link is None:
-            return pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty
+            return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
         if self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
         self.progress("link", 0, None)
@@ -440,15 +572,18 @@ class ImportRunner:
         self.store.jobs.record_links(job_id, linked.links)
         outcome.linking = linked.counts()
         if not rule.asset_link.required:
-            return linked.asset_ids, empty
+            return Linked(linked.asset_ids, empty)
         missing = linked.asset_ids.isna().to_numpy()
-        return linked.asset_ids, pd.DataFrame(
-            {
-                "row": frame.index[missing],
-                "column": "asset",
-                "value": pd.NA,
-                "reason": linked.reasons[missing].fillna("no asset was found").to_numpy(),
-            }
+        return Linked(
+            linked.asset_ids,
+            pd.DataFrame(
+                {
+                    "row": frame.index[missing],
+                    "column": "asset",
+                    "value": pd.NA,
+                    "reason": linked.reasons[missing].fillna("no asset was found").to_numpy(),
+                }
+            ),
         )
 
     def _scope_has_records(self, rule: ImportRule, request: ImportRequest) -> bool:

@@ -100,8 +100,11 @@ class Database:
             log.info("migrated %s to schema %d", self.path, number + 1)
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, commit: bool = True) -> Iterator[sqlite3.Connection]:
         """A write transaction: committed on success, rolled back on any exception.
+
+        With ``commit=False`` it is rolled back on success too: the writes are made and
+        counted, then undone (an import's dry run).
 
         A full disk is a :class:`StoreError` saying so (every write of the store comes
         through here), and the transaction is rolled back: the site is as it was.
@@ -116,6 +119,9 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            if not commit:
+                conn.execute("ROLLBACK")
+                return
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error:
