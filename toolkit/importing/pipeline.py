@@ -42,7 +42,7 @@ from toolkit.importing.rules import IMPORT_TYPES, ImportRule, Prepared, apply_ru
 from toolkit.model.fieldjson import as_python, fields_json
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
-from toolkit.sources import read_source
+from toolkit.sources import SourceReport, read_source
 from toolkit.store import Actor, SiteStore
 from toolkit.store.assets import NewAssets, geometry_columns
 from toolkit.store.items import ItemChanges, NewItems
@@ -98,7 +98,7 @@ class Source:
     """The read stage: the rows as read, and the reader's report (per-row problems)."""
 
     frame: pd.DataFrame
-    report: Any
+    report: SourceReport
 
 
 @dataclass(frozen=True)
