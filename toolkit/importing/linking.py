@@ -90,7 +90,9 @@ def link_rows(
     reasons = np.full(n, None, dtype=object)
     probability = np.full(n, np.nan)
     evidence = np.full(n, None, dtype=object)
-    if link is None or n == 0:
+
+    def finish() -> LinkResult:
+        """The link result of the per-row arrays as they stand."""
         return _result(
             frame,
             prepared,
@@ -105,6 +107,9 @@ def link_rows(
             probability,
             evidence,
         )
+
+    if link is None or n == 0:
+        return finish()
     options: dict[str, Any] = {"useExternalLookups": False, **link.options}
     asset_class = options.get("assetClass")
 
@@ -171,20 +176,7 @@ def link_rows(
     reasons[linked] = None
     untried = ~linked & pd.isna(reasons)
     reasons[untried] = "the row has nothing to find an asset by"
-    return _result(
-        frame,
-        prepared,
-        reference_field,
-        asset_ids,
-        linked,
-        reasons,
-        mode,
-        query,
-        accuracy,
-        candidates,
-        probability,
-        evidence,
-    )
+    return finish()
 
 
 def _result(
