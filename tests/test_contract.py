@@ -196,6 +196,65 @@ def test_updates_and_errors_agree(faces: Faces) -> None:
     assert all("limit 5000 is over the maximum of 1000" in m for m in messages)
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda s: s.list_items({"registerId": "damage-assesment"}),
+            "registerId 'damage-assesment' is not a register of this site; "
+            "registers: damage-assessment",
+        ),
+        (
+            lambda s: s.list_items({"registerId": "damage-assessment", "cql": "suburbs:x"}),
+            "cql: 'suburbs' is not a field of register 'damage-assessment'; its fields: "
+            "reference, address, suburb,",
+        ),
+        (
+            lambda s: s.list_items({"registerId": "damage-assessment", "assetId": "7"}),
+            "assetId 7 is not an asset of this site",
+        ),
+        (
+            lambda s: s.list_assets({"type": "Propety"}),
+            "type 'Propety' is not an asset class of this site; classes: Property",
+        ),
+        (
+            lambda s: s.asset_lookup("12 SMITH ST", {"assetClass": "Propety"}),
+            "assetClass 'Propety' is not a class of the assets; classes: Property",
+        ),
+        (
+            lambda s: s.asset_lookup(
+                [{"code": "a", "str": "12 SMITH ST"}], {"assetClass": "Propety"}
+            ),
+            "assetClass 'Propety' is not a class of the assets; classes: Property",
+        ),
+        (
+            lambda s: s.list_audit_logs({"importJobId": "99"}),
+            "importJobId 99 is not an import job of this site",
+        ),
+    ],
+    ids=[
+        "register",
+        "cql field",
+        "asset id",
+        "asset type",
+        "asset class",
+        "asset class list",
+        "job",
+    ],
+)
+def test_an_unknown_name_is_a_400_listing_the_known_ones_on_both_faces(
+    faces: Faces, call: Any, message: str
+) -> None:
+    for site in (faces.local, faces.remote):
+        with pytest.raises(ToolkitError) as caught:
+            call(site)
+        assert message in str(caught.value)
+        if site is faces.remote:
+            assert getattr(caught.value, "status", None) == 400
+        else:
+            assert isinstance(caught.value, OptionError)
+
+
 def test_reports_agree(faces: Faces) -> None:
     def run(site: Any) -> dict[str, Any]:
         started = site.report_run({"reportId": 2, "params": {"eventId": faces.event}})

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.errors import NotFoundError, OptionError
+from toolkit.errors import NoSiteError, NotFoundError, OptionError
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 
@@ -99,14 +99,21 @@ def test_another_sites_records_are_not_found(local, tmp_path) -> None:  # type: 
             other.get_item(1)
         with pytest.raises(NotFoundError, match=f"event {event['id']} does not exist"):
             other.get_event(event["id"])
-        assert other.list_items({"registerId": "observation"})["total"] == "0"
+        # Registers are per site: the other site has none, and says so.
+        with pytest.raises(OptionError, match=r"'observation' is not a register.*none yet"):
+            other.list_items({"registerId": "observation"})
     finally:
         other.close()
 
 
 def test_a_missing_site_is_not_made_up_when_create_is_off(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(NotFoundError, match="site 'ghost' does not exist"):
-        LocalSite(tmp_path / "x.sqlite", "ghost", create=False)
+    path = tmp_path / "x.sqlite"
+    with pytest.raises(NoSiteError, match=f"no site at {path}"):
+        LocalSite(path, "ghost", create=False)
+    assert not path.exists()
+    LocalSite(path, "real").close()
+    with pytest.raises(NotFoundError, match=r"site 'ghost' does not exist.*its sites: real"):
+        LocalSite(path, "ghost", create=False)
 
 
 def test_lookup_and_rest_give_the_same_asset_object(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -132,7 +132,7 @@ def test_serve_refuses_bad_settings_before_starting(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert missing.returncode == 1 and "no site file here" in missing.stderr
+    assert missing.returncode == 1 and f"no site at {tmp_path / 'none.sqlite'}" in missing.stderr
     bad = CliRunner().invoke(cli, ["serve", "--rate-limit", "lots"])
     assert bad.exit_code == 1 and "COUNT/PERIOD" in bad.output
     helped = CliRunner().invoke(cli, ["serve", "--help"])

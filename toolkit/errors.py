@@ -29,6 +29,10 @@ class StoreError(ToolkitError):
     """The site's store cannot be opened, migrated or written."""
 
 
+class NoSiteError(StoreError):
+    """There is no site where one was asked for, and the command may not make one."""
+
+
 class DiskFullError(StoreError):
     """The disk holding the site is full; the write was rolled back (never names a path)."""
 

@@ -23,6 +23,7 @@ from toolkit.errors import ToolkitError
 
 # One module per command group keeps each command's owner obvious.
 COMMAND_MODULES: tuple[str, ...] = (
+    "toolkit.cli.init_cmd",
     "toolkit.cli.inspect_cmd",
     "toolkit.cli.sample_cmd",
     "toolkit.cli.lookup_cmd",

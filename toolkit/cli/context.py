@@ -153,8 +153,12 @@ def is_remote() -> bool:
     return bool(current.url or current.profile)
 
 
-def open_site(*, create: bool = True) -> Site:
-    """The site the command works on: the embedded site, or a server with ``--url``."""
+def open_site(*, create: bool = False) -> Site:
+    """The site the command works on: the embedded site, or a server with ``--url``.
+
+    Only the commands that make a site pass ``create`` (``init``, ``demo``, ``import``,
+    ``event create``, ``user add``); any other finds no site an error, never a new one.
+    """
     import getpass
 
     from toolkit.remote import open_site as open_either
@@ -172,8 +176,9 @@ def open_site(*, create: bool = True) -> Site:
     )
 
 
-def open_local_site(*, create: bool = True) -> LocalSite:
-    """The embedded site, whatever ``--url`` says (for what only exists locally)."""
+def open_local_site(*, create: bool = False) -> LocalSite:
+    """The embedded site, whatever ``--url`` says (for what only exists locally); made
+    when missing only with ``create`` (see :func:`open_site`)."""
     import getpass
 
     from toolkit.site import LocalSite

@@ -56,7 +56,7 @@ def demo(sample_dir: Path, out_dir: Path) -> None:
             "demo builds an embedded site from the sample data; the API has no route for it "
             "(run it without --url)"
         )
-    with open_local_site() as site, progress_bar() as progress:
+    with open_local_site(create=True) as site, progress_bar() as progress:
         result = run_demo(site, sample_dir, out_dir, progress=progress)
     document = {"event": result.event, "jobs": result.jobs, "outputs": result.outputs}
     render(document, lines=_demo_lines)

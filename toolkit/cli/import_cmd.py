@@ -159,13 +159,13 @@ def import_command(
             raise click.UsageError("--links works on the embedded site, not with --url")
         _push(request, assets_file, force, poll_interval)
         return
-    with open_local_site() as site:
-        if links_file is not None:
-            from toolkit.matching.review import read_review
+    if links_file is not None:
+        from toolkit.matching.review import read_review
 
+        with open_local_site(create=True) as site:
             kept = site.store.decisions.remember(read_review(links_file))
-            note(f"Remembered {kept} review decisions from {links_file.name}")
-    with open_local_site() as site, progress_bar() as progress:
+        note(f"Remembered {kept} review decisions from {links_file.name}")
+    with open_local_site(create=True) as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
     render(job, lines=_summary_lines)
     if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(

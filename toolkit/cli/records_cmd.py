@@ -130,7 +130,7 @@ def event_create(
         values["startDate"] = start_date
     if region_id is not None:
         values["regionId"] = region_id
-    with open_site() as site:
+    with open_site(create=True) as site:
         _show_record(site.create_event(values))
 
 

@@ -122,13 +122,6 @@ def serve(
     current = settings()
     parse_rate(rate_limit)  # a bad value is a clear error before anything starts
     parse_rate(auth_rate_limit)
-    if not current.store.exists():
-        from toolkit.errors import StoreError
-
-        raise StoreError(
-            f"{current.store}: no site file here; create one (e.g. toolkit demo, or "
-            "toolkit user add) or pass --store"
-        )
     app = create_app(
         current.store,
         settings=ServerSettings(

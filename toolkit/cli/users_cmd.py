@@ -78,7 +78,7 @@ def user_add(
     Examples:
       toolkit user add apiuser --position "API User" --approved --terms-accepted
     """
-    with open_site() as site:
+    with open_site(create=True) as site:
         _show_user(
             site.add_user(
                 username,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import SourceError
-from toolkit.matching import AssetIndex, resolve_with_candidates
+from toolkit.matching import AssetIndex, checked_options, resolve_with_candidates
 from toolkit.matching.review import apply_decisions
 from toolkit.sources import read_source
 
@@ -135,7 +135,8 @@ def run_lookup(
 ) -> LookupResult:
     """Resolve ``queries``; reviewers' ``decisions`` (see ``matching.review``) settle the
     queries whose text they name."""
-    resolved, top = resolve_with_candidates(index, queries, options, candidates)
+    checked = checked_options(index, options)
+    resolved, top = resolve_with_candidates(index, queries, checked, candidates)
     resolved = apply_decisions(index, resolved, decisions)
     return LookupResult(resolved=resolved, candidates=top, index=index)
 

@@ -466,6 +466,26 @@ def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
+def checked_options(
+    index: AssetIndex, options: LookupOptions | Mapping[str, Any] | None
+) -> LookupOptions:
+    """A lookup request's options, refusing an ``assetClass`` no asset of the index has
+    (compared as :meth:`AssetIndex.allowed` does): a mistyped class is an error listing the
+    classes, not every query unmatched. Imports do not check: their rule names the class,
+    and a site without those assets yet leaves rows unlinked."""
+    options = _options(options)
+    wanted = options.asset_class
+    if wanted is not None:
+        classes = index.classes()
+        if wanted.strip().upper() not in {c.strip().upper() for c in classes}:
+            raise OptionError(
+                f"assetClass {wanted!r} is not a class of the assets; classes: "
+                + (", ".join(classes[:40]) or "none (there are no assets)")
+                + (f" and {len(classes) - 40} more" if len(classes) > 40 else "")
+            )
+    return options
+
+
 def lookup_one(
     index: AssetIndex,
     query: str,
@@ -475,5 +495,6 @@ def lookup_one(
     geocoder: Geocoder | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The single-query GET form: the spec's response object for one query (key ``"1"``)."""
+    options = checked_options(index, options)
     frame = pd.DataFrame({"query": pd.array([query], dtype="str")})
     return to_spec_result(index, resolve(index, frame, options, geocoder=geocoder), output)

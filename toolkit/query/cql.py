@@ -235,3 +235,12 @@ def _term(token: _Token) -> Term:
 def parse_cql(query: str) -> Node:
     """Parse ``query`` into a tree of :class:`Term`, :class:`Not`, :class:`And`, :class:`Or`."""
     return _Parser(query).parse()
+
+
+def fields_of(node: Node) -> set[str]:
+    """Every field name a query's terms name (``a.b`` as written)."""
+    if isinstance(node, Term):
+        return set() if node.field is None else {node.field}
+    if isinstance(node, Not):
+        return fields_of(node.item)
+    return set().union(*(fields_of(item) for item in node.items))

@@ -84,6 +84,14 @@ def shown(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def listing(names: list[str], *, limit: int = 12, none: str = "none yet") -> str:
+    """Known names for an error message: the first ``limit``, then how many more."""
+    if not names:
+        return none
+    head = ", ".join(names[:limit])
+    return head if len(names) <= limit else f"{head} and {len(names) - limit} more"
+
+
 def parse_int(
     name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
 ) -> int:

@@ -53,8 +53,9 @@ def create_app(store_path: str | Path, *, settings: ServerSettings | None = None
     """The app serving every site of the file at ``store_path`` (which must exist)."""
     settings = settings or ServerSettings()
     path = Path(store_path)
-    # Open (and migrate) the file once up front, so a bad path fails at start, not per call.
-    Database(path).close()
+    # Open (and migrate) the file once up front, so a bad path fails at start, not per call;
+    # a server never makes a site file of its own.
+    Database(path, create=False).close()
     state = ServerState(path, settings)
 
     @contextlib.asynccontextmanager

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from toolkit.site.local import LocalSite
+from toolkit.site.local import LocalSite, init_site
 from toolkit.site.protocol import Site
 
-__all__ = ["LocalSite", "Site"]
+__all__ = ["LocalSite", "Site", "init_site"]
 
 if TYPE_CHECKING:
     # mypy checks the embedded site against the protocol here (the remote one in

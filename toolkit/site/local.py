@@ -31,6 +31,7 @@ from toolkit.progress import Progress, no_progress
 from toolkit.query.cql import parse_cql
 from toolkit.query.filters import format_time, parse_int, parse_query, parse_time, shown
 from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_executor
+from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
 from toolkit.site.writes import SiteWrites
@@ -89,6 +90,18 @@ EVENT_UPDATABLE = {
 EVENT_REQUIRED = ("name", "status")
 
 
+def init_site(path: str | Path, name: str) -> dict[str, Any]:
+    """Make the site ``name`` in the file at ``path`` (the file too) unless it is there.
+
+    The one way to make an empty site on purpose; what was found and done.
+    """
+    with Database(path) as db:
+        created = db.site_id(name) is None
+        if created:
+            db.site_id(name, create=True)
+        return {"store": str(path), "site": name, "created": created, "sites": db.sites()}
+
+
 class LocalSite(SiteWrites, SiteAdmin):
     """The spec's operations on one site of an embedded site file."""
 
@@ -111,9 +124,13 @@ class LocalSite(SiteWrites, SiteAdmin):
         report_executor: ReportExecutor = inline_executor,
         schema_base_url: str | None = None,
     ) -> None:
-        self.db = db or Database(path)
+        self.db = db or Database(path, create=create)
         self._owns_db = db is None
-        self.store = SiteStore(self.db, site, create=create)
+        try:
+            self.store = SiteStore(self.db, site, create=create)
+        except Exception:
+            self.close()
+            raise
         self.user_id = user_id
         self.rule_paths = tuple(rule_paths)
         # Who executes queued report runs (inline, a thread, a detached worker), and the
@@ -176,12 +193,18 @@ class LocalSite(SiteWrites, SiteAdmin):
         output: str = "asset",
     ) -> dict[str, Any]:
         """The spec's asset lookup (4.3): one query string, or ``[{code, str}, ...]``."""
-        from toolkit.matching import lookup_one, queries_from_spec, resolve, to_spec_result
+        from toolkit.matching import (
+            checked_options,
+            lookup_one,
+            queries_from_spec,
+            resolve,
+            to_spec_result,
+        )
 
         index = self.asset_index()
         if isinstance(queries, str):
             return lookup_one(index, queries, options, output)
-        resolved = resolve(index, queries_from_spec(queries), options)
+        resolved = resolve(index, queries_from_spec(queries), checked_options(index, options))
         return to_spec_result(index, resolved, output)
 
     def import_status(
@@ -345,7 +368,15 @@ class LocalSite(SiteWrites, SiteAdmin):
         if "registerId" not in f:
             raise OptionError("registerId (alias type) is required for item collections")
         register_id = str(f["registerId"])
+        fields = known.register_fields(self.store, register_id)
         cql = parse_cql(str(f["cql"])) if f.get("cql") else None
+        if cql is not None:
+            known.cql_fields(self.store, register_id, fields, cql)
+        if "eventId" in f:
+            known.event(self.store, f["eventId"])
+        if "assetId" in f:
+            asset_id = f["assetId"]
+            known.record("an asset", "assetId", asset_id, self._asset_exists(asset_id))
         rows, total = self.store.items.query(
             page=query.page,
             register_id=register_id,
@@ -357,7 +388,6 @@ class LocalSite(SiteWrites, SiteAdmin):
             cql=cql,
             within_events=within_events,
         )
-        fields = self._register_fields(register_id)
         return envelope((item_from_row(r, fields) for r in rows), total)
 
     def get_item(self, item_id: int) -> dict[str, Any]:
@@ -384,6 +414,8 @@ class LocalSite(SiteWrites, SiteAdmin):
             near = (latitude, longitude, range_m)
         elif "range" in f:
             raise OptionError("range needs latitude and longitude")
+        if "type" in f:
+            known.asset_type(self.store, f["type"])
         rows, total = self.store.assets.query(
             page=query.page,
             asset_id=f.get("id"),  # type: ignore[arg-type]
@@ -398,6 +430,9 @@ class LocalSite(SiteWrites, SiteAdmin):
             until=query.until,
         )
         return envelope((asset_from_row(r) for r in rows), total)
+
+    def _asset_exists(self, asset_id: object) -> bool:
+        return isinstance(asset_id, int) and self.store.assets.get(asset_id) is not None
 
     def get_asset(self, asset_id: int | str) -> dict[str, Any]:
         number = parse_int("asset id", str(asset_id))
@@ -417,6 +452,16 @@ class LocalSite(SiteWrites, SiteAdmin):
         """Audit entries (4.9); ``within_events`` keeps those of these events or of none."""
         query = parse_query(params, AUDIT_FILTERS)
         f = query.filters
+        if "eventId" in f:
+            known.event(self.store, f["eventId"])
+        if "itemId" in f:
+            item_id = f["itemId"]
+            exists = isinstance(item_id, int) and self.store.items.get(item_id) is not None
+            known.record("an item", "itemId", item_id, exists)
+        if "importJobId" in f:
+            job_id = f["importJobId"]
+            exists = isinstance(job_id, int) and self.store.jobs.get(job_id) is not None
+            known.record("an import job", "importJobId", job_id, exists)
         rows, total = self.store.audit.query(
             page=query.page,
             audit_id=f.get("id"),  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolkit.errors import DiskFullError, StoreError
+from toolkit.errors import DiskFullError, NoSiteError, StoreError
 from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 from toolkit.store.sql import sounds_like
 
@@ -28,6 +28,16 @@ DISK_FULL = (
     "the disk is full: the site file could not grow, so nothing of this change was "
     "written and the site is as it was; free some space and try again"
 )
+# What to do when a command finds no site: the commands that make one, or the right file.
+MAKE_A_SITE = (
+    "make one there with `toolkit init` (or `toolkit demo`, or by importing a file), or "
+    "give the file of an existing site with --store (env TOOLKIT_STORE)"
+)
+
+
+def no_site(path: Path) -> NoSiteError:
+    """The error for a site file that is not there (the command may not make one)."""
+    return NoSiteError(f"no site at {path}; {MAKE_A_SITE}")
 
 
 def now_ms() -> int:
@@ -49,11 +59,16 @@ class Database:
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         clock: Clock = now_ms,
         recover: bool = True,
+        create: bool = True,
     ) -> None:
         self.path = Path(path)
         self.clock = clock
         if self.path.exists() and self.path.is_dir():
             raise StoreError(f"{self.path}: is a folder, not a site file")
+        # Without ``create`` a missing file is an error, not a new empty site: a mistyped
+        # --store, or a command run in the wrong folder, must not answer "0 of 0".
+        if not create and not self.path.exists():
+            raise no_site(self.path)
         try:
             self.connection = sqlite3.connect(
                 self.path,

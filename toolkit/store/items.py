@@ -136,6 +136,17 @@ class ItemStore:
             "SELECT * FROM item WHERE id = ? AND site_id = ?", (item_id, self.site_id)
         ).fetchone()
 
+    def has_field(self, register_id: str, name: str) -> bool:
+        """Whether any item of the register holds a value (even null) under ``name``."""
+        return (
+            self.connection.execute(
+                "SELECT 1 FROM item WHERE site_id = ? AND register_id = ? "
+                "AND json_type(fields, ?) IS NOT NULL LIMIT 1",
+                (self.site_id, register_id, json_path(name)),
+            ).fetchone()
+            is not None
+        )
+
     def query(
         self,
         *,

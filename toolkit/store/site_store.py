@@ -6,7 +6,7 @@ from toolkit.errors import NotFoundError
 from toolkit.store.assets import AssetStore
 from toolkit.store.audit import AuditStore
 from toolkit.store.auth import AuthStore
-from toolkit.store.database import Database
+from toolkit.store.database import Database, no_site
 from toolkit.store.decisions import DecisionStore
 from toolkit.store.events import EventStore, RegisterStore
 from toolkit.store.items import ItemStore
@@ -22,8 +22,13 @@ class SiteStore:
     def __init__(self, db: Database, name: str, *, create: bool = True) -> None:
         site_id = db.site_id(name, create=create)
         if site_id is None:
-            known = ", ".join(db.sites()) or "none yet"
-            raise NotFoundError(f"site {name!r} does not exist in {db.path}; sites: {known}")
+            known = db.sites()
+            if not known:  # a file with no site in it (left by an older toolkit)
+                raise no_site(db.path)
+            raise NotFoundError(
+                f"site {name!r} does not exist in {db.path}; its sites: {', '.join(known)} "
+                f"(choose one with --site, or make {name!r} with `toolkit --site {name} init`)"
+            )
         self.db = db
         self.name = name
         self.site_id = site_id
