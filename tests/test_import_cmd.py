@@ -49,7 +49,7 @@ def test_import_prints_a_summary_and_writes_rejects(tmp_path: Path) -> None:
 
 
 def test_import_json_is_the_job_object_and_a_failed_job_exits_1(tmp_path: Path) -> None:
-    code, out, _ = _run(
+    code, out, err = _run(
         tmp_path,
         "--json",
         "import",
@@ -63,6 +63,11 @@ def test_import_json_is_the_job_object_and_a_failed_job_exits_1(tmp_path: Path) 
     job = json.loads(out)
     assert code == 1
     assert (job["status"], job["code"], job["id"]) == ("FAILED", 400, 1)
+    # stdout stays one JSON document; the reason goes to stderr.
+    assert err == (
+        "Error: import job 1 FAILED: 1 row(s) rejected and rollbackOnError is set; "
+        "nothing was written\n"
+    )
     assert set(job) >= {"code", "id", "status", "dateCreated", "dateCompleted", "userId", "result"}
     code, out, _ = _run(tmp_path, "import-status", "1", "--json")
     assert code == 0
@@ -160,7 +165,11 @@ def test_the_real_entry_point_exits_1_on_a_failed_job(tmp_path: Path) -> None:
     )
     assert process.returncode == 1
     assert "Import job 1: FAILED" in process.stdout
-    assert "Traceback" not in process.stderr
+    # The reason on stderr too, for batch logs that keep only stderr.
+    assert process.stderr == (
+        "Error: import job 1 FAILED: 1 row(s) rejected and rollbackOnError is set; "
+        "nothing was written\n"
+    )
 
 
 def test_a_20_mb_value_leaves_its_row_out_and_the_import_goes_on(tmp_path: Path) -> None:
@@ -191,11 +200,14 @@ def test_a_garbled_prj_is_named_and_import_status_shows_the_failed_job(tmp_path:
         for name in original.namelist():
             data = b"GEOGCS[garbage" if name.endswith(".prj") else original.read(name)
             copy.writestr(name, data)
-    code, out, _ = _run(
+    code, out, err = _run(
         tmp_path, "import", str(garbled), "--type", "asset", "--rule", "property-assets"
     )
     assert code == 1
     assert "Import job 1: FAILED" in out
     assert "rule property-assets (asset), overwrite rule updateAndInsert" in out
     assert f"reason: {garbled}: the .prj could not be understood: parcels.prj: " in out
+    assert err.startswith(
+        f"Error: import job 1 FAILED: {garbled}: the .prj could not be understood: parcels.prj: "
+    )
     assert "no .prj" not in out

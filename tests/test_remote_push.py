@@ -179,6 +179,31 @@ def test_the_cli_pushes_with_url_and_a_dry_run_sends_nothing(staging: Staging) -
     assert len(_items_on_server(staging)) == 992
 
 
+def test_a_pushed_job_that_fails_says_why_on_stderr(staging: Staging, tmp_path: Path) -> None:
+    # A key repeated in the file passes the offline checks; the server's plan refuses it,
+    # and with --rollback-on-error its job FAILS.
+    repeated = tmp_path / "repeated.csv"
+    repeated.write_text("Reference,Address\nDA-1,1 MAIN ST\nDA-1,2 MAIN ST\n", encoding="utf-8")
+    env = {"TOOLKIT_API_KEY": staging.api_key, "TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
+    with running(create_app(staging.path, settings=staging.settings())) as url:
+        result = CliRunner(env=env).invoke(
+            cli,
+            [
+                *("--url", url, "--site", "staging", "import", str(repeated)),
+                *("--type", "item", "--rule", "damage-assessments", "--rollback-on-error"),
+                *("--event-id", str(staging.event), "--region-id", "1", "--poll-interval", "0.05"),
+            ],
+        )
+    assert result.exit_code == 1, result.output
+    assert "Push of repeated.csv: FAILED" in result.stdout
+    assert result.stderr.startswith("Error: 1 of 1 chunk(s) of repeated.csv did not complete: ")
+    assert result.stderr.rstrip().endswith(
+        "FAILED: 1 row(s) rejected and rollbackOnError is set; nothing was written"
+    )
+    with staging.site() as site:
+        assert site.list_registers() == []  # nothing was written, not even the register
+
+
 def test_a_push_interrupted_by_the_server_stopping_resumes_without_resending(
     staging: Staging,
 ) -> None:

@@ -84,6 +84,9 @@ def test_a_failed_waited_run_exits_1_and_bad_input_is_refused(store: Path) -> No
     failed = invoke(store, "report", "run", "1", "--param", "eventId=42", "--wait")
     assert failed.exit_code == 1
     assert "FAILED" in failed.stdout and "event 42 does not exist" in failed.stdout
+    # A batch log that keeps only stderr still says why.
+    assert failed.stderr.startswith("Error: report instance ")
+    assert " FAILED: " in failed.stderr and "event 42 does not exist" in failed.stderr
     bad = CliRunner().invoke(
         cli, ["--store", str(store), "report", "run", "1", "--param", "status=open"]
     )

@@ -41,6 +41,20 @@ class Settings:
     rule_paths: tuple[Path, ...] = ()
 
 
+class JobFailed(click.ClickException):
+    """A job the command ran (an import, a report run) ended FAILED: after its summary on
+    stdout, its reason as ``Error: ...`` on stderr and exit status 1, so a batch log that
+    keeps only stderr still says why."""
+
+    exit_code = 1
+
+
+def job_reason(job: dict[str, Any]) -> str:
+    """Why an import job failed, from its summary (or its status, when it has none)."""
+    summary = job.get("summary") or {}
+    return str(summary.get("reason") or f"the job ended {job.get('status')}")
+
+
 def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, bool], bool]:
     def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
         if value:

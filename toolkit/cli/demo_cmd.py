@@ -9,7 +9,9 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import (
+    JobFailed,
     is_remote,
+    job_reason,
     open_local_site,
     output_options,
     progress_bar,
@@ -61,7 +63,14 @@ def demo(sample_dir: Path, out_dir: Path) -> None:
     document = {"event": result.event, "jobs": result.jobs, "outputs": result.outputs}
     render(document, lines=_demo_lines)
     if not result.ok:
-        raise click.exceptions.Exit(1)
+        raise JobFailed(
+            "; ".join(
+                f"import job {job['id']} ({(job.get('summary') or {}).get('source')}) "
+                f"{job['status']}: {job_reason(job)}"
+                for job in result.jobs
+                if job["status"] != "COMPLETE"
+            )
+        )
 
 
 def _demo_lines(document: dict[str, Any]) -> list[str]:

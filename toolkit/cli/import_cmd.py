@@ -9,7 +9,9 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import (
+    JobFailed,
     is_remote,
+    job_reason,
     note,
     open_local_site,
     open_site,
@@ -173,7 +175,7 @@ def import_command(
     ):
         note(f"Rejected rows written to {request.rejects_path}")
     if job["status"] != "COMPLETE":
-        raise click.exceptions.Exit(1)
+        raise JobFailed(f"import job {job['id']} {job['status']}: {job_reason(job)}")
 
 
 @cli.command("import-status")
@@ -331,7 +333,16 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
         result = pusher.push(request, force=force)
     render(result.to_dict(), lines=lambda document: _push_lines(document, result))
     if not result.ok and not result.dry_run:
-        raise click.exceptions.Exit(1)
+        failed = [c for c in result.chunks if c.get("status") != "COMPLETE"]
+        raise JobFailed(
+            f"{len(failed)} of {len(result.chunks)} chunk(s) of {result.source} did not "
+            "complete: "
+            + "; ".join(
+                f"chunk {c['index'] + 1} (job {c.get('jobId')}) {c.get('status')}: "
+                + job_reason(c.get("job") or {"status": c.get("status")})
+                for c in failed
+            )
+        )
 
 
 def _push_lines(document: dict[str, Any], result: Any) -> list[str]:

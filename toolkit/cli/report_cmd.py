@@ -9,6 +9,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import (
+    JobFailed,
     note,
     open_local_site,
     open_site,
@@ -47,6 +48,12 @@ def _instance_lines(instance: dict[str, Any]) -> list[str]:
 
 def _show(instance: dict[str, Any]) -> None:
     render(instance, lines=_instance_lines)
+
+
+def _fail_if_failed(instance: dict[str, Any]) -> None:
+    """A run that ended FAILED: its reason on stderr, exit status 1."""
+    if instance["status"] == "FAILED":
+        raise JobFailed(f"report instance {instance['id']} FAILED: {instance['result']}")
 
 
 @cli.group("report")
@@ -136,8 +143,7 @@ def report_run(
         note(f"Follow it with: toolkit report status {queued['id']}")
         return
     _show(instance)
-    if instance["status"] == "FAILED":
-        raise click.exceptions.Exit(1)
+    _fail_if_failed(instance)
 
 
 @report_group.command("status")
@@ -207,5 +213,4 @@ def report_work(instance_id: int) -> None:
     with open_local_site(create=False) as site:
         instance = site.report_work(instance_id)
     _show(instance)
-    if instance["status"] == "FAILED":
-        raise click.exceptions.Exit(1)
+    _fail_if_failed(instance)
