@@ -42,7 +42,7 @@ def test_import_prints_a_summary_and_writes_rejects(tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert "Import job 1: COMPLETE" in out
-    assert "read 2, inserted 1, updated 0, skipped 0, retired 0, rejected 1" in out
+    assert "read 2, inserted 1, updated 0, unchanged 0, skipped 0, retired 0, rejected 1" in out
     assert "row 2 Capacity 'lots': is not a whole number" in out
     assert f"Rejected rows written to {rejects}" in err
     assert rejects.read_text().splitlines()[1] == "2,F2,Pool,lots,Capacity: is not a whole number"

@@ -18,6 +18,10 @@ Order = Literal["id", "dateCreated", "dateModified"]
 Direction = Literal["asc", "desc"]
 FulltextOperator = Literal["contains", "startsWith", "equals"]
 ReportFormat = Literal["json", "csv", "html", "xlsx"]
+# What an import job counts, in the order every summary shows them. Each row of the file is
+# exactly one of inserted, updated, unchanged, skipped or rejected, so those add up to
+# ``read``; ``retired`` counts records already there (deleteAndInsert), not rows.
+JobCount = Literal["read", "inserted", "updated", "unchanged", "skipped", "retired", "rejected"]
 
 IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)
 OVERWRITE_RULES: tuple[str, ...] = get_args(OverwriteRule)
@@ -28,3 +32,5 @@ ORDER_COLUMNS: tuple[str, ...] = get_args(Order)
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
 FULLTEXT_OPERATORS: tuple[str, ...] = get_args(FulltextOperator)
 REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
+JOB_COUNTS: tuple[str, ...] = get_args(JobCount)
+ROW_OUTCOMES: tuple[str, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")

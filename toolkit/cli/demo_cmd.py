@@ -17,7 +17,7 @@ from toolkit.cli.context import (
     progress_bar,
     settings,
 )
-from toolkit.cli.render import render
+from toolkit.cli.render import counts_line, render
 
 
 @cli.command("demo")
@@ -81,12 +81,9 @@ def _demo_lines(document: dict[str, Any]) -> list[str]:
     for job in document["jobs"]:
         summary = job.get("summary") or {}
         counts = summary.get("counts", {})
-        shown = ", ".join(
-            f"{name} {counts[name]}"
-            for name in ("read", "inserted", "updated", "unchanged", "rejected")
-            if counts.get(name)
+        lines.append(
+            f"  job {job['id']} {job['status']:<8} {summary.get('source')}: " + counts_line(counts)
         )
-        lines.append(f"  job {job['id']} {job['status']:<8} {summary.get('source')}: {shown}")
         if summary.get("linking"):
             linking = summary["linking"]
             lines.append(

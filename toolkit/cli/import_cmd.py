@@ -20,8 +20,8 @@ from toolkit.cli.context import (
     progress_bar,
     settings,
 )
-from toolkit.cli.render import Columns, render
-from toolkit.names import IMPORT_TYPES, OVERWRITE_RULES
+from toolkit.cli.render import Columns, counts_line, render
+from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
 
 
 def _summary_lines(job: dict[str, Any]) -> list[str]:
@@ -43,14 +43,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     if summary.get("reason"):
         lines.append(f"  reason: {summary['reason']}")
     if counts:
-        lines.append(
-            "  "
-            + ", ".join(
-                f"{name} {counts[name]}"
-                for name in ("read", "inserted", "updated", "skipped", "retired", "rejected")
-                if name in counts
-            )
-        )
+        lines.append("  " + counts_line(counts))
     if summary.get("linking"):
         linking = summary["linking"]
         lines.append("  assets: " + ", ".join(f"{k} {v}" for k, v in linking.items()))
@@ -194,8 +187,8 @@ def import_status(job_id: int | None) -> None:
     if not isinstance(result, list):
         render(result, lines=_summary_lines)
         return
-    columns = ["id", "status", "rule", "created", "inserted", "updated", "skipped", "retired"]
-    render(result, table=Columns([*columns, "rejected"], "Import jobs", _job_rows))
+    columns = ["id", "status", "rule", "created", *JOB_COUNTS]
+    render(result, table=Columns(columns, "Import jobs", _job_rows))
 
 
 def _job_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -372,11 +365,9 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
         counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
         lines.append(
             f"  chunk {chunk['index'] + 1} rows {chunk['rows'][0]}-{chunk['rows'][1]}: "
-            f"job {chunk.get('jobId')} {chunk.get('status')} "
-            + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+            f"job {chunk.get('jobId')} {chunk.get('status')} " + counts_line(counts)
         )
     if document["counts"]:
-        lines.append(
-            "  total: " + ", ".join(f"{k} {v}" for k, v in document["counts"].items() if v)
-        )
+        # The file's rows: those sent, and those refused offline (counted as rejected).
+        lines.append("  total: " + counts_line(document["counts"]))
     return lines

@@ -53,3 +53,11 @@ def render(
 
 def _as_lines(text: str | Iterable[str]) -> Iterable[str]:
     return [text] if isinstance(text, str) else text
+
+
+def counts_line(counts: dict[str, Any]) -> str:
+    """A job's counts in the one order, zeros included, so a reader sees them add up to
+    ``read``: ``read 3, inserted 1, updated 0, unchanged 1, skipped 0, retired 0, ...``."""
+    from toolkit.names import JOB_COUNTS
+
+    return ", ".join(f"{name} {counts[name]}" for name in JOB_COUNTS if name in counts)

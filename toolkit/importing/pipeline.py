@@ -84,6 +84,11 @@ IndexProvider = Callable[[], "AssetIndex"]
 
 
 _PROBLEM_COLUMNS = ["row", "column", "value", "reason"]
+_NO_ROWS = np.empty(0, dtype=np.int64)
+
+
+class _Refused(Exception):
+    """rollbackOnError found a rejected row: the write transaction is rolled back."""
 
 
 def _no_problems() -> pd.DataFrame:
@@ -99,6 +104,12 @@ class Source:
 
     frame: pd.DataFrame
     report: SourceReport
+
+    @property
+    def records(self) -> int:
+        """Rows of the file: those read, and those the reader left out (a wrong number of
+        values, an over-long field), which are rejected; every count adds up to this."""
+        return self.report.record_count(self.frame.index)
 
 
 @dataclass(frozen=True)
@@ -408,7 +419,7 @@ class ImportRunner:
         """read → rule → link → prepare → plan + write (one transaction) → summarise."""
         with self._stage(outcome, "read"):
             source = _read(request)
-        outcome.counts["read"] = len(source.frame)
+        outcome.counts["read"] = source.records
         with self._stage(outcome, "validate"):
             ruled = _apply(rule, request, source)
         if ruled.prepared.ignored_columns:
@@ -450,6 +461,28 @@ class ImportRunner:
         actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
+        try:
+            return self._write_in(
+                job_id, request, rule, prepared, kept, payload, linked, outcome, actor,
+                dry_run=dry_run,
+            )  # fmt: skip
+        except _Refused:
+            return Written(refused=True, dry_run=dry_run)
+
+    def _write_in(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        prepared: Prepared,
+        kept: Kept,
+        payload: _Payload,
+        linked: Linked,
+        outcome: _Outcome,
+        actor: Actor,
+        *,
+        dry_run: bool,
+    ) -> Written:
         with self.store.db.transaction(commit=not dry_run) as conn:
             with self._stage(outcome, "plan", progress=False):
                 matching_id = request.matching_id or rule.matching_id
@@ -467,8 +500,12 @@ class ImportRunner:
                 outcome.counts.update(plan.counts())
                 outcome.counts["rejected"] = planned.rejected_count
                 outcome.rejections = planned.rejections
-            if request.rollback_on_error and planned.rejected_count:
-                return Written(refused=True, dry_run=dry_run)
+            refused = bool(request.rollback_on_error and planned.rejected_count)
+            if refused:
+                # Nothing will be kept, but the updates are written (then rolled back) so
+                # that rows already as asked count as unchanged, exactly as a run of the
+                # good rows would count them; inserts and retirements need no writing.
+                plan = replace(plan, inserts=_NO_ROWS, retirements=_NO_ROWS)
             with self._stage(outcome, "store"):
                 writer = {
                     "item": self._write_items,
@@ -487,6 +524,8 @@ class ImportRunner:
                 )
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
+            if refused:
+                raise _Refused  # leaves the transaction, rolling the updates back
             if not dry_run:
                 summary = self._summary(request, rule, outcome, status="COMPLETE")
                 self.store.jobs.finish(

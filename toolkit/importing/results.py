@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.names import JOB_COUNTS
 from toolkit.query.filters import format_time
 from toolkit.safe_output import safe_frame
 
@@ -48,9 +49,7 @@ def result_html(summary: Mapping[str, Any]) -> str:
         lines.append(
             "<ul>"
             + "".join(
-                f"<li>{e(name)}: {counts[name]}</li>"
-                for name in ("read", "inserted", "updated", "skipped", "retired", "rejected")
-                if name in counts
+                f"<li>{e(name)}: {counts[name]}</li>" for name in JOB_COUNTS if name in counts
             )
             + "</ul>"
         )

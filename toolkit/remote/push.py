@@ -35,6 +35,7 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT
 from toolkit.importing.rules import apply_rule, load_rule
 from toolkit.matching import AssetIndex
+from toolkit.names import JOB_COUNTS
 from toolkit.progress import Progress, no_progress
 from toolkit.sources import read_source
 
@@ -272,11 +273,18 @@ class PushResult:
         return all(c.get("status") == "COMPLETE" for c in self.chunks)
 
     def counts(self) -> dict[str, int]:
-        total: dict[str, int] = {}
+        """The whole file's counts: the chunks' jobs summed, with ``read`` the file's rows
+        and the rows refused offline (never sent) among the ``rejected``, so they add up
+        as one local import's would."""
+        if not self.chunks:
+            return {}
+        total = dict.fromkeys(JOB_COUNTS, 0)
         for chunk in self.chunks:
             counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
             for name, value in counts.items():
                 total[name] = total.get(name, 0) + int(value)
+        total["read"] = int(self.offline["read"])
+        total["rejected"] += int(self.offline["rejectedRows"])
         return total
 
     def to_dict(self) -> dict[str, Any]:
@@ -338,7 +346,7 @@ class Pusher:
             # A server takes a rule's name, never a path: a rule file given here is sent
             # by the name it defines (the server must have that rule in its catalogue).
             "importRule": rule.name,
-            "read": len(frame),
+            "read": report.record_count(frame.index),
             "rejected": [],
             "linking": None,
             "dataType": "zip" if spatial else "csv",

@@ -21,7 +21,7 @@ import shapely
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.model.visibility import job_events
-from toolkit.names import IMPORT_TYPES
+from toolkit.names import IMPORT_TYPES, JOB_COUNTS
 from toolkit.reports.catalogue import (
     Catalogue,
     Chart,
@@ -228,7 +228,6 @@ def _impacted_assets(
 
 # --- 3 import jobs ----------------------------------------------------------------------
 
-COUNT_NAMES = ("read", "inserted", "updated", "skipped", "retired", "rejected")
 JOB_FIELDS = (
     Field("id", "Job id", "integer"),
     Field("status", "Status", "text"),
@@ -238,7 +237,7 @@ JOB_FIELDS = (
     Field("source", "Source", "text"),
     Field("overwriteRule", "Overwrite rule", "text"),
     Field("dryRun", "Dry run", "boolean"),
-    *(Field(name, name.capitalize(), "integer") for name in COUNT_NAMES),
+    *(Field(name, name.capitalize(), "integer") for name in JOB_COUNTS),
     Field("reason", "Reason", "text"),
     Field("dateCreated", "Scheduled", "timestamp"),
     Field("dateCompleted", "Completed", "timestamp"),

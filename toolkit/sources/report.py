@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+import pandas as pd
+
 SourceFormat = Literal["csv", "shapefile", "xlsx", "geojson", "gpkg"]
 EncodingSource = Literal["bom", "cpg", "detected", "given", "default", "ldid"]
 
@@ -87,6 +90,13 @@ class SourceReport:
             for p in self.problems
             if p.row is not None
         ]
+
+    def record_count(self, kept: pd.Index) -> int:
+        """Records of the source: the rows ``kept`` (the frame's index, unique row numbers)
+        and those the reader left out (a wrong number of values, an over-long field)."""
+        problem_rows = np.unique([p.row for p in self.problems if p.row is not None])
+        left_out = ~np.isin(problem_rows, kept.to_numpy())
+        return len(kept) + int(left_out.sum())
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready camelCase keys."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from toolkit.names import JOB_COUNTS
 from toolkit.store.database import Database
 from toolkit.store.sql import Where, json_path
 
@@ -251,8 +252,7 @@ class ReportStore:
         if import_type is not None:
             where.add("import_type = ?", import_type)
         counts = "".join(
-            f", json_extract(summary, '$.counts.{name}') AS {name}"
-            for name in ("read", "inserted", "updated", "skipped", "retired", "rejected")
+            f", json_extract(summary, '$.counts.{name}') AS {name}" for name in JOB_COUNTS
         )
         sql = (
             "SELECT id, status, import_type, import_rule, user_id, "
