@@ -287,6 +287,16 @@ def _show_rule(rule: dict[str, Any]) -> None:
                 f"address from {' + '.join(link['friendlyColumns'])} with options {link['options']}"
             )
         click.echo("  assets linked by, in order: " + "; then ".join(ways))
+    geometry = rule["geometry"]
+    if geometry["used"]:
+        click.echo(
+            f"  geometry ({geometry['use']}): a Shapefile's, GeoPackage's or GeoJSON's own; "
+            f"in a table, a WKT column ({', '.join(geometry['wktColumns'])}) and/or "
+            f"latitude ({', '.join(geometry['latitudeColumns'])}) and longitude "
+            f"({', '.join(geometry['longitudeColumns'])}) columns, any case"
+        )
+    else:
+        click.echo("  geometry: not used (coordinate and WKT columns are left unused)")
     if rule.get("keepOtherColumns"):
         click.echo("  other columns are kept as text fields under their heading")
 

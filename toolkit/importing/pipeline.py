@@ -168,7 +168,9 @@ def _read(request: ImportRequest) -> Source:
 
 def _apply(rule: ImportRule, request: ImportRequest, source: Source) -> Ruled:
     source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
-    prepared = apply_rule(rule, source.frame, path=request.name)
+    prepared = apply_rule(
+        rule, source.frame, path=request.name, geometry_columns=source.report.geometry_columns
+    )
     return Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
 
 

@@ -35,6 +35,7 @@ from toolkit.model.fieldtypes import (
     convert_column,
 )
 from toolkit.names import IMPORT_TYPES, ImportType
+from toolkit.sources.tabular import LAT_NAMES, LON_NAMES, WKT_NAMES
 
 NULL_MARKER = "[NULL]"
 BUILTIN_PACKAGE = "pipelines"
@@ -112,6 +113,14 @@ class ImportRule:
         if len(set(names)) != len(names):
             raise OptionError(f"rule {self.name!r}: a field is named twice")
 
+    @property
+    def uses_geometry(self) -> bool:
+        """Whether a row's geometry matters: an asset's is stored, an item's may locate its
+        asset; a user has none (coordinate columns in a user file are left unused)."""
+        if self.import_type == "asset":
+            return True
+        return self.asset_link is not None and self.asset_link.use_geometry
+
     def field_named(self, name: str) -> FieldRule | None:
         return next((f for f in self.fields if f.name == name), None)
 
@@ -145,6 +154,7 @@ class ImportRule:
                 }
                 for f in self.fields
             ],
+            "geometry": _geometry_description(self),
             "assetLink": None
             if link is None
             else {
@@ -157,6 +167,23 @@ class ImportRule:
                 "required": link.required,
             },
         }
+
+
+def _geometry_description(rule: ImportRule) -> dict[str, Any]:
+    """Where a row's geometry comes from, and what the rule does with it."""
+    use = None
+    if rule.import_type == "asset":
+        use = "stored as the asset's geometry"
+    elif rule.uses_geometry:
+        use = "links the row to the asset that contains it"
+    return {
+        "used": rule.uses_geometry,
+        "use": use,
+        # A spatial file's own geometry, else these headings of a table (any case).
+        "wktColumns": list(WKT_NAMES),
+        "latitudeColumns": list(LAT_NAMES),
+        "longitudeColumns": list(LON_NAMES),
+    }
 
 
 @dataclass
@@ -224,10 +251,22 @@ def _convert(spec: FieldRule, text: pd.Series) -> tuple[pd.Series, np.ndarray, s
     return convert_column(spec.type, text, choices=spec.choices, max_length=spec.max_length)
 
 
-def apply_rule(rule: ImportRule, frame: pd.DataFrame, *, path: str = "<data>") -> Prepared:
-    """Apply ``rule`` to ``frame`` (text columns, index = source row numbers)."""
+def apply_rule(
+    rule: ImportRule,
+    frame: pd.DataFrame,
+    *,
+    path: str = "<data>",
+    geometry_columns: Sequence[str] = (),
+) -> Prepared:
+    """Apply ``rule`` to ``frame`` (text columns, index = source row numbers).
+
+    ``geometry_columns`` are the headings the reader made the geometry from: a rule that
+    uses geometry has used them (they are neither reported unused nor kept as text).
+    """
     column_of = _resolve_headings(rule, list(frame.columns), path)
     used = set(column_of.values())
+    if rule.uses_geometry:
+        used |= set(geometry_columns)
     ignored = [c for c in frame.columns if c not in used and c != "geometry"]
     values: dict[str, pd.Series] = {}
     cleared: dict[str, np.ndarray] = {}

@@ -336,7 +336,9 @@ class Pusher:
         frame, report = read_source(
             request.source, layer=request.layer, encoding=request.encoding, crs=request.crs
         )
-        prepared = apply_rule(rule, frame, path=request.name)
+        prepared = apply_rule(
+            rule, frame, path=request.name, geometry_columns=report.geometry_columns
+        )
         rejected = prepared.rejections
         problems = report.row_problems()  # rejected here, as the server would
         # Spatial sources travel as zipped Shapefiles (their geometry with them); tables as

@@ -219,6 +219,7 @@ def _read_csv(
         delimiter=parsed.delimiter,
         crs=geometry.crs,
         geometry_source=geometry.source,
+        geometry_columns=geometry.columns,
     )
     problems = _merge(parsed.problems, parsed.rejected_rows, geometry.bad, parsed.row_numbers)
     report.problems = add_lines(problems, path, parsed)
@@ -243,7 +244,12 @@ def _read_xlsx(
     )
     frame = to_geodataframe(sheet.table, geometry.geometry, sheet.row_numbers)
     report = SourceReport(
-        str(path), "xlsx", layer=sheet.sheet, crs=geometry.crs, geometry_source=geometry.source
+        str(path),
+        "xlsx",
+        layer=sheet.sheet,
+        crs=geometry.crs,
+        geometry_source=geometry.source,
+        geometry_columns=geometry.columns,
     )
     problems = _merge(sheet.problems, sheet.rejected_rows, geometry.bad, sheet.row_numbers)
     # A sheet row is the XLSX counterpart of a CSV line.

@@ -73,6 +73,8 @@ class SourceReport:
     delimiter: str | None = None
     crs: str | None = None
     geometry_source: str | None = None
+    # Columns of a table the geometry was made from (they are the geometry, not data).
+    geometry_columns: list[str] = field(default_factory=list)
     geometry_types: dict[str, int] = field(default_factory=dict)
     repaired_geometries: int = 0
     null_geometries: int = 0

@@ -39,6 +39,8 @@ class TabularGeometry:
     source: str | None
     crs: str | None
     bad: list[BadValues] = field(default_factory=list)
+    # The headings the geometry was made from (WKT, latitude, longitude), in that order.
+    columns: list[str] = field(default_factory=list)
 
 
 def _find(columns: list[str], given: str | None, usual: tuple[str, ...], path: str) -> str | None:
@@ -144,7 +146,8 @@ def build_geometry(
         series = to_wgs84(series, path)
         after = f" after reprojection from {crs_label(source_crs)}"
     series, unusable = _drop_bad_coordinates(series, table, from_points, wkt, lat, lon, after)
-    return TabularGeometry(series, source, crs_label(source_crs), [*bad, *unusable])
+    used = [name for name in (wkt, lat, lon) if name is not None]
+    return TabularGeometry(series, source, crs_label(source_crs), [*bad, *unusable], used)
 
 
 def _drop_bad_coordinates(
