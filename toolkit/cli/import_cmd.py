@@ -266,7 +266,9 @@ def _show_rule(rule: dict[str, Any]) -> None:
         {
             "field": f["name"],
             "column": " | ".join([f["column"], *f["aliases"]]),
-            "type": f["type"] + (f" ({', '.join(f['choices'])})" if f["choices"] else ""),
+            "type": f["type"]
+            + (f" ({', '.join(f['choices'])})" if f["choices"] else "")
+            + ("" if f.get("trim", True) else ", spaces kept"),
             "required": "yes" if f["required"] else "",
             "default": f["default"],
         }

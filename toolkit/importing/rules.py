@@ -56,11 +56,19 @@ class FieldRule:
     pattern: str | None = None
     pattern_reason: str = "is not in the expected form"
     description: str = ""
+    # Leading and trailing spaces are trimmed from every cell (" waller" is stored
+    # "waller", so CQL surname:waller finds it); trim=False keeps a text field as written.
+    trim: bool = True
 
     def __post_init__(self) -> None:
         check_field_type(self.name, self.type, allowed=IMPORT_FIELD_TYPES)
         if self.type == "lookup" and not self.choices:
             raise OptionError(f"field {self.name!r}: a lookup field needs its choices")
+        if not self.trim and self.type != "text":
+            raise OptionError(
+                f"field {self.name!r}: trim=False keeps the spaces of a text field; a "
+                f"{self.type} field always reads its value without them"
+            )
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,7 @@ class ImportRule:
                     "required": f.required,
                     "default": f.default,
                     "choices": list(f.choices),
+                    "trim": f.trim,
                     "description": f.description,
                 }
                 for f in self.fields
@@ -277,9 +286,12 @@ def apply_rule(
             raw = pd.Series(pd.NA, index=frame.index, dtype="string")
         else:
             raw = frame[heading].astype("string")
-        is_null_marker = (raw.str.strip() == NULL_MARKER).fillna(False).to_numpy()
-        blank = (raw.str.strip() == "").fillna(False).to_numpy()
-        text = raw.mask(is_null_marker | blank)
+        stripped = raw.str.strip()
+        is_null_marker = (stripped == NULL_MARKER).fillna(False).to_numpy()
+        blank = (stripped == "").fillna(False).to_numpy()
+        # Trimmed at the rule stage, whole column at once; a problem still shows the cell
+        # as read (``raw``).
+        text = (stripped if spec.trim else raw).mask(is_null_marker | blank)
         converted, bad, reason = _convert(spec, text)
         if bad.any():
             problems.append(_reject(frame.index, bad, heading or spec.column, raw, reason))
@@ -312,9 +324,11 @@ def apply_rule(
         for heading in ignored:
             if heading in values:  # a heading that equals a field name is that field's
                 continue
-            raw = frame[heading].astype("string")
-            is_null_marker = (raw.str.strip() == NULL_MARKER).fillna(False).to_numpy()
-            values[heading] = raw.mask(is_null_marker | (raw.str.strip() == "").fillna(False))
+            # Trimmed like a declared text field (a rule keeps a column's spaces by
+            # declaring it with trim=False).
+            text = frame[heading].astype("string").str.strip()
+            is_null_marker = (text == NULL_MARKER).fillna(False).to_numpy()
+            values[heading] = text.mask(is_null_marker | (text == "").fillna(False))
             cleared[heading] = is_null_marker
         ignored = []
     rejections = (
