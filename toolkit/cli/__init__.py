@@ -13,12 +13,11 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import Path
 
 import click
 
 from toolkit import __version__
-from toolkit.cli.context import DEFAULT_SITE, DEFAULT_STORE_NAME, Settings, output_options
+from toolkit.cli.context import Settings, top_level_options
 from toolkit.errors import ToolkitError
 
 # One module per command group keeps each command's owner obvious.
@@ -69,54 +68,13 @@ class ToolkitGroup(click.Group):
 
 @click.group(cls=ToolkitGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="toolkit")
-@click.option(
-    "--store",
-    type=click.Path(dir_okay=False, path_type=Path),
-    envvar="TOOLKIT_STORE",
-    default=DEFAULT_STORE_NAME,
-    show_default=True,
-    help="SQLite file of the embedded site (env TOOLKIT_STORE).",
-)
-@click.option(
-    "--site",
-    envvar="TOOLKIT_SITE",
-    default=None,
-    help=f"Tenancy to work in: the X-Site of the API (env TOOLKIT_SITE; default "
-    f"{DEFAULT_SITE!r}, or the profile's).",
-)
-@click.option(
-    "--url",
-    envvar="TOOLKIT_URL",
-    default=None,
-    help="Base URL of a server of the API; without it the embedded site is used (env TOOLKIT_URL).",
-)
-@click.option(
-    "--profile",
-    envvar="TOOLKIT_PROFILE",
-    default=None,
-    help="Profile of the config file (TOOLKIT_CONFIG, else ~/.config/toolkit/config.toml) "
-    "naming a server, a site and where its credentials are (env TOOLKIT_PROFILE).",
-)
-@click.option(
-    "--rules",
-    "rule_paths",
-    multiple=True,
-    type=click.Path(exists=True, path_type=Path),
-    envvar="TOOLKIT_RULES",
-    help="A rule file or a folder of rule files to add to the built-in ones (repeatable; "
-    "env TOOLKIT_RULES, separated by ':').",
-)
-@output_options
-@click.pass_context
-def cli(
-    ctx: click.Context,
-    store: Path,
-    site: str | None,
-    url: str | None,
-    profile: str | None,
-    rule_paths: tuple[Path, ...],
-) -> None:
+@top_level_options
+def cli() -> None:
     """Import, match and report on incident-management data, offline or against a server.
+
+    The options below work before or after a command's name:
+    `toolkit --store a.sqlite import-status` and `toolkit import-status --store a.sqlite`
+    are the same command.
 
     \b
     Examples:
@@ -124,15 +82,8 @@ def cli(
       toolkit inspect sample_data/parcels.zip
       toolkit import sample_data/damage_assessments.csv --type item \\
           --rule damage-assessments --event-id 1 --region-id 1 --dry-run
-      toolkit --json item list --register damage-assessment --limit 5
+      toolkit item list --register damage-assessment --limit 5 --json
     """
-    settings = ctx.ensure_object(Settings)
-    settings.store = store
-    settings.site = site or DEFAULT_SITE
-    settings.site_given = site
-    settings.url = url.rstrip("/") if url else None
-    settings.profile = profile
-    settings.rule_paths = rule_paths
 
 
 for _module in COMMAND_MODULES:

@@ -39,6 +39,21 @@ class Settings:
     quiet: bool = False
     verbose: bool = False
     rule_paths: tuple[Path, ...] = ()
+    # Values given on the command line, by attribute: the same option before and after
+    # a command must agree.
+    given: dict[str, Any] = field(default_factory=dict)
+
+    def set(self, attribute: str, value: Any) -> None:
+        """Set a global option's value (``--site``, ``--url`` and ``--store`` as used)."""
+        if attribute == "site":
+            self.site = value or DEFAULT_SITE
+            self.site_given = value
+        elif attribute == "url":
+            self.url = value.rstrip("/") if value else None
+        elif attribute == "store":
+            self.store = Path(value)
+        else:
+            setattr(self, attribute, value)
 
 
 class JobFailed(click.ClickException):
@@ -55,46 +70,149 @@ def job_reason(job: dict[str, Any]) -> str:
     return str(summary.get("reason") or f"the job ended {job.get('status')}")
 
 
-def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, bool], bool]:
-    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-        if value:
-            setattr(ctx.ensure_object(Settings), name, True)
-        return value
+@dataclass(frozen=True)
+class _GlobalOption:
+    """One option every command takes, before or after its name, with one meaning."""
+
+    attribute: str  # the Settings attribute it sets
+    decls: tuple[str, ...]
+    help: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    envvar: str | None = None
+    default: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.decls[-1]
+
+
+GLOBAL_OPTIONS: tuple[_GlobalOption, ...] = (
+    _GlobalOption(
+        "store",
+        ("--store",),
+        "SQLite file of the embedded site (env TOOLKIT_STORE; default ./toolkit.sqlite).",
+        {"type": click.Path(dir_okay=False, path_type=Path), "metavar": "PATH"},
+        envvar="TOOLKIT_STORE",
+        default=DEFAULT_STORE_NAME,
+    ),
+    _GlobalOption(
+        "site",
+        ("--site",),
+        f"Tenancy to work in: the X-Site of the API (env TOOLKIT_SITE; default "
+        f"{DEFAULT_SITE!r}, or the profile's).",
+        {"metavar": "NAME"},
+        envvar="TOOLKIT_SITE",
+    ),
+    _GlobalOption(
+        "url",
+        ("--url",),
+        "Base URL of a server of the API; without it the embedded site is used (env TOOLKIT_URL).",
+        {"metavar": "URL"},
+        envvar="TOOLKIT_URL",
+    ),
+    _GlobalOption(
+        "profile",
+        ("--profile",),
+        "Profile of the config file (TOOLKIT_CONFIG, else ~/.config/toolkit/config.toml) "
+        "naming a server, a site and where its credentials are (env TOOLKIT_PROFILE).",
+        {"metavar": "NAME"},
+        envvar="TOOLKIT_PROFILE",
+    ),
+    _GlobalOption(
+        "rule_paths",
+        ("--rules",),
+        "A rule file or a folder of rule files to add to the built-in ones (repeatable; "
+        "env TOOLKIT_RULES, separated by ':').",
+        {"type": click.Path(exists=True, path_type=Path), "multiple": True, "metavar": "PATH"},
+        envvar="TOOLKIT_RULES",
+    ),
+    _GlobalOption("json", ("--json",), "Print machine-readable JSON on stdout.", {"is_flag": True}),
+    _GlobalOption(
+        "quiet",
+        ("-q", "--quiet"),
+        "No progress bars or summaries on stderr.",
+        {"is_flag": True},
+    ),
+    _GlobalOption(
+        "verbose",
+        ("-v", "--verbose"),
+        "Debug logging, and the traceback of any error.",
+        {"is_flag": True},
+    ),
+)
+
+
+def _is_given(value: Any) -> bool:
+    return value not in (None, (), False)
+
+
+def _set_global(option: _GlobalOption) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """The callback of ``option``: write its value into the shared :class:`Settings`.
+
+    On the top-level group it runs first, with the value from the command line, the
+    environment or the default. On a command it only counts when given there; a value
+    given both before and after the command must agree (``--rules`` adds up instead).
+    """
+
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        current = ctx.ensure_object(Settings)
+        top = ctx.parent is None
+        if not top and not _is_given(value):
+            return
+        if option.attribute == "rule_paths":
+            current.rule_paths = (*current.rule_paths, *value)
+        elif option.kwargs.get("is_flag"):
+            if value:
+                setattr(current, option.attribute, True)
+        else:
+            earlier = current.given.get(option.attribute)
+            if not top and earlier is not None and earlier != value:
+                raise click.UsageError(
+                    f"{option.name} is given twice, {earlier} before the command and {value} "
+                    "after it; give it once",
+                    ctx=ctx,
+                )
+            current.set(option.attribute, value)
+        if _is_given(value) and ctx.get_parameter_source(option.attribute) == (
+            click.core.ParameterSource.COMMANDLINE
+        ):
+            current.given[option.attribute] = value
 
     return callback
 
 
-def output_options(func: F) -> F:
-    """Add ``--json``, ``--quiet`` and ``--verbose``; the same meaning before or after a command."""
-    options = [
-        click.option(
-            "--json",
-            "json_output",
-            is_flag=True,
+def _add_global_options(func: F, *, top: bool) -> F:
+    for option in reversed(GLOBAL_OPTIONS):
+        # Only the top-level group reads the environment and has defaults: a command
+        # changes a setting only when the option is given after its name.
+        extra = {"envvar": option.envvar, "default": option.default} if top else {}
+        func = click.option(
+            *option.decls,
+            option.attribute,
             expose_value=False,
-            callback=_set_flag("json"),
-            help="Print machine-readable JSON on stdout.",
-        ),
-        click.option(
-            "-q",
-            "--quiet",
-            is_flag=True,
-            expose_value=False,
-            callback=_set_flag("quiet"),
-            help="No progress bars or summaries on stderr.",
-        ),
-        click.option(
-            "-v",
-            "--verbose",
-            is_flag=True,
-            expose_value=False,
-            callback=_set_flag("verbose"),
-            help="Debug logging, and the traceback of any error.",
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
+            callback=_set_global(option),
+            help=option.help,
+            **option.kwargs,
+            **extra,
+        )(func)
     return func
+
+
+def global_options(func: F) -> F:
+    """Add the options every command shares (``--store``, ``--site``, ``--url``,
+    ``--profile``, ``--rules``, ``--json``, ``--quiet``, ``--verbose``), so that each
+    means the same after a command's name as before it."""
+    return _add_global_options(func, top=False)
+
+
+def top_level_options(func: F) -> F:
+    """The global options of the top-level group, with their environment variables and
+    defaults."""
+    return _add_global_options(func, top=True)
+
+
+# The name commands used before every global option could follow them; one decorator.
+output_options = global_options
 
 
 def settings() -> Settings:

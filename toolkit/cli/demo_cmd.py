@@ -10,10 +10,10 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    global_options,
     is_remote,
     job_reason,
     open_local_site,
-    output_options,
     progress_bar,
     settings,
 )
@@ -36,7 +36,7 @@ from toolkit.cli.render import counts_line, render
     show_default=True,
     help="Where rejected rows and other outputs are written.",
 )
-@output_options
+@global_options
 def demo(sample_dir: Path, out_dir: Path) -> None:
     """Build a demo site from the sample data: an event, parcels, assets, users, and
     damage assessments linked to their parcels, each as an import job.

@@ -10,12 +10,12 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    global_options,
     is_remote,
     job_reason,
     note,
     open_local_site,
     open_site,
-    output_options,
     print_table,
     progress_bar,
     settings,
@@ -122,7 +122,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     help="A review file marked by a reviewer (see lookup --review): its decisions are "
     "remembered by the site and used by this import and every later one.",
 )
-@output_options
+@global_options
 def import_command(
     file: Path,
     assets_file: Path | None,
@@ -173,7 +173,7 @@ def import_command(
 
 @cli.command("import-status")
 @click.argument("job_id", type=int, required=False)
-@output_options
+@global_options
 def import_status(job_id: int | None) -> None:
     """Show one import job, or a summary of every job of the site.
 
@@ -206,6 +206,7 @@ def _job_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @cli.group("rules")
+@global_options
 def rules_group() -> None:
     """What import rules there are and what each expects.
 
@@ -217,7 +218,7 @@ def rules_group() -> None:
 
 
 @rules_group.command("list")
-@output_options
+@global_options
 def rules_list() -> None:
     """List the import rules: the built-in ones and those added with --rules.
 
@@ -241,7 +242,7 @@ def rules_list() -> None:
 
 @rules_group.command("show")
 @click.argument("name")
-@output_options
+@global_options
 def rules_show(name: str) -> None:
     """Show what the rule NAME expects: columns, types, required fields, asset links.
 

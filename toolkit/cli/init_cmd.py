@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit.cli import cli
-from toolkit.cli.context import is_remote, output_options, settings
+from toolkit.cli.context import global_options, is_remote, settings
 from toolkit.cli.render import render
 
 
 @cli.command("init")
-@output_options
+@global_options
 def init() -> None:
     """Make the site (--site, default 'default') in the site file (--store), and the
     file too if it is missing. Safe to repeat: an existing site is left as it is.

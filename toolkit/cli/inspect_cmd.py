@@ -9,8 +9,8 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import (
+    global_options,
     note,
-    output_options,
     print_renderable,
     progress_bar,
 )
@@ -34,7 +34,7 @@ _SHORT_VALUE = 40
 @click.option("--lat-column", default=None, help="Column holding latitude (or northing).")
 @click.option("--lon-column", default=None, help="Column holding longitude (or easting).")
 @click.option("--head", type=click.IntRange(min=0), default=0, help="Also show the first N rows.")
-@output_options
+@global_options
 def inspect(
     file: Path,
     layer: str | None,

@@ -9,11 +9,11 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import (
+    global_options,
     is_remote,
     note,
     open_local_site,
     open_site,
-    output_options,
     settings,
 )
 from toolkit.cli.render import render
@@ -99,7 +99,7 @@ from toolkit.names import LOOKUP_OUTPUTS
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write one row per query (id, mode, accuracy, error) to this CSV.",
 )
-@output_options
+@global_options
 def lookup(
     queries: tuple[str, ...],
     file: Path | None,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from toolkit.cli import cli
-from toolkit.cli.context import open_site, output_options, settings
+from toolkit.cli.context import global_options, open_site, settings
 from toolkit.cli.render import render
 
 
 @cli.command("ping")
-@output_options
+@global_options
 def ping() -> None:
     """Check the connection to the site: the embedded file, or a server with --url.
 

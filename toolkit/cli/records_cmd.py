@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import open_site, output_options
+from toolkit.cli.context import global_options, open_site
 from toolkit.cli.render import Columns, render
 from toolkit.names import DIRECTIONS, FULLTEXT_OPERATORS, OPERATORS, ORDER_COLUMNS
 
@@ -83,6 +83,7 @@ def _record_lines(record: dict[str, Any]) -> list[str]:
 
 
 @cli.group("event")
+@global_options
 def event_group() -> None:
     """Create, find and update events (incidents), which hold register items.
 
@@ -102,7 +103,7 @@ def event_group() -> None:
 @click.option("--template", is_flag=True, help="Make a template event.")
 @click.option("--global", "is_global", is_flag=True, help="Make a global event.")
 @click.option("--region-id", type=int)
-@output_options
+@global_options
 def event_create(
     name: str,
     description: str | None,
@@ -146,7 +147,7 @@ def event_create(
 @click.option("--template/--no-template", default=None)
 @click.option("--global/--no-global", "is_global", default=None)
 @paging_options
-@output_options
+@global_options
 def event_list(
     event_id: int | None,
     fulltext: str | None,
@@ -187,7 +188,7 @@ def event_list(
 
 @event_group.command("get")
 @click.argument("event_id", type=int)
-@output_options
+@global_options
 def event_get(event_id: int) -> None:
     """Show one event.
 
@@ -207,7 +208,7 @@ def event_get(event_id: int) -> None:
 @click.option("--start-date")
 @click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
 @click.option("--message", help="Text recorded in the audit log.")
-@output_options
+@global_options
 def event_update(
     event_id: int,
     name: str | None,
@@ -245,6 +246,7 @@ def event_update(
 
 
 @cli.group("register")
+@global_options
 def register_group() -> None:
     """The registers of the site and the fields their items carry.
 
@@ -255,7 +257,7 @@ def register_group() -> None:
 
 
 @register_group.command("list")
-@output_options
+@global_options
 def register_list() -> None:
     """List the registers, their fields and how many items each holds.
 
@@ -274,6 +276,7 @@ def register_list() -> None:
 
 
 @cli.group("item")
+@global_options
 def item_group() -> None:
     """Read register items with the spec's filters.
 
@@ -293,7 +296,7 @@ def item_group() -> None:
     "--cql", help="Query: field:value, field:*part*, field:~sounds, is:active, AND/OR/NOT, ()."
 )
 @paging_options
-@output_options
+@global_options
 def item_list(
     register_id: str,
     event_id: int | None,
@@ -330,7 +333,7 @@ def item_list(
 
 @item_group.command("get")
 @click.argument("item_id", type=int)
-@output_options
+@global_options
 def item_get(item_id: int) -> None:
     """Show one item with its register fields.
 
@@ -346,6 +349,7 @@ def item_get(item_id: int) -> None:
 
 
 @cli.group("asset")
+@global_options
 def asset_group() -> None:
     """Find assets with the spec's filters.
 
@@ -369,7 +373,7 @@ def asset_group() -> None:
 @click.option("--longitude", type=float)
 @click.option("--range", "range_m", type=float, help="Metres around the point (default 100).")
 @paging_options
-@output_options
+@global_options
 def asset_list(
     asset_id: int | None,
     fulltext: str | None,
@@ -410,7 +414,7 @@ def asset_list(
 
 @asset_group.command("get")
 @click.argument("asset_id")
-@output_options
+@global_options
 def asset_get(asset_id: str) -> None:
     """Show one asset in the shape of the spec.
 
@@ -423,7 +427,7 @@ def asset_get(asset_id: str) -> None:
 
 
 @asset_group.command("types")
-@output_options
+@global_options
 def asset_types() -> None:
     """List the asset classes of the site.
 
@@ -440,6 +444,7 @@ def asset_types() -> None:
 
 
 @cli.group("audit-log")
+@global_options
 def audit_group() -> None:
     """Who changed what, when and why.
 
@@ -456,7 +461,7 @@ def audit_group() -> None:
 @click.option("--event-id", type=int)
 @click.option("--import-job-id", type=int, help="Only the changes of one import job.")
 @paging_options
-@output_options
+@global_options
 def audit_list(
     audit_id: int | None,
     item_id: int | None,
@@ -485,7 +490,7 @@ def audit_list(
 
 @audit_group.command("get")
 @click.argument("audit_id", type=int)
-@output_options
+@global_options
 def audit_get(audit_id: int) -> None:
     """Show one audit log entry with its changes.
 

@@ -10,10 +10,10 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    global_options,
     note,
     open_local_site,
     open_site,
-    output_options,
     print_json,
 )
 from toolkit.cli.render import Columns, render
@@ -57,6 +57,7 @@ def _fail_if_failed(instance: dict[str, Any]) -> None:
 
 
 @cli.group("report")
+@global_options
 def report_group() -> None:
     """Run reports and fetch their contents as JSON, CSV, XLSX or HTML.
 
@@ -69,7 +70,7 @@ def report_group() -> None:
 
 
 @report_group.command("list")
-@output_options
+@global_options
 def report_list() -> None:
     """List the reports: id, name, parameters (* = required) and what each shows.
 
@@ -107,7 +108,7 @@ def _report_rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     help="A report parameter (repeatable); with --instance, overrides the earlier run's.",
 )
 @click.option("--wait", is_flag=True, help="Run now and return when the run has finished.")
-@output_options
+@global_options
 def report_run(
     report_id: int | None, instance_id: int | None, pairs: tuple[str, ...], wait: bool
 ) -> None:
@@ -148,7 +149,7 @@ def report_run(
 
 @report_group.command("status")
 @click.argument("instance_id", type=int)
-@output_options
+@global_options
 def report_status(instance_id: int) -> None:
     """Show report instance INSTANCE_ID: QUEUED, RUNNING, COMPLETED or FAILED.
 
@@ -170,7 +171,7 @@ def report_status(instance_id: int) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the file itself here (streamed); without it the fetch object is printed.",
 )
-@output_options
+@global_options
 def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
     """Fetch the contents of COMPLETED report instance INSTANCE_ID.
 
@@ -202,7 +203,7 @@ def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
 
 @report_group.command("work", hidden=True)
 @click.argument("instance_id", type=int)
-@output_options
+@global_options
 def report_work(instance_id: int) -> None:
     """Execute queued report instance INSTANCE_ID in this process (the background worker).
 

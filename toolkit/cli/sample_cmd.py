@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import note, output_options, progress_bar
+from toolkit.cli.context import global_options, note, progress_bar
 from toolkit.cli.render import render
 
 
 @cli.group()
-@output_options
+@global_options
 def sample() -> None:
     """Synthetic parcels and damage-assessment items, at any scale.
 
@@ -41,7 +41,7 @@ def sample() -> None:
 )
 @click.option("--extras", is_flag=True, help="Also write assets.csv and users.csv.")
 @click.option("--overwrite", is_flag=True, help="Replace files that already exist.")
-@output_options
+@global_options
 def generate(
     assets: int,
     items: int,

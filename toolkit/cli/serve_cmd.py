@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import note, output_options, settings
+from toolkit.cli.context import global_options, note, settings
 
 
 @cli.command("serve")
@@ -71,16 +69,7 @@ from toolkit.cli.context import note, output_options, settings
     help="The URL clients reach this server at, for the $schema of report contents "
     "(default: the URL each request came to).",
 )
-@click.option(
-    "--rules",
-    "rule_paths",
-    multiple=True,
-    type=click.Path(exists=True, path_type=Path),
-    help="A rule file or folder whose rules clients may name in imports, besides the "
-    "built-in ones and those of the global --rules (repeatable). Clients give a rule's "
-    "name, never a path.",
-)
-@output_options
+@global_options
 def serve(
     host: str,
     port: int,
@@ -93,7 +82,6 @@ def serve(
     max_connections_per_client: int,
     workers: int,
     base_url: str | None,
-    rule_paths: tuple[Path, ...],
 ) -> None:
     """Serve the API of the service over the embedded site file (every site in it).
 
@@ -110,6 +98,9 @@ def serve(
       toolkit serve --workers 4 --base-url https://staging.example.org
       toolkit serve --host 127.0.0.1 --forwarded-allow-ips 127.0.0.1  # behind a local proxy
       toolkit serve --rules ./our-rules     # clients may then name the rules in that folder
+
+    Clients name a rule of the catalogue (the built-in rules and those of --rules,
+    before or after `serve`), never a path.
     """
     import logging
 
@@ -128,7 +119,7 @@ def serve(
             rate_limit=rate_limit,
             auth_rate_limit=auth_rate_limit,
             workers=workers,
-            rule_paths=(*current.rule_paths, *rule_paths),
+            rule_paths=current.rule_paths,
             base_url=base_url,
             header_timeout_s=header_timeout,
             body_timeout_s=body_timeout,

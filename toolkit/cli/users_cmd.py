@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import note, open_site, output_options
+from toolkit.cli.context import global_options, note, open_site
 from toolkit.cli.render import Columns, render
 
 PASSWORD_ENV = "TOOLKIT_PASSWORD"
@@ -37,6 +37,7 @@ def _user_line(user: dict[str, Any]) -> str:
 
 
 @cli.group("user")
+@global_options
 def user_group() -> None:
     """Set up users of the API (spec section 5) on the embedded site.
 
@@ -61,7 +62,7 @@ def user_group() -> None:
 @click.option("--first-name")
 @click.option("--last-name")
 @click.option("--email")
-@output_options
+@global_options
 def user_add(
     username: str,
     positions: tuple[str, ...],
@@ -104,7 +105,7 @@ def user_add(
     default=None,
     help="May change accounts over the API (user imports); set only here, by the operator.",
 )
-@output_options
+@global_options
 def user_update(
     username: str,
     positions: tuple[str, ...],
@@ -136,7 +137,7 @@ def user_update(
 
 @user_group.command("password")
 @click.argument("username")
-@output_options
+@global_options
 def user_password(username: str) -> None:
     """Set the password of USERNAME from $TOOLKIT_PASSWORD or stdin (never an argument).
 
@@ -162,7 +163,7 @@ def user_password(username: str) -> None:
 @user_group.command("totp")
 @click.argument("username")
 @click.option("--remove", is_flag=True, help="Remove the user's TOTP device instead.")
-@output_options
+@global_options
 def user_totp(username: str, remove: bool) -> None:
     """Register a TOTP device for USERNAME and print its secret, once.
 
@@ -188,7 +189,7 @@ def user_totp(username: str, remove: bool) -> None:
 
 
 @user_group.command("list")
-@output_options
+@global_options
 def user_list() -> None:
     """List the users of the site (never their secrets).
 
@@ -208,6 +209,7 @@ def user_list() -> None:
 
 
 @cli.group("api-key")
+@global_options
 def api_key_group() -> None:
     """Issue and revoke API keys for machine logins (auth with apiKey).
 
@@ -222,7 +224,7 @@ def api_key_group() -> None:
 @api_key_group.command("issue")
 @click.argument("username")
 @click.option("--label", help="What the key is for.")
-@output_options
+@global_options
 def api_key_issue(username: str, label: str | None) -> None:
     """Issue an API key for USERNAME and print it, once (only its hash is kept).
 
@@ -243,7 +245,7 @@ def api_key_issue(username: str, label: str | None) -> None:
 
 @api_key_group.command("revoke")
 @click.argument("key")
-@output_options
+@global_options
 def api_key_revoke(key: str) -> None:
     """Revoke the API key KEY (its id or prefix); its tokens stop working at once.
 
@@ -258,7 +260,7 @@ def api_key_revoke(key: str) -> None:
 
 @api_key_group.command("list")
 @click.option("--user", "username", help="Only this user's keys.")
-@output_options
+@global_options
 def api_key_list(username: str | None) -> None:
     """List API keys (prefixes and labels, never the keys).
 
@@ -277,6 +279,7 @@ def api_key_list(username: str | None) -> None:
 
 
 @cli.group("duty")
+@global_options
 def duty_group() -> None:
     """Put users on duty in events: reading or writing register data needs it.
 
@@ -291,7 +294,7 @@ def duty_group() -> None:
 @click.argument("username")
 @click.option("--event-id", type=int, required=True)
 @click.option("--position", required=True, help="The position the user holds in the event.")
-@output_options
+@global_options
 def duty_add(username: str, event_id: int, position: str) -> None:
     """Put USERNAME on duty in an event.
 
@@ -306,7 +309,7 @@ def duty_add(username: str, event_id: int, position: str) -> None:
 @duty_group.command("remove")
 @click.argument("username")
 @click.option("--event-id", type=int, required=True)
-@output_options
+@global_options
 def duty_remove(username: str, event_id: int) -> None:
     """End every duty of USERNAME in an event.
 
