@@ -10,7 +10,7 @@ import click
 
 from toolkit import names
 from toolkit.cli import cli
-from toolkit.importing import overwrite, rules
+from toolkit.importing import overwrite, request, rules
 from toolkit.matching import options
 from toolkit.query import filters
 from toolkit.reports import runner
@@ -30,7 +30,11 @@ OPTIONS: dict[str, tuple[Any, str]] = {
     "--direction": (names.Direction, "direction"),
     "--since-operator": (names.Operator, "since_operator"),
     "--until-operator": (names.Operator, "until_operator"),
-    "--format": (names.ReportFormat, "format"),
+    "--format": (names.DataType, "dataType"),
+}
+# Options whose values differ by command: a report's format is not a file's.
+BY_COMMAND: dict[tuple[str, str], tuple[Any, str]] = {
+    ("report fetch", "--format"): (names.ReportFormat, "format"),
 }
 
 
@@ -63,7 +67,8 @@ def test_every_cli_choice_is_a_literal_of_names() -> None:
     seen = set()
     for command, option, choices in _choices(cli):
         assert option in OPTIONS, f"{command} {option} has choices but no home in names"
-        assert choices == list(get_args(OPTIONS[option][0])), f"{command} {option}"
+        literal = BY_COMMAND.get((command, option), OPTIONS[option])[0]
+        assert choices == list(get_args(literal)), f"{command} {option}"
         seen.add(option)
     assert seen == set(OPTIONS)
 
@@ -72,7 +77,7 @@ def test_the_openapi_document_offers_the_same_values() -> None:
     found: dict[str, list[list[Any]]] = {}
     for name, enum in _enums(openapi_document()):
         found.setdefault(name, []).append(enum)
-    for option, (literal, api_name) in OPTIONS.items():
+    for option, (literal, api_name) in [*OPTIONS.items(), *BY_COMMAND.items()]:
         assert api_name in found, f"{api_name} ({option}) is not in the document"
         allowed = list(get_args(literal))
         for enum in found[api_name]:
@@ -90,4 +95,5 @@ def test_the_server_checks_against_the_same_sets() -> None:
     assert filters.ORDER_COLUMNS is names.ORDER_COLUMNS
     assert filters.DIRECTIONS is names.DIRECTIONS
     assert runner.FORMATS is names.REPORT_FORMATS
+    assert request.DATA_TYPES is names.DATA_TYPES
     assert local.FULLTEXT_OPERATORS is names.FULLTEXT_OPERATORS

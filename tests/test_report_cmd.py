@@ -136,7 +136,11 @@ def test_fetch_writes_the_decoded_file_or_prints_the_fetch_object(
     )
     assert openpyxl.load_workbook(book_path).sheetnames == ["Data", "About"]
 
-    printed = invoke(store, "report", "fetch", instance_id, "--format", "html")
+    page = invoke(store, "report", "fetch", instance_id, "--format", "html")
+    assert page.exit_code == 0
+    assert page.stdout.startswith("<!DOCTYPE html>")
+    assert "<h1>Register items of an event</h1>" in page.stdout
+    printed = invoke(store, "report", "fetch", instance_id, "--format", "html", "--json")
     fetched = json.loads(printed.stdout)
     assert (fetched["status"], fetched["format"]) == ("COMPLETED", "html")
     assert "<h1>Register items of an event</h1>" in base64.b64decode(fetched["contents"]).decode()

@@ -437,13 +437,17 @@ def test_report_to_dict_uses_camel_case(tmp_path: Path) -> None:
     assert np.isclose(data["rows"], 2)
 
 
-def test_progress_is_reported_per_stage(tmp_path: Path) -> None:
-    calls: list[tuple[str, int, int | None]] = []
-    read_source(
-        write(tmp_path / "p.csv", b"a\n1\n"),
-        progress=lambda label, done, total: calls.append((label, done, total)),
-    )
-    assert calls == [("read p.csv", 0, 2), ("read p.csv", 1, 2), ("read p.csv", 2, 2)]
+def test_progress_counts_the_bytes_of_the_file_as_they_are_read(tmp_path: Path) -> None:
+    calls: list[tuple[str, int, int | None, str]] = []
+
+    def progress(label: str, done: int, total: int | None, *, unit: str, detail: str = "") -> None:
+        calls.append((label, done, total, unit))
+
+    read_source(write(tmp_path / "p.csv", b"a\n1\n"), progress=progress)
+    assert calls[0] == ("read p.csv", 0, 4, "bytes")
+    assert calls[-1] == ("read p.csv", 4, 4, "bytes")
+    done = [c[1] for c in calls]
+    assert done == sorted(done) and {c[2] for c in calls} == {4}
 
 
 def test_zip_with_too_many_entries_is_refused(tmp_path: Path) -> None:

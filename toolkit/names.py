@@ -22,6 +22,8 @@ ReportFormat = Literal["json", "csv", "html", "xlsx"]
 # exactly one of inserted, updated, unchanged, skipped or rejected, so those add up to
 # ``read``; ``retired`` counts records already there (deleteAndInsert), not rows.
 JobCount = Literal["read", "inserted", "updated", "unchanged", "skipped", "retired", "rejected"]
+# A file's format: the API's import dataType, and the CLI's --format of what it reads.
+DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
 
 IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)
 OVERWRITE_RULES: tuple[str, ...] = get_args(OverwriteRule)
@@ -34,3 +36,4 @@ FULLTEXT_OPERATORS: tuple[str, ...] = get_args(FulltextOperator)
 REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
 JOB_COUNTS: tuple[str, ...] = get_args(JobCount)
 ROW_OUTCOMES: tuple[str, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")
+DATA_TYPES: tuple[str, ...] = get_args(DataType)

@@ -242,35 +242,95 @@ def note(message: str) -> None:
 
 @contextmanager
 def progress_bar() -> Iterator[Progress]:
-    """A :class:`Progress` drawn with rich on a terminal; silent when not a terminal or quiet."""
-    if settings().quiet or not sys.stderr.isatty():
+    """A :class:`Progress` drawn with rich on stderr: one bar per stage with its count of
+    the total, rate and time left. Drawn only on an interactive terminal (rich's test, so
+    ``TTY_COMPATIBLE=1``/``TTY_INTERACTIVE=1`` force it and ``TERM=dumb`` does not), never
+    with ``--quiet``; anywhere else the library reports into nothing."""
+    console = _stderr_console()
+    if settings().quiet or not console.is_interactive:
         yield no_progress
         return
-
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as RichProgress
 
     tasks: dict[str, Any] = {}
     with RichProgress(
         TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
+        BarColumn(bar_width=16),
+        _count_column(),
+        _rate_column(),
+        _time_left_column(),
         TimeElapsedColumn(),
+        TextColumn("{task.fields[detail]}"),
         transient=True,
-        console=_stderr_console(),
+        console=console,
     ) as bar:
 
-        def report(label: str, done: int, total: int | None) -> None:
+        def report(
+            label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+        ) -> None:
             if label not in tasks:
-                tasks[label] = bar.add_task(label, total=total)
-            bar.update(tasks[label], completed=done, total=total)
+                tasks[label] = bar.add_task(label, total=total, unit=unit, detail=detail)
+            bar.update(tasks[label], completed=done, total=total, unit=unit, detail=detail)
 
         yield report
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "bytes":
+        from rich.filesize import decimal
+
+        return decimal(int(value))
+    return f"{value:,.0f}"
+
+
+def _count_column() -> Any:
+    """``done/total unit``: ``1,200/5,000 rows``, ``12.0/45.1 MB``; without a total, done."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Count(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            unit = task.fields.get("unit", "rows")
+            done = _amount(task.completed, unit)
+            text = done if task.total is None else f"{done}/{_amount(task.total, unit)}"
+            return Text(text if unit == "bytes" else f"{text} {unit}", style="progress.download")
+
+    return Count()
+
+
+def _rate_column() -> Any:
+    """How fast the stage goes (its average once finished): ``41,000 rows/s``, ``30 MB/s``."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            if not speed:
+                return Text("")
+            unit = task.fields.get("unit", "rows")
+            shown = _amount(speed, unit) + ("/s" if unit == "bytes" else f" {unit}/s")
+            return Text(shown, style="progress.data.speed")
+
+    return Rate()
+
+
+def _time_left_column() -> Any:
+    """``left 0:00:12`` while it can be estimated, nothing before or after."""
+    import datetime as dt
+
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Left(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            left = task.time_remaining
+            if task.finished or left is None:
+                return Text("")
+            return Text(f"left {dt.timedelta(seconds=round(left))}", style="progress.remaining")
+
+    return Left()
 
 
 def _stderr_console() -> Any:

@@ -20,6 +20,7 @@ from toolkit.cli.context import (
     progress_bar,
     settings,
 )
+from toolkit.cli.files import input_file, source_options
 from toolkit.cli.render import Columns, counts_line, render
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
 
@@ -60,7 +61,9 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 
 
 @cli.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
+)
 @click.option(
     "--type",
     "import_type",
@@ -95,7 +98,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     help="Write the rejected rows, with their reasons, to this CSV to fix and re-import.",
 )
 @click.option("--layer", help="Layer (Shapefile in a zip, GeoPackage) or sheet (XLSX) to read.")
-@click.option("--encoding", help="Text encoding of the file, when detection gets it wrong.")
+@source_options
 @click.option("--crs", help="CRS of a source that does not say, e.g. EPSG:7855.")
 @click.option(
     "--assets",
@@ -131,12 +134,12 @@ def import_command(
     links_file: Path | None,
     **options: Any,
 ) -> None:
-    """Import FILE into the site as one job, and report what happened.
+    """Import FILE (- for stdin) into the site as one job, and report what happened.
 
     The job reads the file, checks every row against the rule, links items to
     assets, plans the overwrite rule, then writes everything in one transaction:
     a failure leaves the site as it was. Exit status 0 when the job is COMPLETE,
-    1 when it FAILED.
+    1 when it FAILED. Stdin is read as CSV unless --format says otherwise.
 
     \b
     Examples:
@@ -145,10 +148,24 @@ def import_command(
           --event-id 1 --region-id 1 --dry-run --rejects rejects.csv
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
+      export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
     """
+    with input_file(file, options["file_format"]) as (source, name):
+        _import(source, name, assets_file, force, poll_interval, links_file, options)
+
+
+def _import(
+    source: Path,
+    name: str | None,
+    assets_file: Path | None,
+    force: bool,
+    poll_interval: float | None,
+    links_file: Path | None,
+    options: dict[str, Any],
+) -> None:
     from toolkit.importing.pipeline import ImportRequest
 
-    request = ImportRequest(source=file, **options)
+    request = ImportRequest(source=source, source_name=name, **options)
     if is_remote():
         if links_file is not None:
             raise click.UsageError("--links works on the embedded site, not with --url")

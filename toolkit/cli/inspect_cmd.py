@@ -14,6 +14,7 @@ from toolkit.cli.context import (
     print_renderable,
     progress_bar,
 )
+from toolkit.cli.files import input_file, source_options
 from toolkit.cli.render import render
 
 if TYPE_CHECKING:
@@ -26,9 +27,9 @@ _SHORT_VALUE = 40
 
 
 @cli.command()
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
 @click.option("--layer", default=None, help="Layer of a zip/GeoPackage, or sheet of an XLSX.")
-@click.option("--encoding", default=None, help="Text encoding, instead of detecting it.")
+@source_options
 @click.option("--crs", default=None, help="CRS of a source without one, e.g. EPSG:7855.")
 @click.option("--wkt-column", default=None, help="Column holding WKT geometry.")
 @click.option("--lat-column", default=None, help="Column holding latitude (or northing).")
@@ -38,14 +39,17 @@ _SHORT_VALUE = 40
 def inspect(
     file: Path,
     layer: str | None,
+    file_format: str | None,
     encoding: str | None,
+    delimiter: str | None,
+    quotechar: str | None,
     crs: str | None,
     wkt_column: str | None,
     lat_column: str | None,
     lon_column: str | None,
     head: int,
 ) -> None:
-    """Read FILE as an import would and report what was found.
+    """Read FILE (- for stdin) as an import would and report what was found.
 
     Shows the format, rows, columns, encoding (and how it was decided), source CRS,
     geometry types, repaired/missing/empty geometries, and every problem with its row
@@ -57,12 +61,18 @@ def inspect(
       toolkit inspect items.csv --head 5
       toolkit inspect export.shp.zip --layer parcels --crs EPSG:7855
       toolkit inspect legacy.csv --encoding windows-1252 --json
+      toolkit inspect export.dat --format csv --delimiter tab --quotechar none
+      unzip -p backup.zip items.csv | toolkit inspect - --head 3
     """
     from toolkit.sources import read_source
 
-    with progress_bar() as progress:
+    with input_file(file, file_format) as (source, name), progress_bar() as progress:
         frame, report = read_source(
-            file,
+            source,
+            name=name,
+            format=file_format,
+            delimiter=delimiter,
+            quotechar=quotechar,
             layer=layer,
             encoding=encoding,
             crs=crs,

@@ -16,6 +16,7 @@ from toolkit.cli.context import (
     open_site,
     settings,
 )
+from toolkit.cli.files import input_file, is_stdio, output_file, source_options
 from toolkit.cli.render import render
 from toolkit.names import LOOKUP_MODES as MODES
 from toolkit.names import LOOKUP_OUTPUTS
@@ -26,9 +27,10 @@ from toolkit.names import LOOKUP_OUTPUTS
 @click.option(
     "--file",
     "file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Look up every row of this file (any readable source).",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    help="Look up every row of this file (any readable source; - for stdin).",
 )
+@source_options
 @click.option("--column", help="The file's column holding the query text.")
 @click.option("--code-column", help="The file's column holding each row's reference.")
 @click.option("--lat-column", help="Latitude column, for mode geo.")
@@ -96,13 +98,17 @@ from toolkit.names import LOOKUP_OUTPUTS
 @click.option(
     "-o",
     "out_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write one row per query (id, mode, accuracy, error) to this CSV.",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Write one row per query (id, mode, accuracy, error) to this CSV (- for stdout).",
 )
 @global_options
 def lookup(
     queries: tuple[str, ...],
     file: Path | None,
+    file_format: str | None,
+    encoding: str | None,
+    delimiter: str | None,
+    quotechar: str | None,
     column: str | None,
     code_column: str | None,
     lat_column: str | None,
@@ -136,6 +142,7 @@ def lookup(
           --code-column Reference --assets sample_data/parcels.zip --index /tmp/parcels.idx \\
           --max-rank 3 --fallback-mode fuzzy -o matches.csv
       toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
+      cut -d, -f1,2 damage.csv | toolkit lookup --file - --column Address -o - > matches.csv
     """
     import pandas as pd
 
@@ -146,15 +153,25 @@ def lookup(
 
     if bool(queries) == (file is not None):
         raise click.UsageError("give QUERIES or --file, one of the two")
+    if is_stdio(out_file) and settings().json:
+        raise click.UsageError("-o - and --json both write to stdout; choose one")
+    if file is None and (file_format or encoding or delimiter or quotechar):
+        raise click.UsageError("--format, --encoding, --delimiter and --quotechar go with --file")
     if file is not None:
-        frame = queries_from_file(
-            file,
-            column=column,
-            code_column=code_column,
-            lat_column=lat_column,
-            lon_column=lon_column,
-            wkt_column=wkt_column,
-        )
+        with input_file(file, file_format) as (source, name):
+            frame = queries_from_file(
+                source,
+                name=name,
+                column=column,
+                code_column=code_column,
+                lat_column=lat_column,
+                lon_column=lon_column,
+                wkt_column=wkt_column,
+                format=file_format,
+                encoding=encoding,
+                delimiter=delimiter,
+                quotechar=quotechar,
+            )
     else:
         frame = pd.DataFrame({"query": pd.array(list(queries), dtype="str")})
     options: dict[str, Any] = {"mode": mode, "maxRank": max_rank}
@@ -187,8 +204,7 @@ def lookup(
         note(f"Wrote {len(to_review)} queries to review to {review_file}")
     summary = result.summary()
     if out_file is not None:
-        safe_frame(result_rows(result)).to_csv(out_file, index=False)
-        note(f"Wrote {len(result.resolved)} rows to {out_file}")
+        _write_rows(safe_frame(result_rows(result)), out_file)
     if settings().json or out_file is None:
         document = to_spec_result(index, result.resolved, output)
         if candidates:
@@ -248,14 +264,20 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
                 for e in entries
             ]
         )
-        safe_frame(rows).to_csv(out_file, index=False)
-        note(f"Wrote {len(rows)} rows to {out_file}")
+        _write_rows(safe_frame(rows), out_file)
     # With --out the file is the answer; stdout stays empty unless JSON was asked for.
     render(document, lines=(lambda d: _entry_lines(d.values())) if out_file is None else None)
     note(
         f"{len(entries)} queries: {matched} matched, {ambiguous} ambiguous, "
         f"{len(entries) - matched - ambiguous} unmatched"
     )
+
+
+def _write_rows(rows: Any, out_file: Path) -> None:
+    """The rows as CSV in ``out_file``, or on stdout for ``-``."""
+    with output_file(out_file) as out:
+        rows.to_csv(out, index=False, encoding="utf-8")
+    note(f"Wrote {len(rows)} rows to {'stdout' if is_stdio(out_file) else out_file}")
 
 
 def _entry_lines(entries: Any, explain: bool = False) -> list[str]:

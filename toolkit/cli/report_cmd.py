@@ -15,7 +15,10 @@ from toolkit.cli.context import (
     open_local_site,
     open_site,
     print_json,
+    progress_bar,
+    settings,
 )
+from toolkit.cli.files import STDIO, is_stdio, output_file, refuse_binary_on_a_terminal
 from toolkit.cli.render import Columns, render
 from toolkit.names import REPORT_FORMATS as FORMATS
 
@@ -168,37 +171,40 @@ def report_status(instance_id: int) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the file itself here (streamed); without it the fetch object is printed.",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Write the file itself here (streamed; - for stdout).",
 )
 @global_options
 def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
     """Fetch the contents of COMPLETED report instance INSTANCE_ID.
 
-    With -o the decoded file is written (a large report streams to disk); without
-    it the spec's fetch object is printed as JSON: the instance plus `contents`
-    (an object for JSON, Base64 of the file for the other formats).
+    The file itself (CSV, XLSX, HTML, or the JSON contents) goes to -o FILE, or to
+    stdout with -o -; a large report streams. Without -o a CSV or HTML goes to stdout
+    (an XLSX only when stdout is not a terminal), and JSON prints the spec's fetch
+    object: the instance plus `contents`. --json always prints the fetch object
+    (`contents` in Base64 for the file formats).
 
     \b
     Examples:
       toolkit report fetch 7 --format xlsx -o items.xlsx
-      toolkit report fetch 7 --format csv -o items.csv
+      toolkit report fetch 7 --format csv > items.csv
+      toolkit report fetch 7 --format csv -o - | csvstat
       toolkit report fetch 7 > contents.json
     """
-    with open_site() as site:
-        if output is None:
+    if output is None and (settings().json or format_ == "json"):
+        with open_site() as site:
             print_json(site.report_fetch(instance_id, format_))
-            return
-        output.parent.mkdir(parents=True, exist_ok=True)
-        partial = output.with_name(output.name + ".partial")
-        try:
-            with partial.open("wb") as out:
-                instance = site.report_write(instance_id, format_, out)
-            partial.replace(output)
-        finally:
-            partial.unlink(missing_ok=True)
-    render({**instance, "format": format_, "file": str(output)})  # the note is the human answer
-    note(f"Wrote {output} ({output.stat().st_size:,} bytes, {instance['rowCount']} rows)")
+        return
+    target = output if output is not None else Path(STDIO)
+    if is_stdio(target) and format_ == "xlsx":
+        refuse_binary_on_a_terminal("An XLSX report")
+    with open_site() as site, progress_bar() as progress, output_file(target) as out:
+        instance = site.report_write(instance_id, format_, out, progress=progress)
+    if is_stdio(target):
+        note(f"Wrote report instance {instance_id} as {format_} ({instance['rowCount']} rows)")
+        return
+    render({**instance, "format": format_, "file": str(target)})  # the note is the human answer
+    note(f"Wrote {target} ({target.stat().st_size:,} bytes, {instance['rowCount']} rows)")
 
 
 @report_group.command("work", hidden=True)

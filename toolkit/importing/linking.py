@@ -22,6 +22,7 @@ from toolkit.importing.rules import ImportRule, Prepared
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.matching.review import apply_decisions
+from toolkit.progress import Progress, no_progress
 
 LINK_COLUMNS = (
     "row",
@@ -74,10 +75,12 @@ def link_rows(
     *,
     reference_field: str | None = None,
     decisions: pd.DataFrame | None = None,
+    progress: Progress = no_progress,
 ) -> LinkResult:
     """Link every row of ``frame`` that the rule's asset link can place. ``decisions``
     (reviewers' ``query`` -> ``asset_id``, see ``matching.review``) settle the address
-    rows whose text they name, before any matcher's answer."""
+    rows whose text they name, before any matcher's answer. Progress counts the rows
+    settled: linked, then every row once the last way has been tried."""
     link = rule.asset_link
     n = len(frame)
     # Positional numpy arrays: each way writes its rows by position, never by label.
@@ -123,6 +126,8 @@ def link_rows(
         rows = np.flatnonzero(mask & ~linked)
         if rows.size == 0:
             return
+        way = str(way_options.get("mode"))
+        progress("link", int(linked.sum()), n, detail=f"{rows.size:,} rows by {way}")
         queries = pd.DataFrame({"query": texts.iloc[rows].fillna("").astype("str").to_numpy()})
         if geometry is not None:
             queries["geometry"] = geometry[rows]
@@ -144,7 +149,6 @@ def link_rows(
             evidence[rows[scored]] = bits.to_json(orient="records", lines=True).splitlines()
         missed = rows[~found]
         if missed.size:
-            way = str(way_options.get("mode"))
             errors = result["err"].astype("string").fillna("no match").to_numpy(dtype=object)
             described = way + ": " + errors[~found].astype(str)
             earlier = reasons[missed]
@@ -173,6 +177,7 @@ def link_rows(
         if present:
             address = join_address(present)
             attempt(address.notna().to_numpy(), address, options, reviewed=decisions)
+    progress("link", n, n, detail=f"{int(linked.sum()):,} linked")
     reasons[linked] = None
     untried = ~linked & pd.isna(reasons)
     reasons[untried] = "the row has nothing to find an asset by"

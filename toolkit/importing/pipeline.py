@@ -155,21 +155,21 @@ class Written:
     dry_run: bool
 
 
-def _read(request: ImportRequest) -> Source:
+def _read(request: ImportRequest, progress: Progress) -> Source:
     frame, report = read_source(
-        request.source,
-        layer=request.layer,
-        encoding=request.encoding,
-        crs=request.crs,
-        name=request.source_name,
+        request.source, name=request.source_name, progress=progress, **request.read_options()
     )
     return Source(frame=frame, report=report)
 
 
-def _apply(rule: ImportRule, request: ImportRequest, source: Source) -> Ruled:
+def _apply(rule: ImportRule, request: ImportRequest, source: Source, progress: Progress) -> Ruled:
     source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
     prepared = apply_rule(
-        rule, source.frame, path=request.name, geometry_columns=source.report.geometry_columns
+        rule,
+        source.frame,
+        path=request.name,
+        geometry_columns=source.report.geometry_columns,
+        progress=progress,
     )
     return Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
 
@@ -254,6 +254,32 @@ class _Outcome:
     notes: list[str] = field(default_factory=list)
     linking: dict[str, int] = field(default_factory=dict)
     failed_stage: str | None = None
+
+
+class _Written:
+    """The write stage's progress: rows of the plan written (retirements, then inserts as
+    they go, then updates), of every row the plan writes."""
+
+    def __init__(self, progress: Progress, plan: OverwritePlan) -> None:
+        self.progress = progress
+        self.retirements = len(plan.retirements)
+        self.inserts = len(plan.inserts)
+        self.total = self.retirements + self.inserts + len(plan.updates)
+        self.done = 0
+        self.report(0)
+
+    def report(self, done: int, detail: str = "") -> None:
+        self.done = done
+        self.progress("write", done, self.total, detail=detail)
+
+    def retired(self) -> None:
+        self.report(self.retirements, "inserting" if self.inserts else "updating")
+
+    def inserted(self, rows: int) -> None:
+        self.report(self.retirements + rows, "inserting")
+
+    def finish(self) -> None:
+        self.report(self.total)
 
 
 class ImportRunner:
@@ -400,13 +426,12 @@ class ImportRunner:
         outcome.timings[stage] = round(time.perf_counter() - started, 3)
 
     @contextmanager
-    def _stage(self, outcome: _Outcome, name: str, *, progress: bool = True) -> Iterator[None]:
+    def _stage(self, outcome: _Outcome, name: str) -> Iterator[None]:
         """Time one stage; a failure in it is recorded under the stage's name (the innermost
         stage wins) and passes on unchanged, so the store still turns a full disk into a
-        ``DiskFullError`` and the job's message stays the one the error gives."""
+        ``DiskFullError`` and the job's message stays the one the error gives. Each stage
+        reports its own progress, in rows (or bytes, or values) of a known total."""
         started = time.perf_counter()
-        if progress:
-            self.progress(name, 0, None)
         try:
             yield
         except BaseException:
@@ -420,23 +445,26 @@ class ImportRunner:
     ) -> None:
         """read → rule → link → prepare → plan + write (one transaction) → summarise."""
         with self._stage(outcome, "read"):
-            source = _read(request)
+            source = _read(request, self.progress)
         outcome.counts["read"] = source.records
         with self._stage(outcome, "validate"):
-            ruled = _apply(rule, request, source)
+            ruled = _apply(rule, request, source, self.progress)
         if ruled.prepared.ignored_columns:
             outcome.notes.append(
                 "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)
             )
         linked = Linked(asset_ids=None, problems=_no_problems())
         if rule.import_type == "item":
-            with self._stage(outcome, "link", progress=False):
+            with self._stage(outcome, "link"):
                 linked = self._link_assets(job_id, source.frame, ruled.prepared, rule, outcome)
         kept = _keep(source, ruled, linked)
         with self._stage(outcome, "prepare"):
+            kept_rows = len(kept.values)
+            self.progress("prepare", 0, kept_rows)
             payload = self._prepare(
                 rule, request, kept.values, kept.cleared, source.frame[kept.keep]
             )
+            self.progress("prepare", kept_rows, kept_rows)
         written = self._write(
             job_id, request, rule, ruled.prepared, kept, payload, linked, outcome,
             dry_run=request.dry_run,
@@ -486,7 +514,8 @@ class ImportRunner:
         dry_run: bool,
     ) -> Written:
         with self.store.db.transaction(commit=not dry_run) as conn:
-            with self._stage(outcome, "plan", progress=False):
+            with self._stage(outcome, "plan"):
+                self.progress("plan", 0, len(kept.values))
                 matching_id = request.matching_id or rule.matching_id
                 planned = plan_rows(
                     kept.values,
@@ -502,6 +531,7 @@ class ImportRunner:
                 outcome.counts.update(plan.counts())
                 outcome.counts["rejected"] = planned.rejected_count
                 outcome.rejections = planned.rejections
+                self.progress("plan", len(kept.values), len(kept.values))
             refused = bool(request.rollback_on_error and planned.rejected_count)
             if refused:
                 # Nothing will be kept, but the updates are written (then rolled back) so
@@ -514,6 +544,7 @@ class ImportRunner:
                     "asset": self._write_assets,
                     "user": self._write_users,
                 }[rule.import_type]
+                written = _Written(self.progress, plan)
                 changed = writer(
                     conn,
                     rule,
@@ -523,7 +554,9 @@ class ImportRunner:
                     linked.asset_ids,
                     actor,
                     self.store.db.clock(),
+                    written,
                 )
+                written.finish()
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
             if refused:
@@ -569,7 +602,6 @@ class ImportRunner:
             self.store.jobs.finish(
                 job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
             )
-        self.progress("store", 1, 1)
 
     @staticmethod
     def _report_rejects(
@@ -601,7 +633,7 @@ class ImportRunner:
             return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
         if self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        self.progress("link", 0, None)
+        self.progress("link", 0, len(frame), detail="loading the asset index")
         linked = link_rows(
             self.asset_index(),
             frame,
@@ -609,6 +641,7 @@ class ImportRunner:
             rule,
             reference_field=rule.matching_id,
             decisions=self.store.decisions.all(),
+            progress=self.progress,
         )
         self.store.jobs.record_links(job_id, linked.links)
         outcome.linking = linked.counts()
@@ -701,6 +734,7 @@ class ImportRunner:
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
+        written: _Written,
     ) -> int:
         assert rule.register is not None
         self.store.registers.upsert(
@@ -714,6 +748,7 @@ class ImportRunner:
         ).reindex(filled.index)
         tags = json.dumps([request.import_tag] if request.import_tag else [])
         self.store.items.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        written.retired()
         if len(plan.inserts):
             inserts = filled.iloc[plan.inserts]
             self.store.items.insert_many(
@@ -730,6 +765,7 @@ class ImportRunner:
                 ),
                 actor,
                 now,
+                on_rows=written.inserted,
             )
         changed = 0
         if len(plan.updates):
@@ -762,11 +798,13 @@ class ImportRunner:
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
+        written: _Written,
     ) -> int:
         assets = self.store.assets
         filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
         assets.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        written.retired()
         wkb = payload.geometry_wkb or [None] * len(filled)
         bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
         if len(plan.inserts):
@@ -802,6 +840,7 @@ class ImportRunner:
                 actor,
                 now,
                 ids=given_ids,
+                on_rows=written.inserted,
             )
         changed = 0
         if len(plan.updates):
@@ -835,6 +874,7 @@ class ImportRunner:
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
+        written: _Written,
     ) -> int:
         return self.store.users.write_import(
             conn, plan, payload.filled, payload.cleared, actor, now, tag=request.import_tag

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import OptionError
+from toolkit.names import DATA_TYPES
 from toolkit.query.filters import parse_int
 
-DATA_TYPES = ("csv", "zip", "xlsx", "geojson", "gpkg")
 DATA_ENCODINGS = ("plain", "base64")
 
 
@@ -36,6 +36,21 @@ class ImportRequest:
     encoding: str | None = None
     crs: str | None = None
     rejects_path: Path | None = None
+    # How the file is read when its name or detection is not to be trusted (read_source).
+    file_format: str | None = None
+    delimiter: str | None = None
+    quotechar: str | None = None
+
+    def read_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``read_source`` this request asks for."""
+        return {
+            "layer": self.layer,
+            "encoding": self.encoding,
+            "crs": self.crs,
+            "format": self.file_format,
+            "delimiter": self.delimiter,
+            "quotechar": self.quotechar,
+        }
 
     @property
     def name(self) -> str:

@@ -35,6 +35,7 @@ from toolkit.model.fieldtypes import (
     convert_column,
 )
 from toolkit.names import IMPORT_TYPES, ImportType
+from toolkit.progress import Progress, no_progress
 from toolkit.sources.tabular import LAT_NAMES, LON_NAMES, WKT_NAMES
 
 NULL_MARKER = "[NULL]"
@@ -266,8 +267,10 @@ def apply_rule(
     *,
     path: str = "<data>",
     geometry_columns: Sequence[str] = (),
+    progress: Progress = no_progress,
 ) -> Prepared:
-    """Apply ``rule`` to ``frame`` (text columns, index = source row numbers).
+    """Apply ``rule`` to ``frame`` (text columns, index = source row numbers). Progress
+    counts the values checked, a field (every row) at a time.
 
     ``geometry_columns`` are the headings the reader made the geometry from: a rule that
     uses geometry has used them (they are neither reported unused nor kept as text).
@@ -280,7 +283,9 @@ def apply_rule(
     values: dict[str, pd.Series] = {}
     cleared: dict[str, np.ndarray] = {}
     problems: list[pd.DataFrame] = []
-    for spec in rule.fields:
+    total = len(frame) * len(rule.fields)
+    for done, spec in enumerate(rule.fields):
+        progress("validate", done * len(frame), total, unit="values", detail=spec.name)
         heading = column_of.get(spec.name)
         if heading is None:
             raw = pd.Series(pd.NA, index=frame.index, dtype="string")
@@ -319,6 +324,7 @@ def apply_rule(
         values[spec.name] = converted.mask(bad) if bad.any() else converted
         # A required field cannot be cleared: its [NULL] was rejected above as empty.
         cleared[spec.name] = is_null_marker & (not spec.required)
+    progress("validate", total, total, unit="values")
     if rule.keep_other_columns:
         # Unmapped columns travel as text fields under their heading (extraInfo for assets).
         for heading in ignored:

@@ -84,27 +84,36 @@ def queries_from_file(
     wkt_column: str | None = None,
     layer: str | None = None,
     encoding: str | None = None,
+    format: str | None = None,
+    delimiter: str | None = None,
+    quotechar: str | None = None,
+    name: str | None = None,
 ) -> pd.DataFrame:
     """The queries of a file: ``query`` from ``column``, ``reference`` from ``code_column``
-    (or the row number), and ``geometry`` from the file's coordinates or WKT."""
-    frame, _ = read_source(
+    (or the row number), and ``geometry`` from the file's coordinates or WKT. ``format``,
+    ``delimiter``, ``quotechar`` and ``name`` are :func:`read_source`'s."""
+    frame, report = read_source(
         path,
         layer=layer,
         encoding=encoding,
         lat_column=lat_column,
         lon_column=lon_column,
         wkt_column=wkt_column,
+        format=format,
+        delimiter=delimiter,
+        quotechar=quotechar,
+        name=name,
     )
     queries = pd.DataFrame(index=frame.index)
 
-    def pick(name: str | None, role: str) -> pd.Series | None:
-        if name is None:
+    def pick(wanted: str | None, role: str) -> pd.Series | None:
+        if wanted is None:
             return None
         by_key = {str(c).strip().casefold(): c for c in frame.columns}
-        heading = by_key.get(name.strip().casefold())
+        heading = by_key.get(wanted.strip().casefold())
         if heading is None:
             raise SourceError(
-                f"{path}: no {role} column {name!r}; its columns are: "
+                f"{report.path}: no {role} column {wanted!r}; its columns are: "
                 + ", ".join(str(c) for c in frame.columns if c != "geometry")
             )
         return frame[heading]

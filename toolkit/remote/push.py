@@ -334,7 +334,7 @@ class Pusher:
                 f"{request.import_type}s; pass importType {rule.import_type}"
             )
         frame, report = read_source(
-            request.source, layer=request.layer, encoding=request.encoding, crs=request.crs
+            request.source, name=request.source_name, **request.read_options()
         )
         prepared = apply_rule(
             rule, frame, path=request.name, geometry_columns=report.geometry_columns

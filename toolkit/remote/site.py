@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError, RemoteError
+from toolkit.progress import Progress, no_progress
 from toolkit.remote.client import ApiClient, Profile
 
 LOOKUP_BATCH = 1000  # queries per request: well under the server's 10 MB body limit
@@ -221,17 +222,28 @@ class RemoteSite:
             "use `toolkit report list` without --url for the toolkit's own catalogue"
         )
 
-    def report_write(self, instance_id: int | str, format: str, out: BinaryIO) -> dict[str, Any]:
-        """The contents as the file itself, written to ``out`` (the spec sends them whole)."""
+    def report_write(
+        self,
+        instance_id: int | str,
+        format: str,
+        out: BinaryIO,
+        *,
+        progress: Progress = no_progress,
+    ) -> dict[str, Any]:
+        """The contents as the file itself, written to ``out`` (the spec sends them whole,
+        so progress can only say that the server is making them)."""
         import base64
         import json
 
+        progress("fetch", 0, None, unit="bytes", detail="the server is making the file")
         fetched = self.report_fetch(instance_id, format)
         contents = fetched.pop("contents")
         if format == "json":
-            out.write(json.dumps(contents, ensure_ascii=False).encode("utf-8"))
+            data = json.dumps(contents, ensure_ascii=False).encode("utf-8")
         else:
-            out.write(base64.b64decode(contents))
+            data = base64.b64decode(contents)
+        out.write(data)
+        progress("fetch", len(data), len(data), unit="bytes")
         return fetched
 
     def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]:

@@ -28,6 +28,7 @@ from toolkit.errors import NotFoundError, OptionError, PermissionDeniedError, To
 from toolkit.model.visibility import EVERYTHING, Visibility
 from toolkit.names import REPORT_FORMATS as FORMATS
 from toolkit.names import ReportFormat
+from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import format_time, parse_int
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
@@ -290,11 +291,18 @@ class ReportRunner:
         *,
         schema_base_url: str | None = None,
         rows_per_sheet: int | None = None,
+        progress: Progress = no_progress,
     ) -> dict[str, Any]:
-        """Render the contents to ``out`` as the file itself (streamed); returns the instance."""
+        """Render the contents to ``out`` as the file itself (streamed); returns the instance.
+        Progress counts the rows written (an HTML page shows only the first rows: none)."""
         if format not in FORMATS:
             raise OptionError(f"format {format!r} is not one of: {', '.join(FORMATS)}")
         row, header, snapshot = self._completed(instance_id)
+        total = snapshot.row_count
+        label = f"write {format}"
+        if format != "html":
+            progress(label, 0, total)
+            snapshot.on_rows = lambda done: progress(label, done, total)
         with snapshot:
             if format == "json":
                 write_json(snapshot, header, schema_url(schema_base_url), out)

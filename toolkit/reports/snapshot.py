@@ -6,7 +6,7 @@ format, by streaming row groups, so memory stays bounded however many rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -91,6 +91,8 @@ class Snapshot:
         self.path = path
         self.spec = tuple(spec)
         self.file = pq.ParquetFile(path)
+        # Hears how many rows :meth:`batches` has handed out, once each batch is used.
+        self.on_rows: Callable[[int], None] | None = None
 
     @property
     def row_count(self) -> int:
@@ -98,7 +100,12 @@ class Snapshot:
 
     def batches(self, rows: int = ROW_GROUP_ROWS) -> Iterator[pa.RecordBatch]:
         """Every row, ``rows`` at a time; a snapshot without rows yields nothing."""
-        yield from self.file.iter_batches(batch_size=rows)
+        done = 0
+        for batch in self.file.iter_batches(batch_size=rows):
+            yield batch
+            done += batch.num_rows
+            if self.on_rows is not None:
+                self.on_rows(done)
 
     def column(self, key: str) -> pa.ChunkedArray:
         """One whole column (reports read few, narrow columns for metadata and charts)."""

@@ -534,9 +534,10 @@ class LocalSite(SiteWrites, SiteAdmin):
         out: BinaryIO,
         *,
         visibility: Visibility = EVERYTHING,
+        progress: Progress = no_progress,
     ) -> dict[str, Any]:
         """Stream the contents, as the file itself, to ``out``; returns the instance."""
         with self.lock:
             return self._reports(visibility).write(
-                instance_id, format, out, schema_base_url=self.schema_base_url
+                instance_id, format, out, schema_base_url=self.schema_base_url, progress=progress
             )

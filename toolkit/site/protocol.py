@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, BinaryIO, Protocol, Self
 
+from toolkit.progress import Progress, no_progress
+
 
 class Site(Protocol):
     """The spec's operations on one site, in the spec's JSON shapes."""
@@ -109,7 +111,12 @@ class Site(Protocol):
     def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]: ...
 
     def report_write(
-        self, instance_id: int | str, format: str, out: BinaryIO
+        self,
+        instance_id: int | str,
+        format: str,
+        out: BinaryIO,
+        *,
+        progress: Progress = no_progress,
     ) -> dict[str, Any]: ...
 
     # --- administration of users (embedded site only: the API has no route) ------------

@@ -12,8 +12,10 @@ import io
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from numpy.typing import NDArray
 
-from toolkit.errors import SourceError
+from toolkit.errors import OptionError, SourceError
 from toolkit.sources.encoding import (
     WINDOWS_1252,
     EncodingDecision,
@@ -40,6 +42,53 @@ _LONG_VALUE_PREVIEW = 40
 _MAX_BLOCK_BYTES = 2**31 - 1
 
 
+@dataclass(frozen=True)
+class CsvDialect:
+    """How a CSV is split when detection is not wanted: a delimiter (None: detect it) and a
+    quote character (None: no quoting at all, every quote is text)."""
+
+    delimiter: str | None = None
+    quotechar: str | None = '"'
+
+
+# Names for the delimiters a shell makes awkward to type.
+_DELIMITER_NAMES = {
+    "tab": "\t",
+    "\\t": "\t",
+    "comma": ",",
+    "semicolon": ";",
+    "pipe": "|",
+    "space": " ",
+}
+
+
+def csv_dialect(delimiter: str | None = None, quotechar: str | None = None) -> CsvDialect:
+    """A checked :class:`CsvDialect` from the user's words; a bad value is an OptionError.
+
+    ``delimiter`` is one character or ``tab``, ``comma``, ``semicolon``, ``pipe``, ``space``;
+    ``quotechar`` is one character, or ``none`` for a file whose quotes are plain text.
+    """
+    chosen = None
+    if delimiter is not None:
+        chosen = _DELIMITER_NAMES.get(delimiter.lower(), delimiter)
+        if len(chosen) != 1 or chosen in "\r\n":
+            raise OptionError(
+                f"--delimiter {delimiter!r} is not a delimiter: give one character other "
+                "than a line break, such as ',' ';' '|', or the word tab"
+            )
+    quote: str | None = '"'
+    if quotechar is not None:
+        quote = None if quotechar.lower() == "none" else quotechar
+        if quote is not None and (len(quote) != 1 or quote in "\r\n"):
+            raise OptionError(
+                f"--quotechar {quotechar!r} is not a quote character: give one character, "
+                "such as \" or ', or the word none for a file without quoting"
+            )
+    if chosen is not None and chosen == quote:
+        raise OptionError(f"--delimiter and --quotechar are both {chosen!r}; they must differ")
+    return CsvDialect(chosen, quote)
+
+
 @dataclass
 class CsvTable:
     """A parsed CSV: text columns, each kept row's record number, and what was decided."""
@@ -47,9 +96,44 @@ class CsvTable:
     table: pa.Table
     row_numbers: NDArray[np.int64]
     encoding: EncodingDecision
-    delimiter: str
+    split: _Split
     problems: list[SourceProblem] = field(default_factory=list)
     rejected_rows: dict[int, SourceProblem] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """The dialect a file is read with, its delimiter decided."""
+
+    delimiter: str
+    quotechar: str | None
+
+
+def _reader(lines: Iterable[str], split: _Split) -> Iterator[list[str]]:
+    """Python's csv reader splitting as pyarrow does with ``split``."""
+    if split.quotechar is None:
+        return csv.reader(lines, delimiter=split.delimiter, quoting=csv.QUOTE_NONE)
+    return csv.reader(lines, delimiter=split.delimiter, quotechar=split.quotechar)
+
+
+class _Counting(io.RawIOBase):
+    """A binary file that reports how many bytes have been read through it: pyarrow reads
+    a block (16 MiB or more) at a time, so this costs nothing per row."""
+
+    def __init__(self, raw: BinaryIO, on_bytes: Callable[[int], None]) -> None:
+        super().__init__()
+        self.raw = raw
+        self.on_bytes = on_bytes
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        read = self.raw.readinto(buffer)
+        self.count += read or 0
+        self.on_bytes(self.count)
+        return read or 0
 
 
 @dataclass
@@ -60,7 +144,7 @@ class _Ragged:
     actual: int
 
 
-def sniff_delimiter(text: str) -> str:
+def sniff_delimiter(text: str, quotechar: str | None = '"') -> str:
     """The delimiter of a text sample among ``, ; TAB |``.
 
     The common case is decided cheaply: the candidate found the same number of times
@@ -71,7 +155,7 @@ def sniff_delimiter(text: str) -> str:
     header = text.split("\n", 1)[0]
     lines = text[:SNIFF_CHARS]
     lines = lines[: lines.rfind("\n") + 1] or lines
-    consistent = _consistent_delimiter(lines)
+    consistent = _consistent_delimiter(lines, quotechar)
     if consistent is not None:
         return consistent
     try:
@@ -86,14 +170,20 @@ def sniff_delimiter(text: str) -> str:
     return best if counts[best] else ","
 
 
-_QUOTED = re.compile(r'"(?:[^"]|"")*"')
+def _quoted(quotechar: str) -> re.Pattern[str]:
+    q = re.escape(quotechar)
+    return re.compile(f"{q}(?:[^{q}]|{q}{q})*{q}")
 
 
-def _consistent_delimiter(sample: str, max_lines: int = 50) -> str | None:
+def _consistent_delimiter(
+    sample: str, quotechar: str | None = '"', max_lines: int = 50
+) -> str | None:
     """The candidate with the same non-zero count on every line, if exactly one has most."""
-    if '"' in sample and sample.count('"') % 2:
-        return None  # a quoted field spans lines: leave it to the Sniffer
-    lines = [line for line in _QUOTED.sub("", sample).splitlines()[:max_lines] if line.strip()]
+    if quotechar is not None:
+        if quotechar in sample and sample.count(quotechar) % 2:
+            return None  # a quoted field spans lines: leave it to the Sniffer
+        sample = _quoted(quotechar).sub("", sample)
+    lines = [line for line in sample.splitlines()[:max_lines] if line.strip()]
     if len(lines) < 2:
         return None
     found: dict[str, int] = {}
@@ -155,10 +245,11 @@ def _arrow_encoding(decision: EncodingDecision) -> str:
 def _parse(
     path: Path,
     raw_names: list[str],
-    delimiter: str,
+    dialect: _Split,
     encoding: str,
     block_size: int,
     use_threads: bool,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> tuple[pa.Table, list[_Ragged]]:
     ragged: list[_Ragged] = []
 
@@ -171,21 +262,25 @@ def _parse(
 
     def read(names: list[str]) -> pa.Table:
         ragged.clear()
-        return pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(
-                use_threads=use_threads, block_size=block_size, encoding=encoding
-            ),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delimiter, newlines_in_values=True, invalid_row_handler=skip_ragged
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()),
-                strings_can_be_null=True,
-                null_values=[""],
-                quoted_strings_can_be_null=True,
-            ),
-        )
+        with path.open("rb") as raw:
+            return pacsv.read_csv(
+                _Counting(raw, on_bytes) if on_bytes is not None else raw,
+                read_options=pacsv.ReadOptions(
+                    use_threads=use_threads, block_size=block_size, encoding=encoding
+                ),
+                parse_options=pacsv.ParseOptions(
+                    delimiter=dialect.delimiter,
+                    quote_char=dialect.quotechar if dialect.quotechar is not None else False,
+                    newlines_in_values=dialect.quotechar is not None,
+                    invalid_row_handler=skip_ragged,
+                ),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=dict.fromkeys(names, pa.string()),
+                    strings_can_be_null=True,
+                    null_values=[""],
+                    quoted_strings_can_be_null=True,
+                ),
+            )
 
     table = read(raw_names)
     if not all(pa.types.is_string(t) for t in table.schema.types):
@@ -196,7 +291,12 @@ def _parse(
 
 
 def _read_table(
-    path: Path, raw_names: list[str], delimiter: str, decision: EncodingDecision, limits: ReadLimits
+    path: Path,
+    raw_names: list[str],
+    dialect: _Split,
+    decision: EncodingDecision,
+    limits: ReadLimits,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> tuple[pa.Table, list[_Ragged], EncodingDecision]:
     # A record must fit in one block when values may hold newlines.
     block_size = max(16 * MIB, 2 * limits.max_field_bytes)
@@ -204,7 +304,7 @@ def _read_table(
     def parse(encoding: str, use_threads: bool) -> tuple[pa.Table, list[_Ragged]]:
         nonlocal block_size
         try:
-            return _parse(path, raw_names, delimiter, encoding, block_size, use_threads)
+            return _parse(path, raw_names, dialect, encoding, block_size, use_threads, on_bytes)
         except pa.ArrowInvalid as exc:
             whole_file = min(path.stat().st_size + 1, _MAX_BLOCK_BYTES)
             if "straddl" not in str(exc) or block_size >= whole_file:
@@ -212,7 +312,7 @@ def _read_table(
             # A quoted value with line breaks is longer than a block: read the file as one
             # block, so the over-long value's row can be left out like any other.
             block_size = whole_file
-            return _parse(path, raw_names, delimiter, encoding, block_size, use_threads)
+            return _parse(path, raw_names, dialect, encoding, block_size, use_threads, on_bytes)
 
     try:
         try:
@@ -238,7 +338,7 @@ def _read_table(
     return table, ragged, decision
 
 
-def record_lines(path: Path, encoding: str, delimiter: str, last_row: int) -> NDArray[np.int64]:
+def record_lines(path: Path, encoding: str, dialect: _Split, last_row: int) -> NDArray[np.int64]:
     """Physical line where each data record starts, for records 1..last_row.
 
     Only used to report problems, so a Python scan (records with quoted newlines make
@@ -250,7 +350,7 @@ def record_lines(path: Path, encoding: str, delimiter: str, last_row: int) -> ND
     # be refused here: none is longer than the file itself.
     _allow_csv_fields(path.stat().st_size + 1)
     with path.open(encoding=codec, errors="replace", newline="") as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
+        reader = _reader(handle, dialect)
         consumed = 0
         count = -1  # the header is record 0
         for record in reader:
@@ -305,7 +405,7 @@ def add_lines(problems: list[SourceProblem], path: Path, table: CsvTable) -> lis
     rows = [p.row for p in problems if p.row is not None and p.line is None]
     if not rows:
         return problems
-    starts = record_lines(path, table.encoding.encoding, table.delimiter, max(rows))
+    starts = record_lines(path, table.encoding.encoding, table.split, max(rows))
     return [
         replace(p, line=int(starts[p.row - 1]) or None)
         if p.row is not None and p.line is None
@@ -314,8 +414,17 @@ def add_lines(problems: list[SourceProblem], path: Path, table: CsvTable) -> lis
     ]
 
 
-def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvTable:
-    """Parse ``path`` into text columns, deciding encoding and delimiter, collecting problems."""
+def read_csv_table(
+    path: Path,
+    encoding: str | None,
+    limits: ReadLimits,
+    dialect: CsvDialect | None = None,
+    *,
+    on_bytes: Callable[[int], None] | None = None,
+) -> CsvTable:
+    """Parse ``path`` into text columns, deciding encoding and delimiter (unless ``dialect``
+    gives it), collecting problems."""
+    dialect = dialect or CsvDialect()
     with path.open("rb") as handle:
         sample = handle.read(SAMPLE_BYTES)
         whole = len(sample) < SAMPLE_BYTES
@@ -329,13 +438,14 @@ def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvT
     if not text.strip():
         raise SourceError(f"{path}: the file is empty (no header, no data)")
 
-    delimiter = sniff_delimiter(text)
+    delimiter = dialect.delimiter or sniff_delimiter(text, dialect.quotechar)
+    split = _Split(delimiter, dialect.quotechar)
     # As pyarrow reads it: a lone "\r" ends a line (not an error), blank lines are skipped.
-    records = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    records = _reader(io.StringIO(text, newline=""), split)
     raw_names = next((record for record in records if record), [])
     names, problems = clean_header(raw_names)
 
-    table, ragged, decision = _read_table(path, raw_names, delimiter, decision, limits)
+    table, ragged, decision = _read_table(path, raw_names, split, decision, limits, on_bytes)
     if table.num_columns != len(names):
         raise SourceError(
             f"{path}: the header has {len(names)} columns but pyarrow found "
@@ -376,4 +486,4 @@ def read_csv_table(path: Path, encoding: str | None, limits: ReadLimits) -> CsvT
 
     if table.num_rows == 0 and not ragged:
         problems.append(SourceProblem("the file has a header but no data rows", line=None))
-    return CsvTable(table, row_numbers, decision, delimiter, problems, rejected)
+    return CsvTable(table, row_numbers, decision, split, problems, rejected)

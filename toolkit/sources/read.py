@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,9 +16,9 @@ import numpy as np
 import pandas as pd
 import shapely
 
-from toolkit.errors import SourceError, ToolkitError
+from toolkit.errors import OptionError, SourceError, ToolkitError
 from toolkit.progress import Progress, no_progress
-from toolkit.sources.csv import add_lines, read_csv_table
+from toolkit.sources.csv import CsvDialect, add_lines, csv_dialect, read_csv_table
 from toolkit.sources.geometry import (
     NOT_FINITE,
     OUTSIDE_WGS84,
@@ -48,15 +50,59 @@ _SUFFIXES: dict[str, SourceFormat] = {
 }
 
 
-def source_format(path: Path) -> SourceFormat:
-    """The format a file's name says it has, or a SourceError listing the known suffixes."""
+# What ``--format`` takes: the API's dataType names, and the reader's own name for a
+# zipped Shapefile.
+FORMAT_NAMES: dict[str, SourceFormat] = {
+    "csv": "csv",
+    "zip": "shapefile",
+    "shapefile": "shapefile",
+    "xlsx": "xlsx",
+    "geojson": "geojson",
+    "gpkg": "gpkg",
+}
+# The name a file of each format is read under when its own name says otherwise.
+_READ_AS: dict[SourceFormat, str] = {
+    "csv": ".csv",
+    "shapefile": ".zip",
+    "xlsx": ".xlsx",
+    "geojson": ".geojson",
+    "gpkg": ".gpkg",
+}
+
+
+def source_format(path: Path, given: str | None = None) -> SourceFormat:
+    """The format ``given`` (it wins over the name), else the one the file's name says,
+    else a SourceError listing the known suffixes."""
+    if given is not None:
+        if given.lower() not in FORMAT_NAMES:
+            raise OptionError(
+                f"--format {given!r} is not one of: {', '.join(sorted(FORMAT_NAMES))}"
+            )
+        return FORMAT_NAMES[given.lower()]
     suffix = path.suffix.lower()
     if suffix not in _SUFFIXES:
         raise SourceError(
             f"{path}: unknown file type {suffix or '(no suffix)'!r}; supported: "
-            f"{', '.join(sorted(_SUFFIXES))} (.shp.zip too)"
+            f"{', '.join(sorted(_SUFFIXES))} (.shp.zip too); or say what it is with "
+            "--format csv|zip|xlsx|geojson|gpkg"
         )
     return _SUFFIXES[suffix]
+
+
+@contextmanager
+def _readable_as(path: Path, fmt: SourceFormat) -> Iterator[Path]:
+    """``path``, or when its name says another format than ``fmt``, a link to it named as
+    ``fmt`` says: some readers (openpyxl, GDAL's drivers) go by the name."""
+    if fmt == "csv" or _SUFFIXES.get(path.suffix.lower()) == fmt or not path.is_file():
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="toolkit-source-") as folder:
+        link = Path(folder) / f"{path.stem or 'source'}{_READ_AS[fmt]}"
+        try:
+            link.symlink_to(path.absolute())
+        except OSError:  # no symbolic links here (some Windows accounts): a copy
+            shutil.copyfile(path, link)
+        yield link
 
 
 def _check_file(path: Path, limits: ReadLimits) -> None:
@@ -86,6 +132,9 @@ def read_source(
     limits: ReadLimits | None = None,
     progress: Progress | None = None,
     name: str | None = None,
+    format: str | None = None,
+    delimiter: str | None = None,
+    quotechar: str | None = None,
 ) -> tuple[gpd.GeoDataFrame, SourceReport]:
     """Read a CSV, zipped Shapefile, XLSX, GeoJSON or GeoPackage file.
 
@@ -96,12 +145,56 @@ def read_source(
 
     ``name`` is what errors and the report call the file instead of its path: a server
     reads data sent to it from a temporary file whose path is nobody's business.
+    ``format`` (``csv``, ``zip``, ``xlsx``, ``geojson``, ``gpkg``) wins over the file's
+    name; ``delimiter`` and ``quotechar`` (see :func:`csv_dialect`) replace detection.
     """
     path = Path(path)
+    fmt = source_format(path, format)
+    dialect = csv_dialect(delimiter, quotechar)
+    if fmt != "csv" and (delimiter is not None or quotechar is not None):
+        raise OptionError(
+            f"{name or path}: --delimiter and --quotechar are for CSV files; this is {fmt}"
+        )
+    with _readable_as(path, fmt) as readable:
+        shown = name if name is not None or readable == path else str(path)
+        return _read_named(
+            readable,
+            fmt,
+            dialect,
+            layer=layer,
+            encoding=encoding,
+            crs=crs,
+            wkt_column=wkt_column,
+            lat_column=lat_column,
+            lon_column=lon_column,
+            limits=limits,
+            progress=progress,
+            name=shown,
+        )
+
+
+def _read_named(
+    path: Path,
+    fmt: SourceFormat,
+    dialect: CsvDialect,
+    *,
+    layer: str | None,
+    encoding: str | None,
+    crs: str | None,
+    wkt_column: str | None,
+    lat_column: str | None,
+    lon_column: str | None,
+    limits: ReadLimits | None,
+    progress: Progress | None,
+    name: str | None,
+) -> tuple[gpd.GeoDataFrame, SourceReport]:
+    """:func:`read_source` once the format is settled; messages call the file ``name``."""
     try:
         with _collector_paused():
             frame, report = _read(
                 path,
+                fmt,
+                dialect,
                 layer=layer,
                 encoding=encoding,
                 crs=crs,
@@ -110,6 +203,7 @@ def read_source(
                 lon_column=lon_column,
                 limits=limits or ReadLimits(),
                 progress=progress or no_progress,
+                label=f"read {Path(name).name if name else path.name}",
             )
     except ToolkitError as exc:
         if name is not None:
@@ -154,6 +248,8 @@ def _collector_paused() -> Iterator[None]:
 
 def _read(
     path: Path,
+    fmt: SourceFormat,
+    dialect: CsvDialect,
     *,
     layer: str | None,
     encoding: str | None,
@@ -163,21 +259,32 @@ def _read(
     lon_column: str | None,
     limits: ReadLimits,
     progress: Progress,
+    label: str,
 ) -> tuple[gpd.GeoDataFrame, SourceReport]:
-    """The body of :func:`read_source`."""
-    label = f"read {path.name}"
-    fmt = source_format(path)
+    """The body of :func:`read_source`. Progress: the bytes of the file, as the CSV
+    reader takes them in; the rows of a sheet as they are read; a spatial file (read by
+    GDAL in one call) when it is done."""
     _check_file(path, limits)
-    progress(label, 0, 2)
+    size = path.stat().st_size
     columns = GeometryColumns(wkt_column, lat_column, lon_column)
 
+    def read_bytes(done: int) -> None:
+        progress(label, min(done, size), size, unit="bytes")
+
+    def read_rows(done: int, total: int | None) -> None:
+        progress(label, done, total, unit="rows")
+
     if fmt == "csv":
-        frame, report = _read_csv(path, encoding, crs, columns, limits)
+        read_bytes(0)
+        frame, report = _read_csv(path, encoding, crs, columns, limits, dialect, read_bytes)
+        read_bytes(size)
     elif fmt == "xlsx":
-        frame, report = _read_xlsx(path, layer, crs, columns, limits)
+        frame, report = _read_xlsx(path, layer, crs, columns, limits, read_rows)
+        read_rows(len(frame), len(frame))
     else:
+        read_bytes(0)
         frame, report = _read_spatial(path, fmt, layer, encoding, crs, limits)
-    progress(label, 1, 2)
+        read_bytes(size)
     geoms, repaired = repair_polygons(frame.geometry.to_numpy())
     if repaired:
         frame = frame.set_geometry(geo_series(geoms, DEFAULT_CRS).set_axis(frame.index))
@@ -185,7 +292,6 @@ def _read(
     report.geometry_types, report.null_geometries, report.empty_geometries = geometry_counts(geoms)
     report.rows = len(frame)
     report.columns = [str(c) for c in frame.columns if c != frame.geometry.name]
-    progress(label, 2, 2)
     return frame, report
 
 
@@ -199,9 +305,15 @@ class GeometryColumns:
 
 
 def _read_csv(
-    path: Path, encoding: str | None, crs: str | None, columns: GeometryColumns, limits: ReadLimits
+    path: Path,
+    encoding: str | None,
+    crs: str | None,
+    columns: GeometryColumns,
+    limits: ReadLimits,
+    dialect: CsvDialect,
+    on_bytes: Callable[[int], None],
 ) -> tuple[gpd.GeoDataFrame, SourceReport]:
-    parsed = read_csv_table(path, encoding, limits)
+    parsed = read_csv_table(path, encoding, limits, dialect, on_bytes=on_bytes)
     geometry = build_geometry(
         parsed.table,
         path=str(path),
@@ -216,7 +328,7 @@ def _read_csv(
         "csv",
         encoding=parsed.encoding.encoding,
         encoding_source=parsed.encoding.source,
-        delimiter=parsed.delimiter,
+        delimiter=parsed.split.delimiter,
         crs=geometry.crs,
         geometry_source=geometry.source,
         geometry_columns=geometry.columns,
@@ -232,8 +344,9 @@ def _read_xlsx(
     crs: str | None,
     columns: GeometryColumns,
     limits: ReadLimits,
+    on_rows: Callable[[int, int | None], None],
 ) -> tuple[gpd.GeoDataFrame, SourceReport]:
-    sheet = read_sheet(path, sheet_name, limits)
+    sheet = read_sheet(path, sheet_name, limits, on_rows=on_rows)
     geometry = build_geometry(
         sheet.table,
         path=str(path),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,28 @@ def _non_empty_rows(rows: Iterable[tuple[Any, ...]]) -> Iterable[tuple[int, tupl
             yield sheet_row, values
 
 
-def read_sheet(path: Path, sheet: str | None, limits: ReadLimits) -> SheetTable:
-    """Read the named (or first) sheet: first non-empty row is the header; blank rows skipped."""
+# Rows read between two progress reports: openpyxl reads a few tens of thousands a second.
+_REPORT_EVERY = 5_000
+
+
+def _reported(
+    rows: Iterable[tuple[Any, ...]], total: int | None, on_rows: Callable[[int, int | None], None]
+) -> Iterator[tuple[Any, ...]]:
+    for count, values in enumerate(rows, start=1):
+        if count % _REPORT_EVERY == 0:
+            on_rows(count, total)
+        yield values
+
+
+def read_sheet(
+    path: Path,
+    sheet: str | None,
+    limits: ReadLimits,
+    *,
+    on_rows: Callable[[int, int | None], None] | None = None,
+) -> SheetTable:
+    """Read the named (or first) sheet: first non-empty row is the header; blank rows skipped.
+    ``on_rows(done, total)`` hears of the sheet rows read (total: the sheet's declared size)."""
     import openpyxl
 
     try:
@@ -68,7 +88,13 @@ def read_sheet(path: Path, sheet: str | None, limits: ReadLimits) -> SheetTable:
             raise SourceError(
                 f"{path}: no sheet {sheet!r}; pass --layer one of: {', '.join(names)}"
             )
-        records = list(_non_empty_rows(workbook[sheet].iter_rows(values_only=True)))
+        worksheet = workbook[sheet]
+        rows = worksheet.iter_rows(values_only=True)
+        if on_rows is not None:
+            # The sheet's own dimension, which writers normally record; None when absent.
+            declared = worksheet.max_row if isinstance(worksheet.max_row, int) else None
+            rows = _reported(rows, declared, on_rows)
+        records = list(_non_empty_rows(rows))
     finally:
         workbook.close()
     if not records:

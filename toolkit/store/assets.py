@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,8 +68,10 @@ class AssetStore:
         now: int,
         *,
         ids: Sequence[int] | None = None,
+        on_rows: Callable[[int], None] | None = None,
     ) -> list[int]:
-        """Insert assets, audited; ``ids`` keeps ids a master system gave them."""
+        """Insert assets, audited; ``ids`` keeps ids a master system gave them;
+        ``on_rows`` hears how many are in so far."""
         columns: dict[str, object] = {
             "type": assets.type,
             "name": assets.name,
@@ -84,7 +86,9 @@ class AssetStore:
             "tags": assets.tags,
         }
         self.ensure_types(conn, {assets.type} if isinstance(assets.type, str) else set(assets.type))
-        return self.table.insert_many(conn, columns, len(assets.name), actor, now, ids=ids)
+        return self.table.insert_many(
+            conn, columns, len(assets.name), actor, now, ids=ids, on_rows=on_rows
+        )
 
     def update_many(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -64,9 +64,16 @@ class ItemStore:
     # --- bulk writes: the caller holds the transaction -----------------------------------
 
     def insert_many(
-        self, conn: sqlite3.Connection, items: NewItems, actor: Actor, now: int
+        self,
+        conn: sqlite3.Connection,
+        items: NewItems,
+        actor: Actor,
+        now: int,
+        *,
+        on_rows: Callable[[int], None] | None = None,
     ) -> list[int]:
-        """Insert items with consecutive new ids, audited; returns the ids."""
+        """Insert items with consecutive new ids, audited; returns the ids. ``on_rows``
+        hears how many are in so far."""
         columns = {
             "register_id": items.register_id,
             "event_id": items.event_id,
@@ -77,7 +84,7 @@ class ItemStore:
             "tags": items.tags,
             "fields": items.fields,
         }
-        return self.table.insert_many(conn, columns, len(items.fields), actor, now)
+        return self.table.insert_many(conn, columns, len(items.fields), actor, now, on_rows=on_rows)
 
     def update_many(
         self, conn: sqlite3.Connection, changes: ItemChanges, actor: Actor, now: int

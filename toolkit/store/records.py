@@ -8,11 +8,14 @@ Python loop for its audit trail. The caller holds the transaction.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 INACTIVE_STATUS = 0
+# Rows inserted between two progress reports.
+INSERT_BATCH = 50_000
 # Binary columns cannot go into an audit entry's JSON; their change is noted as 'replaced'
 # (an asset's new bounds are audited as numbers beside it).
 BINARY_COLUMNS = frozenset({"geometry"})
@@ -114,8 +117,10 @@ class RecordTable:
         now: int,
         *,
         ids: Sequence[int] | None = None,
+        on_rows: Callable[[int], None] | None = None,
     ) -> list[int]:
         """Insert ``count`` records; a column is a sequence or one value for every row.
+        ``on_rows`` hears how many are in after each batch of :data:`INSERT_BATCH`.
 
         Without ``ids``, new records get consecutive ids: the write lock is held
         (``BEGIN IMMEDIATE``), so the next ids are ours alone, and knowing them
@@ -140,11 +145,16 @@ class RecordTable:
             [now] * count,
             [now] * count,
         ]
-        conn.executemany(
+        sql = (
             f"INSERT INTO {self.kind.table} ({', '.join(names)}) "
-            f"VALUES ({', '.join('?' * len(names))})",
-            zip(*values, strict=True),
+            f"VALUES ({', '.join('?' * len(names))})"
         )
+        rows = zip(*values, strict=True)
+        # In batches only to say how far it got: one executemany per batch costs the same.
+        for start in range(0, count, INSERT_BATCH):
+            conn.executemany(sql, itertools.islice(rows, INSERT_BATCH))
+            if on_rows is not None:
+                on_rows(min(start + INSERT_BATCH, count))
         changes = _audit_object(self.kind, "r")
         if isinstance(ids, range):
             source, params = (
