@@ -150,8 +150,10 @@ def test_one_option_given_twice_with_two_values_is_a_usage_error(tmp_path: Path)
     )
     same = CliRunner().invoke(
         cli,
-        ["--store", str(_site_with_an_event(tmp_path)), "event", "list"]
-        + ["--store", str(tmp_path / "a.sqlite"), "--json"],
+        [
+            *("--store", str(_site_with_an_event(tmp_path)), "event", "list"),
+            *("--store", str(tmp_path / "a.sqlite"), "--json"),
+        ],
     )
     assert same.exit_code == 0, same.output
 

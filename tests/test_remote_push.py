@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -377,3 +378,76 @@ def test_a_zipped_shapefile_is_pushed_as_zipped_shapefile_chunks(tmp_path: Path)
     assert pushed["geo"] == here["geo"]
     assert pushed["extraInfo"] == here["extraInfo"]
     assert pushed["name"] == here["name"] == "55 SMITH ROAD BUNINYONG 3357"
+
+
+def test_a_push_says_which_jobs_it_waits_for_and_when_it_asks_next(staging: Staging) -> None:
+    heard: list[tuple[str, int, int | None, str, str]] = []
+
+    def progress(
+        label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+    ) -> None:
+        heard.append((label, done, total, unit, detail))
+
+    now = [1000.0]
+
+    def sleep(seconds: float) -> None:  # the minute between checks passes at once
+        now[0] += seconds
+        time.sleep(0.02)
+
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        index = index_from_file(SAMPLE / "parcels.zip")
+        pusher = Pusher(
+            remote,
+            asset_index=lambda: index,
+            poll_interval_s=60,
+            max_bytes=SMALL_CHUNKS,
+            progress=progress,
+            sleep=sleep,
+            clock=lambda: now[0],
+        )
+        result = pusher.push(_request(staging))
+    assert result.ok
+    chunks = len(result.to_dict()["chunks"])
+    sends = [h for h in heard if h[0] == "send"]
+    assert sends[-1][1:4] == (chunks, chunks, "chunks")
+    assert sends[0][4] == "rows 1-" + str(result.to_dict()["chunks"][0]["rows"][1])
+    waits = [h for h in heard if h[0] == "wait"]
+    assert {w[2] for w in waits} == {chunks} and {w[3] for w in waits} == {"jobs"}
+    # Before each check: the jobs still waited for, by id and status, and the time of the
+    # check; a full minute ahead once the first check is done.
+    job_ids = {str(c["jobId"]) for c in result.to_dict()["chunks"]}
+    pattern = (
+        r"server jobs: job (\d+) (NOT_STARTED|RUNNING)[^;]*; next status check at \d\d:\d\d:\d\d"
+    )
+    first = re.match(pattern, waits[0][4])
+    assert first is not None and first.group(1) in job_ids, waits[0]
+    assert any(w[4].endswith("(in 60 s)") for w in waits), waits
+    assert waits[-1][1:] == (chunks, chunks, "jobs", "every job finished")
+
+
+def test_the_cli_draws_the_push_waiting_for_its_jobs(staging: Staging) -> None:
+    env = {
+        "TOOLKIT_API_KEY": staging.api_key,
+        "TOOLKIT_MIN_POLL_INTERVAL": "0.05",
+        "TTY_COMPATIBLE": "1",
+        "TTY_INTERACTIVE": "1",
+        "COLUMNS": "240",
+    }
+    with running(create_app(staging.path, settings=staging.settings())) as url:
+        result = CliRunner(env=env).invoke(
+            cli,
+            [
+                *("--url", url, "--site", "staging", "import", str(staging.items)),
+                *("--type", "item", "--rule", "damage-assessments"),
+                *("--event-id", str(staging.event), "--region-id", "1"),
+                *("--assets", str(SAMPLE / "parcels.zip"), "--poll-interval", "0.05"),
+            ],
+        )
+    assert result.exit_code == 0, result.stderr
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stderr)
+    lines = [line for line in re.split(r"[\r\n]", plain) if "━" in line]
+    assert any(re.search(r"^\s*send\b.*\b1/1 chunks", line) for line in lines), lines
+    assert any(re.search(r"^\s*wait\b.*\b1/1 jobs.*every job finished", line) for line in lines)

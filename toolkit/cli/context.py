@@ -306,7 +306,10 @@ def _rate_column() -> Any:
 
     class Rate(ProgressColumn):
         def render(self, task: Any) -> Text:
-            speed = task.finished_speed or task.speed
+            # A finished stage shows its average over its whole time; rich's own estimate
+            # needs two steps, and a vectorised stage may make one.
+            took = task.finished_time if task.finished else None
+            speed = task.completed / took if took else task.speed
             if not speed:
                 return Text("")
             unit = task.fields.get("unit", "rows")

@@ -14,6 +14,7 @@ from toolkit.cli.context import (
     note,
     open_local_site,
     open_site,
+    progress_bar,
     settings,
 )
 from toolkit.cli.files import input_file, is_stdio, output_file, source_options
@@ -158,7 +159,7 @@ def lookup(
     if file is None and (file_format or encoding or delimiter or quotechar):
         raise click.UsageError("--format, --encoding, --delimiter and --quotechar go with --file")
     if file is not None:
-        with input_file(file, file_format) as (source, name):
+        with input_file(file, file_format) as (source, name), progress_bar() as progress:
             frame = queries_from_file(
                 source,
                 name=name,
@@ -171,6 +172,7 @@ def lookup(
                 encoding=encoding,
                 delimiter=delimiter,
                 quotechar=quotechar,
+                progress=progress,
             )
     else:
         frame = pd.DataFrame({"query": pd.array(list(queries), dtype="str")})
@@ -188,16 +190,19 @@ def lookup(
         _remote_lookup(frame, options, output, out_file)
         return
     decisions = None if links_file is None else read_review(links_file)
-    if assets is not None:
-        index = index_from_file(assets, saved=index_dir)
-    else:
-        with open_local_site() as site:
-            index = site.asset_index()
-            if decisions is not None:
-                kept = site.store.decisions.remember(decisions)
-                note(f"Remembered {kept} review decisions from {links_file.name}")
-            decisions = site.store.decisions.all()
-    result = run_lookup(index, frame, options, candidates, decisions)
+    with progress_bar() as progress:
+        if assets is not None:
+            index = index_from_file(assets, saved=index_dir, progress=progress)
+        else:
+            with open_local_site() as site:
+                progress("index", 0, None, detail="loading the site's asset index")
+                index = site.asset_index()
+                progress("index", len(index), len(index))
+                if decisions is not None:
+                    kept = site.store.decisions.remember(decisions)
+                    note(f"Remembered {kept} review decisions from {links_file.name}")
+                decisions = site.store.decisions.all()
+        result = run_lookup(index, frame, options, candidates, decisions, progress=progress)
     if review_file is not None:
         to_review = review_frame(index, result.resolved, asset_class)
         write_review(to_review, review_file)

@@ -19,6 +19,7 @@ import pandas as pd
 from toolkit.errors import SourceError
 from toolkit.matching import AssetIndex, checked_options, resolve_with_candidates
 from toolkit.matching.review import apply_decisions
+from toolkit.progress import Progress, no_progress
 from toolkit.sources import read_source
 
 RESULT_FILE_COLUMNS = (
@@ -57,7 +58,12 @@ class LookupResult:
 
 
 def index_from_file(
-    path: Path, *, layer: str | None = None, crs: str | None = None, saved: Path | None = None
+    path: Path,
+    *,
+    layer: str | None = None,
+    crs: str | None = None,
+    saved: Path | None = None,
+    progress: Progress = no_progress,
 ) -> AssetIndex:
     """An index of the assets in ``path`` (any readable source), reloaded from ``saved``
     when that index exists and is newer than the file, else built (and saved there)."""
@@ -67,8 +73,10 @@ def index_from_file(
         and (saved.stat().st_mtime >= path.stat().st_mtime)
     ):
         return AssetIndex.load(saved)
-    frame, _ = read_source(path, layer=layer, crs=crs)
+    frame, _ = read_source(path, layer=layer, crs=crs, progress=progress)
+    progress("index", 0, len(frame), detail="building the asset index")
     index = AssetIndex.from_frame(frame.reset_index(drop=True))
+    progress("index", len(frame), len(frame))
     if saved is not None:
         index.save(saved)
     return index
@@ -88,6 +96,7 @@ def queries_from_file(
     delimiter: str | None = None,
     quotechar: str | None = None,
     name: str | None = None,
+    progress: Progress = no_progress,
 ) -> pd.DataFrame:
     """The queries of a file: ``query`` from ``column``, ``reference`` from ``code_column``
     (or the row number), and ``geometry`` from the file's coordinates or WKT. ``format``,
@@ -103,6 +112,7 @@ def queries_from_file(
         delimiter=delimiter,
         quotechar=quotechar,
         name=name,
+        progress=progress,
     )
     queries = pd.DataFrame(index=frame.index)
 
@@ -141,11 +151,12 @@ def run_lookup(
     options: dict[str, Any],
     candidates: int = 0,
     decisions: pd.DataFrame | None = None,
+    progress: Progress = no_progress,
 ) -> LookupResult:
     """Resolve ``queries``; reviewers' ``decisions`` (see ``matching.review``) settle the
     queries whose text they name."""
     checked = checked_options(index, options)
-    resolved, top = resolve_with_candidates(index, queries, checked, candidates)
+    resolved, top = resolve_with_candidates(index, queries, checked, candidates, progress=progress)
     resolved = apply_decisions(index, resolved, decisions)
     return LookupResult(resolved=resolved, candidates=top, index=index)
 

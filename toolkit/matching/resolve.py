@@ -24,6 +24,7 @@ from toolkit.matching.modes import MODE_FUNCTIONS, ModeResult, QueryBatch
 from toolkit.matching.options import OUTPUTS, LookupOptions
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.model.shapes import asset_json, geo_object, geo_objects, geometry_from_geo
+from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import shown
 
 EVIDENCE_COLUMNS = tuple(f"evidence_{c}" for c in COMPONENTS)
@@ -71,10 +72,14 @@ def resolve_with_candidates(
     k: int = 5,
     *,
     geocoder: Geocoder | None = None,
+    progress: Progress = no_progress,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``resolve`` plus, for review, the top ``k`` candidates of each query (long frame
     ``CANDIDATE_COLUMNS``, best first; ``row`` is the query's 0-based row). The answer is
-    the same as ``resolve``'s: candidates never turn a tie into a match."""
+    the same as ``resolve``'s: candidates never turn a tie into a match. Progress counts
+    the queries settled: by the mode, then by the fallback mode. Every query is matched
+    in one batch (fuzzy learns its weights from the whole batch), so this is as fine as
+    it gets."""
     options = _options(options)
     if k < 0:
         raise OptionError(f"the number of candidates is {k}; it must be 0 or more")
@@ -98,9 +103,17 @@ def resolve_with_candidates(
     result.evidence = np.full((n, len(COMPONENTS)), np.nan)
 
     rows = np.flatnonzero(~blank)
+    progress("lookup", n - rows.size, n, unit="queries", detail=f"{rows.size:,} by {options.mode}")
     _run(index, batch, options.mode, rows, options, k, result, modes, candidate_frames)
     if options.fallback_mode is not None:
         failed = rows[result.asset[rows] < 0]
+        progress(
+            "lookup",
+            n - failed.size,
+            n,
+            unit="queries",
+            detail=f"{failed.size:,} by {options.fallback_mode}",
+        )
         before = result.err[failed].copy()
         _run(
             index, batch, options.fallback_mode, failed, options, k, result, modes, candidate_frames
@@ -112,6 +125,7 @@ def resolve_with_candidates(
         ]
     external = _external(index, batch, rows[result.asset[rows] < 0], options, geocoder, result)
     modes[external["matched"]] = "external"
+    progress("lookup", n, n, unit="queries")
 
     frame = pd.DataFrame(
         {

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -414,7 +415,13 @@ class Pusher:
             entry = journal.entry(chunk)
             if entry is not None and entry.get("jobId") is not None:
                 continue  # sent before: only its result is awaited
-            self.progress("send", chunk.index, len(chunks))
+            self.progress(
+                "send",
+                chunk.index,
+                len(chunks),
+                unit="chunks",
+                detail=f"rows {chunk.rows[0]}-{chunk.rows[1]}",
+            )
             body = self._schedule_body(request, chunk, len(chunks), offline["importRule"])
             # Recorded before sending: an interrupted send is resent, which repeats nothing
             # with a matching id (matches update to the same values, or are skipped).
@@ -432,7 +439,7 @@ class Pusher:
                 raise RemoteError(f"the server scheduled chunk {chunk.index + 1} without a job id")
             journal.chunks[chunk.sha256].update(jobId=job_id, status="NOT_STARTED")
             journal.save()
-        self.progress("send", len(chunks), len(chunks))
+        self.progress("send", len(chunks), len(chunks), unit="chunks")
         self._await(chunks, journal)
         results = [dict(journal.chunks[c.sha256], index=c.index) for c in chunks]
         return PushResult(request.name, results, offline)
@@ -503,6 +510,20 @@ class Pusher:
                 )
         journal.save()
 
+    def _report_wait(
+        self, chunks: list[Chunk], waiting: list[Chunk], journal: Journal, pause: float
+    ) -> None:
+        """Say which jobs the push waits for on the server and when it asks next."""
+        at = (dt.datetime.now() + dt.timedelta(seconds=pause)).strftime("%H:%M:%S")
+        self.progress(
+            "wait",
+            len(chunks) - len(waiting),
+            len(chunks),
+            unit="jobs",
+            detail=f"server jobs: {_waiting_for(waiting, journal)}; next status check at {at}"
+            + (f" (in {pause:.0f} s)" if pause >= 1 else ""),
+        )
+
     def _await(self, chunks: list[Chunk], journal: Journal) -> None:
         """Poll every unfinished job, no more than once per poll interval.
 
@@ -515,6 +536,7 @@ class Pusher:
         failed_rounds = 0
         while waiting:
             pause = self.poll_interval_s - (self.clock() - last_poll)
+            self._report_wait(chunks, waiting, journal, max(pause, 0.0))
             if pause > 0:
                 self.sleep(pause)
             last_poll = self.clock()
@@ -533,7 +555,6 @@ class Pusher:
                 if entry["status"] in DONE:
                     waiting.remove(chunk)
             journal.save()
-            self.progress("wait", len(chunks) - len(waiting), len(chunks))
             failed_rounds = 0 if answered else failed_rounds + 1
             if last_error is not None:
                 log.warning("status of a job: %s; will ask again", last_error)
@@ -543,6 +564,17 @@ class Pusher:
                     f"({last_error}); the jobs were scheduled and are kept in {journal.path}: "
                     "run the same command again to resume"
                 )
+        self.progress("wait", len(chunks), len(chunks), unit="jobs", detail="every job finished")
+
+
+def _waiting_for(chunks: list[Chunk], journal: Journal, limit: int = 3) -> str:
+    """``job 4 RUNNING, job 5 NOT_STARTED and 2 more``: what a push waits for."""
+    shown = [
+        f"job {journal.chunks[c.sha256].get('jobId')} {journal.chunks[c.sha256].get('status')}"
+        for c in chunks[:limit]
+    ]
+    more = len(chunks) - limit
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 def _chunk_tag(chunk: Chunk) -> str:
