@@ -9,10 +9,24 @@ round trip.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 _FORMULA_START = r"^[=+\-@\t\r]"
 _PLAIN_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+
+
+_FORMULA_RE = re.compile(_FORMULA_START)
+_PLAIN_NUMBER_RE = re.compile(_PLAIN_NUMBER)
+
+
+def safe_cell(text: str) -> str:
+    """One text cell made safe as :func:`neutralise_formulas` makes a column (for rows
+    written one page at a time)."""
+    if _FORMULA_RE.match(text) and not _PLAIN_NUMBER_RE.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def neutralise_formulas(column: pd.Series) -> pd.Series:

@@ -222,10 +222,10 @@ def settings() -> Settings:
 
 def print_json(value: Any) -> None:
     """Print one JSON document on stdout."""
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=_json_default))
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=json_default))
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     # numpy scalars and paths reach us from pandas; make them plain JSON.
     if hasattr(value, "item"):
         return value.item()

@@ -21,6 +21,7 @@ from toolkit.cli.context import (
     settings,
 )
 from toolkit.cli.files import input_file, source_options
+from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
 
@@ -190,36 +191,58 @@ def _import(
 
 @cli.command("import-status")
 @click.argument("job_id", type=int, required=False)
+@click.option(
+    "--csv",
+    "as_csv",
+    is_flag=True,
+    help="Write the jobs as CSV: id, status, type, rule, source, created, then the counts.",
+)
+@click.option("--nl", "as_nl", is_flag=True, help="Write each job object as one JSON line.")
 @global_options
-def import_status(job_id: int | None) -> None:
-    """Show one import job, or a summary of every job of the site.
+def import_status(job_id: int | None, as_csv: bool, as_nl: bool) -> None:
+    """Show one import job, or a summary of every job of the site (every one: the API
+    answers them all at once, so there are no pages).
 
     \b
     Examples:
       toolkit import-status
       toolkit --json import-status 3
+      toolkit import-status --csv > jobs.csv
     """
+    fmt = output_format(as_csv, as_nl)
     with open_site() as site:
         result = site.import_status(job_id)
     if not isinstance(result, list):
+        if fmt in ("csv", "nl"):
+            write_rows([result] if fmt == "nl" else _job_rows([result]), fmt)
+            return
         render(result, lines=_summary_lines)
+        return
+    if fmt in ("csv", "nl"):
+        write_rows(result if fmt == "nl" else _job_rows(result), fmt)
         return
     columns = ["id", "status", "rule", "created", *JOB_COUNTS]
     render(result, table=Columns(columns, "Import jobs", _job_rows))
 
 
 def _job_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row a job: what it ran and its counts."""
-    return [
-        {
-            "id": job["id"],
-            "status": job["status"],
-            "rule": job["importRule"],
-            "created": job["dateCreated"],
-            **((job.get("summary") or {}).get("counts") or {}),
-        }
-        for job in jobs
-    ]
+    """One row a job: what it ran and its counts (every count a column, blank if none)."""
+    rows = []
+    for job in jobs:
+        summary = job.get("summary") or {}
+        counts = summary.get("counts") or {}
+        rows.append(
+            {
+                "id": job["id"],
+                "status": job["status"],
+                "type": summary.get("importType") or job.get("importType"),
+                "rule": job["importRule"],
+                "source": summary.get("source") or (job.get("params") or {}).get("source"),
+                "created": job["dateCreated"],
+                **{name: counts.get(name) for name in JOB_COUNTS},
+            }
+        )
+    return rows
 
 
 @cli.group("rules")

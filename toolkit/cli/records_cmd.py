@@ -13,6 +13,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import global_options, open_site
+from toolkit.cli.listing import list_options, show_collection
 from toolkit.cli.render import Columns, render
 from toolkit.names import DIRECTIONS, FULLTEXT_OPERATORS, OPERATORS, ORDER_COLUMNS
 
@@ -62,11 +63,6 @@ def _params(**values: Any) -> dict[str, str]:
             continue
         params[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return params
-
-
-def _show_collection(result: dict[str, Any], columns: list[str], title: str) -> None:
-    title = f"{title}: {result['count']} of {result['total']}"
-    render(result, table=Columns(columns, title, lambda r: list(r["models"].values())))
 
 
 def _show_record(record: dict[str, Any]) -> None:
@@ -147,6 +143,7 @@ def event_create(
 @click.option("--template/--no-template", default=None)
 @click.option("--global/--no-global", "is_global", default=None)
 @paging_options
+@list_options
 @global_options
 def event_list(
     event_id: int | None,
@@ -159,6 +156,9 @@ def event_list(
     tag: str | None,
     template: bool | None,
     is_global: bool | None,
+    as_csv: bool,
+    as_nl: bool,
+    every_page: bool,
     **paging: Any,
 ) -> None:
     """Search events with the spec's filters.
@@ -167,6 +167,7 @@ def event_list(
     Examples:
       toolkit event list --active --tag flood
       toolkit --json event list --fulltext river --start-date-after 2026-01-01
+      toolkit event list --all --csv > events.csv
     """
     params = _params(
         id=event_id,
@@ -182,8 +183,15 @@ def event_list(
         **paging,
     )
     with open_site() as site:
-        result = site.list_events(params)
-    _show_collection(result, ["id", "name", "status", "startDate", "tags", "description"], "Events")
+        show_collection(
+            site.list_events,
+            params,
+            columns=["id", "name", "status", "startDate", "tags", "description"],
+            title="Events",
+            every_page=every_page,
+            as_csv=as_csv,
+            as_nl=as_nl,
+        )
 
 
 @event_group.command("get")
@@ -296,6 +304,7 @@ def item_group() -> None:
     "--cql", help="Query: field:value, field:*part*, field:~sounds, is:active, AND/OR/NOT, ()."
 )
 @paging_options
+@list_options
 @global_options
 def item_list(
     register_id: str,
@@ -303,9 +312,12 @@ def item_list(
     asset_id: int | None,
     template: bool | None,
     cql: str | None,
+    as_csv: bool,
+    as_nl: bool,
+    every_page: bool,
     **paging: Any,
 ) -> None:
-    """List the items of a register.
+    """List the items of a register (one page, or every item with --all).
 
     \b
     Examples:
@@ -313,6 +325,7 @@ def item_list(
       toolkit item list --register damage-assessment --cql 'damageLevel:Severe AND habitable:false'
       toolkit --json item list --register damage-assessment --since 2026-02-01 \\
           --order dateModified
+      toolkit item list --register damage-assessment --all --csv > items.csv
     """
     params = _params(
         registerId=register_id,
@@ -322,13 +335,22 @@ def item_list(
         cql=cql,
         **paging,
     )
-    with open_site() as site:
-        result = site.list_items(params)
-    models = list(result["models"].values())
     from toolkit.model.shapes import ITEM_OWN_FIELDS
 
-    extra = [k for k in (models[0] if models else {}) if k not in ITEM_OWN_FIELDS][:4]
-    _show_collection(result, ["id", "eventId", "assetId", "status", *extra], "Items")
+    def columns(models: list[dict[str, Any]]) -> list[str]:
+        extra = [k for k in (models[0] if models else {}) if k not in ITEM_OWN_FIELDS][:4]
+        return ["id", "eventId", "assetId", "status", *extra]
+
+    with open_site() as site:
+        show_collection(
+            site.list_items,
+            params,
+            columns=columns,
+            title="Items",
+            every_page=every_page,
+            as_csv=as_csv,
+            as_nl=as_nl,
+        )
 
 
 @item_group.command("get")
@@ -373,6 +395,7 @@ def asset_group() -> None:
 @click.option("--longitude", type=float)
 @click.option("--range", "range_m", type=float, help="Metres around the point (default 100).")
 @paging_options
+@list_options
 @global_options
 def asset_list(
     asset_id: int | None,
@@ -385,6 +408,9 @@ def asset_list(
     latitude: float | None,
     longitude: float | None,
     range_m: float | None,
+    as_csv: bool,
+    as_nl: bool,
+    every_page: bool,
     **paging: Any,
 ) -> None:
     """Search the site's assets.
@@ -393,6 +419,7 @@ def asset_list(
     Examples:
       toolkit asset list --type Property --name "smith street"
       toolkit --json asset list --impacted --limit 1000
+      toolkit asset list --all --nl | jq -r .code
     """
     params = _params(
         id=asset_id,
@@ -408,8 +435,15 @@ def asset_list(
         **paging,
     )
     with open_site() as site:
-        result = site.list_assets(params)
-    _show_collection(result, ["id", "type", "code", "name", "active", "isImpacted"], "Assets")
+        show_collection(
+            site.list_assets,
+            params,
+            columns=["id", "type", "code", "name", "active", "isImpacted"],
+            title="Assets",
+            every_page=every_page,
+            as_csv=as_csv,
+            as_nl=as_nl,
+        )
 
 
 @asset_group.command("get")
@@ -461,12 +495,16 @@ def audit_group() -> None:
 @click.option("--event-id", type=int)
 @click.option("--import-job-id", type=int, help="Only the changes of one import job.")
 @paging_options
+@list_options
 @global_options
 def audit_list(
     audit_id: int | None,
     item_id: int | None,
     event_id: int | None,
     import_job_id: int | None,
+    as_csv: bool,
+    as_nl: bool,
+    every_page: bool,
     **paging: Any,
 ) -> None:
     """List audit log entries, for an item, an event, an import job, or the whole site.
@@ -475,17 +513,21 @@ def audit_list(
     Examples:
       toolkit audit-log list --item-id 42
       toolkit --json audit-log list --import-job-id 3 --limit 1000
+      toolkit audit-log list --import-job-id 3 --all --nl > changes.jsonl
     """
     params = _params(
         id=audit_id, itemId=item_id, eventId=event_id, importJobId=import_job_id, **paging
     )
     with open_site() as site:
-        result = site.list_audit_logs(params)
-    _show_collection(
-        result,
-        ["id", "dateCreated", "userId", "action", "recordType", "recordId", "message"],
-        "Audit log",
-    )
+        show_collection(
+            site.list_audit_logs,
+            params,
+            columns=["id", "dateCreated", "userId", "action", "recordType", "recordId", "message"],
+            title="Audit log",
+            every_page=every_page,
+            as_csv=as_csv,
+            as_nl=as_nl,
+        )
 
 
 @audit_group.command("get")
