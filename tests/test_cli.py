@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -87,3 +88,57 @@ def test_listing_rules_creates_no_site_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "damage-assessments" in result.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def _toolkit_entry_point() -> str:
+    """The installed `toolkit` script beside this Python (shells complete that name)."""
+    script = Path(sys.executable).parent / "toolkit"
+    assert script.exists(), f"no toolkit entry point at {script}; pip install -e ."
+    return str(script)
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [
+        ("bash", "complete -o nosort -F _toolkit_completion toolkit"),
+        ("zsh", "#compdef toolkit"),
+        ("fish", "complete --no-files --command toolkit"),
+    ],
+)
+def test_shell_completion_scripts_are_printed(shell: str, marker: str) -> None:
+    result = subprocess.run(
+        [_toolkit_entry_point()],
+        env={**os.environ, "_TOOLKIT_COMPLETE": f"{shell}_source"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert marker in result.stdout
+    assert "_TOOLKIT_COMPLETE" in result.stdout
+
+
+def test_completion_offers_commands_options_and_rule_names() -> None:
+    def complete(words: str) -> list[str]:
+        result = subprocess.run(
+            [_toolkit_entry_point()],
+            env={
+                **os.environ,
+                "_TOOLKIT_COMPLETE": "bash_complete",
+                "COMP_WORDS": words,
+                "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+            },
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return [line.split(",", 1)[1] for line in result.stdout.splitlines()]
+
+    assert complete("toolkit import-") == ["import-status"]
+    assert complete("toolkit import data.csv --rule dam") == ["damage-assessments"]
+    assert complete("toolkit rules show ") == [
+        "assets-csv", "damage-assessments", "property-assets", "users",
+    ]  # fmt: skip
+    assert complete("toolkit import data.csv --format g") == ["geojson", "gpkg"]
+    assert "--store" in complete("toolkit import-status --st")

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import click
 
@@ -105,7 +105,7 @@ def input_file(path: Path, file_format: str | None) -> Iterator[tuple[Path, str 
 
 
 @contextmanager
-def output_file(path: Path) -> Iterator[IO[bytes]]:
+def output_file(path: Path) -> Iterator[BinaryIO]:
     """A binary stream to write a command's file to: stdout for ``-``; otherwise
     ``path``, written beside it first and moved into place only when complete, so a
     failure never leaves half a file."""

@@ -10,6 +10,7 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    Settings,
     global_options,
     is_remote,
     job_reason,
@@ -24,6 +25,22 @@ from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
+
+
+def complete_rule_names(
+    ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[click.shell_completion.CompletionItem]:
+    """Shell completion of a rule's name: the built-in rules and those of --rules."""
+    from click.shell_completion import CompletionItem
+
+    from toolkit.importing.rules import available_rules
+
+    paths = ctx.ensure_object(Settings).rule_paths
+    return [
+        CompletionItem(name, help=rule.description)
+        for name, rule in sorted(available_rules(paths).items())
+        if name.startswith(incomplete)
+    ]
 
 
 def _summary_lines(job: dict[str, Any]) -> list[str]:
@@ -76,6 +93,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     "--rule",
     "import_rule",
     required=True,
+    shell_complete=complete_rule_names,
     help="Import rule by name (see `toolkit rules list`) or a rule file (.py).",
 )
 @click.option("--matching-id", help="Field that matches existing records (default: the rule's).")
@@ -281,7 +299,7 @@ def rules_list() -> None:
 
 
 @rules_group.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_rule_names)
 @global_options
 def rules_show(name: str) -> None:
     """Show what the rule NAME expects: columns, types, required fields, asset links.

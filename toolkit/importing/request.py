@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import OptionError
-from toolkit.names import DATA_TYPES
+from toolkit.names import DATA_TYPES as DATA_TYPES  # the API's dataType values
 from toolkit.query.filters import parse_int
 
 DATA_ENCODINGS = ("plain", "base64")

@@ -12,10 +12,10 @@ import io
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -109,8 +109,9 @@ class _Split:
     quotechar: str | None
 
 
-def _reader(lines: Iterable[str], split: _Split) -> Iterator[list[str]]:
-    """Python's csv reader splitting as pyarrow does with ``split``."""
+def _reader(lines: Iterable[str], split: _Split) -> Any:
+    """Python's csv reader (its type is private to ``_csv``) splitting as pyarrow does
+    with ``split``."""
     if split.quotechar is None:
         return csv.reader(lines, delimiter=split.delimiter, quoting=csv.QUOTE_NONE)
     return csv.reader(lines, delimiter=split.delimiter, quotechar=split.quotechar)
@@ -120,7 +121,7 @@ class _Counting(io.RawIOBase):
     """A binary file that reports how many bytes have been read through it: pyarrow reads
     a block (16 MiB or more) at a time, so this costs nothing per row."""
 
-    def __init__(self, raw: BinaryIO, on_bytes: Callable[[int], None]) -> None:
+    def __init__(self, raw: io.BufferedReader, on_bytes: Callable[[int], None]) -> None:
         super().__init__()
         self.raw = raw
         self.on_bytes = on_bytes
@@ -442,7 +443,7 @@ def read_csv_table(
     split = _Split(delimiter, dialect.quotechar)
     # As pyarrow reads it: a lone "\r" ends a line (not an error), blank lines are skipped.
     records = _reader(io.StringIO(text, newline=""), split)
-    raw_names = next((record for record in records if record), [])
+    raw_names: list[str] = next((record for record in records if record), [])
     names, problems = clean_header(raw_names)
 
     table, ragged, decision = _read_table(path, raw_names, split, decision, limits, on_bytes)

@@ -89,7 +89,7 @@ def read_sheet(
                 f"{path}: no sheet {sheet!r}; pass --layer one of: {', '.join(names)}"
             )
         worksheet = workbook[sheet]
-        rows = worksheet.iter_rows(values_only=True)
+        rows: Iterable[tuple[Any, ...]] = worksheet.iter_rows(values_only=True)
         if on_rows is not None:
             # The sheet's own dimension, which writers normally record; None when absent.
             declared = worksheet.max_row if isinstance(worksheet.max_row, int) else None
