@@ -40,12 +40,20 @@ RESULT_COLUMNS = (
     "external_longitude",
     "external_latitude",
     "external_label",
+    # Where an external place came from (a geocoder's optional ``source``, ``place_id``
+    # and ``feature`` columns); with upgradeExternalLookupToInternalAsset, a place no
+    # asset covers is kept here (its row unmatched) for the caller to make an asset of.
+    "external_source",
+    "external_id",
+    "external_feature",
     # Mode fuzzy's explanation of the best candidate (NaN / -1 for other modes): the asset,
     # its match probability (0-1) and the evidence in bits of each address component.
     "explained_position",
     "probability",
     *EVIDENCE_COLUMNS,
 )
+# Optional columns of a geocoder's answer, kept as ``external_<source|id|feature>``.
+PLACE_COLUMNS = ("source", "place_id", "feature")
 CANDIDATE_COLUMNS = ("row", "rank", "asset_position", "asset_id", "mode", "score")
 EMPTY_QUERY = "the query is empty"
 
@@ -140,6 +148,9 @@ def resolve_with_candidates(
             "external_longitude": external["longitude"],
             "external_latitude": external["latitude"],
             "external_label": _text(external["label"]),
+            "external_source": _text(external["source"]),
+            "external_id": _text(external["place_id"]),
+            "external_feature": _text(external["feature"]),
             "explained_position": result.explained,
             "probability": result.probability,
             **{name: result.evidence[:, i] for i, name in enumerate(EVIDENCE_COLUMNS)},
@@ -243,7 +254,8 @@ def _external(
     """The last resort of the spec: an external geocoder for rows still without an asset.
 
     With ``upgradeExternalLookupToInternalAsset`` the geocoded point is matched (mode
-    ``geo``, limited to ``assetClass``) to the asset that covers it.
+    ``geo``, limited to ``assetClass``) to the asset that covers it; where none does, the
+    place is still returned (row unmatched), so a caller that can write may make it one.
     """
     n = len(batch)
     out: dict[str, np.ndarray] = {
@@ -251,6 +263,7 @@ def _external(
         "latitude": np.full(n, np.nan),
         "label": np.full(n, None, dtype=object),
         "matched": np.zeros(n, dtype=bool),
+        **{name: np.full(n, None, dtype=object) for name in PLACE_COLUMNS},
     }
     rows = rows[batch.text.iloc[rows].str.strip().ne("").to_numpy(dtype=bool)]
     if not options.use_external_lookups or not len(rows):
@@ -267,6 +280,12 @@ def _external(
         for first, second in zip(result.err[missed], found["err"].to_numpy()[~hit], strict=True)
     ]
     hit_rows = rows[hit]
+    out["longitude"][hit_rows] = lon[hit]
+    out["latitude"][hit_rows] = lat[hit]
+    out["label"][hit_rows] = found["label"].to_numpy(dtype=object)[hit]
+    for name in PLACE_COLUMNS:
+        if name in found.columns:
+            out[name][hit_rows] = found[name].to_numpy(dtype=object)[hit]
     if options.upgrade_external_lookup_to_internal_asset:
         points = QueryBatch(batch.text.iloc[hit_rows], shapely.points(lon[hit], lat[hit]))
         upgraded = MODE_FUNCTIONS["geo"](index, points, options, 0)
@@ -280,10 +299,12 @@ def _external(
             for first, e in zip(result.err[hit_rows[~won]], upgraded.err[~won], strict=True)
         ]
         out["matched"][hit_rows[won]] = True
+        # An upgraded row's answer is its asset; the place stays only where none covers it.
+        for name in ("longitude", "latitude"):
+            out[name][hit_rows[won]] = np.nan
+        for name in ("label", *PLACE_COLUMNS):
+            out[name][hit_rows[won]] = None
         return out
-    out["longitude"][hit_rows] = lon[hit]
-    out["latitude"][hit_rows] = lat[hit]
-    out["label"][hit_rows] = found["label"].to_numpy(dtype=object)[hit]
     result.accuracy[hit_rows] = found["accuracy"].to_numpy(dtype=float)[hit]
     result.err[hit_rows] = None
     out["matched"][hit_rows] = True
@@ -393,7 +414,11 @@ def to_spec_result(
                 if output == "id"
                 else asset_object(index, position, record["accuracy"], geos[position])
             )
-        elif output == "asset" and not pd.isna(record["external_longitude"]):
+        elif (
+            output == "asset"
+            and not pd.isna(record["external_longitude"])
+            and pd.isna(record["err"])
+        ):
             asset = external_asset_object(record)
         response[str(reference)] = {
             "reference": reference,
@@ -465,15 +490,29 @@ def asset_object(
 
 
 def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A geocoder result that is not an asset, in the asset shape (``source`` external)."""
-    label = None if pd.isna(record["external_label"]) else str(record["external_label"])
+    """A geocoder result that is not an asset, in the asset shape: ``source`` is where it
+    came from (``external`` when the geocoder does not say), ``code`` the place's id
+    there and ``friendlyType`` its feature (premise, street...)."""
+
+    def text(name: str) -> str | None:
+        value = record.get(name)
+        return None if value is None or pd.isna(value) else str(value)
+
+    label = text("external_label")
     point = {
         "longitude": repr(float(record["external_longitude"])),
         "latitude": repr(float(record["external_latitude"])),
     }
     accuracy = record["accuracy"]
     return asset_json(
-        {"id": None, "name": label or "", "friendly": label or "", "source": "external"},
+        {
+            "id": None,
+            "name": label or "",
+            "friendly": label or "",
+            "source": text("external_source") or "external",
+            "code": text("external_id"),
+            "friendlyType": text("external_feature"),
+        },
         {"points": [point], "polygons": [], "linestrings": []},
         {},
         None if pd.isna(accuracy) else accuracy_scale.as_text(accuracy),

@@ -149,6 +149,20 @@ class AssetStore:
             {"id": [r[0] for r in rows], "key": pd.array([r[1] for r in rows], dtype="string")}
         )
 
+    def ids_by_source_code(
+        self, conn: sqlite3.Connection, asset_type: str, source: str, key: str
+    ) -> dict[str, int]:
+        """Active assets of ``asset_type`` from ``source``: the extraInfo ``key`` -> id
+        (the oldest asset where several share a value), e.g. the places a geocoder's
+        results were made into."""
+        rows = conn.execute(
+            "SELECT CAST(json_extract(extra_info, ?) AS TEXT), min(id) FROM asset "
+            "WHERE site_id = ? AND status > 0 AND type = ? AND source = ? "
+            "AND json_extract(extra_info, ?) IS NOT NULL GROUP BY 1",
+            (json_path(key), self.site_id, asset_type, source, json_path(key)),
+        )
+        return {str(value): int(asset_id) for value, asset_id in rows}
+
     def get(self, asset_id: int) -> sqlite3.Row | None:
         return self.connection.execute(
             f"SELECT *, {_IMPACTED} AS impacted FROM asset WHERE id = ? AND site_id = ?",

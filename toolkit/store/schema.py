@@ -298,6 +298,25 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE import_link ADD COLUMN probability REAL;
     ALTER TABLE import_link ADD COLUMN evidence TEXT;
     """,
+    # 5: a site's address gazetteer (issue 18): the built index of its address points, kept
+    # in the site file (so a site stays one file) as parts split into chunks, since SQLite
+    # caps one value at 1 GB.
+    """
+    CREATE TABLE gazetteer (
+        id INTEGER PRIMARY KEY,
+        site_id INTEGER NOT NULL UNIQUE REFERENCES site(id),
+        name TEXT NOT NULL,
+        header TEXT NOT NULL,
+        date_created INTEGER NOT NULL
+    );
+    CREATE TABLE gazetteer_part (
+        gazetteer_id INTEGER NOT NULL REFERENCES gazetteer(id) ON DELETE CASCADE,
+        part TEXT NOT NULL,
+        chunk INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (gazetteer_id, part, chunk)
+    ) WITHOUT ROWID;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,6 +9,7 @@ from toolkit.store.auth import AuthStore
 from toolkit.store.database import Database, no_site
 from toolkit.store.decisions import DecisionStore
 from toolkit.store.events import EventStore, RegisterStore
+from toolkit.store.gazetteers import GazetteerStore
 from toolkit.store.items import ItemStore
 from toolkit.store.jobs import JobStore
 from toolkit.store.media import MediaStore
@@ -44,3 +45,4 @@ class SiteStore:
         self.media = MediaStore(db, site_id)
         self.reports = ReportStore(db, site_id)
         self.decisions = DecisionStore(db, site_id)
+        self.gazetteers = GazetteerStore(db, site_id)

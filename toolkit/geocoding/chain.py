@@ -1,0 +1,66 @@
+"""Several sources tried in turn, and the answer when there is none.
+
+A site's external lookup asks its gazetteer first (offline, instant), then the geocoding
+service for what the gazetteer left; a query that none finds gets every source's reason,
+joined with ``"; "``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.geocoding import result
+from toolkit.matching.geocoder import Geocoder
+
+NOT_CONFIGURED = (
+    "no external source is configured: load an address gazetteer into the site "
+    "(toolkit gazetteer load FILE) or give a geocoding service (toolkit serve --geocoder URL, "
+    "or geocoder in the config file)"
+)
+
+
+class NoSource:
+    """No gazetteer and no service: every query says so (``NOT_CONFIGURED``)."""
+
+    def geocode(self, queries: pd.Series, options: Mapping[str, Any]) -> pd.DataFrame:
+        from toolkit.geocoding.features import required_features
+
+        required_features(options)  # a bad option is an error even with nothing to ask
+        return result.not_found(queries.index, NOT_CONFIGURED)
+
+
+class GeocoderChain:
+    """``geocoders`` in order, each asked only for the queries still without a place."""
+
+    def __init__(self, geocoders: Sequence[Geocoder]) -> None:
+        self.geocoders = list(geocoders)
+
+    def geocode(self, queries: pd.Series, options: Mapping[str, Any]) -> pd.DataFrame:
+        if not self.geocoders:
+            return NoSource().geocode(queries, options)
+        out = result.not_found(queries.index, np.full(len(queries), None, dtype=object))
+        reasons: list[np.ndarray] = []
+        pending = np.ones(len(queries), dtype=bool)
+        for geocoder in self.geocoders:
+            if not pending.any():
+                break
+            rows = np.flatnonzero(pending)
+            answer = geocoder.geocode(queries.iloc[rows], options)
+            answer = answer.reindex(columns=list(result.RESULT_COLUMNS))
+            hit = result.found(answer)
+            out.iloc[rows[hit]] = answer.iloc[np.flatnonzero(hit)].to_numpy(dtype=object)
+            why = np.full(len(queries), None, dtype=object)
+            why[rows[~hit]] = answer["err"].to_numpy(dtype=object)[~hit]
+            reasons.append(why)
+            pending[rows[hit]] = False
+        errors = out["err"].to_numpy(dtype=object)
+        for i in np.flatnonzero(pending):
+            errors[i] = "; ".join(str(r[i]) for r in reasons if r[i] is not None)
+        out["err"] = errors
+        for name in ("longitude", "latitude", "accuracy"):
+            out[name] = pd.to_numeric(out[name], errors="coerce").astype(float)
+        return out
