@@ -38,6 +38,8 @@ class FakePlace:
     layer: str  # Pelias layer
     confidence: float = 0.9
     osm: tuple[str, int] = ("node", 1)
+    # house_number, road, suburb, state, postcode: Nominatim's address details
+    parts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +101,11 @@ class GeocodingService:
                     "importance": 0.1,
                     "name": p.text.split(",")[0],
                     "display_name": p.text,
+                    **(
+                        {"address": {**p.parts, "country": "Australia", "country_code": "au"}}
+                        if request.query_params.get("addressdetails") == "1"
+                        else {}
+                    ),
                     "boundingbox": [repr(p.latitude)] * 2 + [repr(p.longitude)] * 2,
                     **p.nominatim,
                 }
@@ -135,6 +142,11 @@ class GeocodingService:
                             "confidence": p.confidence,
                             "accuracy": "point",
                             "label": p.text,
+                            **{
+                                pelias: p.parts[key]
+                                for key, pelias in PELIAS_PARTS.items()
+                                if key in p.parts
+                            },
                         },
                     }
                     for p in found[:size]
@@ -151,6 +163,14 @@ class GeocodingService:
         )
 
 
+PELIAS_PARTS = {
+    "house_number": "housenumber",
+    "road": "street",
+    "suburb": "locality",
+    "state": "region",
+    "postcode": "postalcode",
+}
+KEW = {"suburb": "Kew", "state": "Victoria", "postcode": "3101"}
 HOUSE = {"category": "place", "type": "house", "addresstype": "place", "place_rank": 30}
 BUILDING = {"category": "building", "type": "yes", "addresstype": "building", "place_rank": 30}
 ROAD = {"category": "highway", "type": "residential", "addresstype": "road", "place_rank": 26}
@@ -166,9 +186,17 @@ PLACES = [
         "address",
         0.87,
         ("node", 501),
+        {"house_number": "12", "road": "Smith Street", **KEW},
     ),
     FakePlace(
-        "Smith Street, Kew, Victoria, 3101", 145.0322, -37.8022, ROAD, "street", 0.8, ("way", 77)
+        "Smith Street, Kew, Victoria, 3101",
+        145.0322,
+        -37.8022,
+        ROAD,
+        "street",
+        0.8,
+        ("way", 77),
+        {"road": "Smith Street", **KEW},
     ),
     FakePlace("Kew, Victoria, 3101", 145.035, -37.805, SUBURB, "locality", 0.7, ("relation", 9)),
     FakePlace(
@@ -179,6 +207,7 @@ PLACES = [
         "venue",
         0.95,
         ("way", 88),
+        {"road": "Smith Street", **KEW},
     ),
     FakePlace(
         "busy 5 High Road, Camberwell", 145.06, -37.83, BUILDING, "address", 0.9, ("way", 55)

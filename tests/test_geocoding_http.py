@@ -55,9 +55,10 @@ def test_nominatim_finds_a_place(url: str, service: GeocodingService) -> None:
         "source": f"nominatim:127.0.0.1:{port}",
         "place_id": "node/501",
         "feature": "premise",
+        "name": "12 Smith Street Kew Victoria 3101",
     }
     assert service.params == [
-        {"q": "12 Smith Street Kew", "format": "jsonv2", "limit": "10", "addressdetails": "0"}
+        {"q": "12 Smith Street Kew", "format": "jsonv2", "limit": "10", "addressdetails": "1"}
     ]
 
 
@@ -70,6 +71,7 @@ def test_pelias_finds_a_place_with_its_confidence(url: str, service: GeocodingSe
     ]
     assert found["accuracy"].tolist() == [87.0, 95.0]
     assert found["feature"].tolist() == ["premise", "venue"]
+    assert found["name"].tolist() == ["12 Smith Street Kew Victoria 3101", "Kew Primary School"]
     assert found["source"].str.startswith("pelias:127.0.0.1:").all()
     assert [p["text"] for p in service.params] == ["12 Smith Street Kew", "Kew Primary School"]
 

@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.inspect_cmd",
     "toolkit.cli.sample_cmd",
     "toolkit.cli.lookup_cmd",
+    "toolkit.cli.gazetteer_cmd",
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
     "toolkit.cli.report_cmd",

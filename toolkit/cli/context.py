@@ -357,9 +357,10 @@ def open_site(*, create: bool = False) -> Site:
     import getpass
 
     from toolkit.remote import open_site as open_either
+    from toolkit.site import LocalSite
 
     current = settings()
-    return open_either(
+    site = open_either(
         current.store,
         current.site,
         url=current.url,
@@ -369,6 +370,7 @@ def open_site(*, create: bool = False) -> Site:
         create=create,
         rule_paths=current.rule_paths,
     )
+    return with_geocoding_service(site) if isinstance(site, LocalSite) else site
 
 
 def open_local_site(*, create: bool = False) -> LocalSite:
@@ -379,13 +381,27 @@ def open_local_site(*, create: bool = False) -> LocalSite:
     from toolkit.site import LocalSite
 
     current = settings()
-    return LocalSite(
-        current.store,
-        current.site,
-        user_id=getpass.getuser(),
-        create=create,
-        rule_paths=current.rule_paths,
+    return with_geocoding_service(
+        LocalSite(
+            current.store,
+            current.site,
+            user_id=getpass.getuser(),
+            create=create,
+            rule_paths=current.rule_paths,
+        )
     )
+
+
+def with_geocoding_service(site: LocalSite) -> LocalSite:
+    """``site`` asking the geocoding service of the config file or TOOLKIT_GEOCODER (if
+    any) when a lookup matches no asset and no gazetteer entry (nothing connects to it
+    until a lookup needs it)."""
+    from toolkit.geocoding import service_from_config
+
+    service = service_from_config()
+    if service is not None:
+        site.geocoding_service = service.open()
+    return site
 
 
 def print_table(

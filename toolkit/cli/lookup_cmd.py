@@ -19,6 +19,7 @@ from toolkit.cli.context import (
 )
 from toolkit.cli.files import input_file, is_stdio, output_file, source_options
 from toolkit.cli.render import render
+from toolkit.geocoding.features import FEATURES
 from toolkit.names import LOOKUP_MODES as MODES
 from toolkit.names import LOOKUP_OUTPUTS
 
@@ -61,6 +62,26 @@ from toolkit.names import LOOKUP_OUTPUTS
 )
 @click.option("--fallback-mode", type=click.Choice(MODES), help="Tried where the mode fails.")
 @click.option("--code-field", help="mode code: the code (extraInfo column) to match on.")
+@click.option(
+    "--external/--no-external",
+    default=True,
+    show_default=True,
+    help="Where no asset matches, ask the site's gazetteer, then the geocoding service "
+    "(useExternalLookups).",
+)
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Make each place found outside an asset of --asset-class, so the next lookup "
+    "finds it (upgradeExternalLookupToInternalAsset; the site's assets only).",
+)
+@click.option(
+    "--required-feature",
+    "required_features",
+    multiple=True,
+    type=click.Choice(FEATURES),
+    help="Only external places of this kind count (repeatable; geocoderOptions.requiredFeatures).",
+)
 @click.option(
     "--output",
     "output",
@@ -122,6 +143,9 @@ def lookup(
     max_rank: int,
     fallback_mode: str | None,
     code_field: str | None,
+    external: bool,
+    upgrade: bool,
+    required_features: tuple[str, ...],
     output: str,
     candidates: int,
     explain: bool,
@@ -144,11 +168,21 @@ def lookup(
           --max-rank 3 --fallback-mode fuzzy -o matches.csv
       toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
       cut -d, -f1,2 damage.csv | toolkit lookup --file - --column Address -o - > matches.csv
+      toolkit lookup "12 Smtih St Kew" --required-feature premise --upgrade --asset-class Property
+
+    Where no asset matches, the site's gazetteer (`toolkit gazetteer load`) and then the
+    geocoding service (the config file's geocoder, or TOOLKIT_GEOCODER) are asked.
     """
     import pandas as pd
 
-    from toolkit.matching import explanations, to_spec_result
-    from toolkit.matching.lookup import index_from_file, queries_from_file, result_rows, run_lookup
+    from toolkit.matching import LookupOptions, explanations, to_spec_result
+    from toolkit.matching.lookup import (
+        LookupResult,
+        index_from_file,
+        queries_from_file,
+        result_rows,
+        run_lookup,
+    )
     from toolkit.matching.review import read_review, review_frame, write_review
     from toolkit.safe_output import safe_frame
 
@@ -176,7 +210,13 @@ def lookup(
             )
     else:
         frame = pd.DataFrame({"query": pd.array(list(queries), dtype="str")})
-    options: dict[str, Any] = {"mode": mode, "maxRank": max_rank}
+    if upgrade and assets is not None:
+        raise click.UsageError("--upgrade makes assets of the site; it does not go with --assets")
+    options: dict[str, Any] = {"mode": mode, "maxRank": max_rank, "useExternalLookups": external}
+    if upgrade:
+        options["upgradeExternalLookupToInternalAsset"] = True
+    if required_features:
+        options["geocoderOptions"] = {"requiredFeatures": list(required_features)}
     for key, value in (
         ("assetClass", asset_class),
         ("fallbackMode", fallback_mode),
@@ -193,6 +233,9 @@ def lookup(
     with progress_bar() as progress:
         if assets is not None:
             index = index_from_file(assets, saved=index_dir, progress=progress)
+            result = run_lookup(
+                index, frame, options, candidates, decisions, progress, _file_geocoder()
+            )
         else:
             with open_local_site() as site:
                 progress("index", 0, None, detail="loading the site's asset index")
@@ -202,7 +245,13 @@ def lookup(
                     kept = site.store.decisions.remember(decisions)
                     note(f"Remembered {kept} review decisions from {links_file.name}")
                 decisions = site.store.decisions.all()
-        result = run_lookup(index, frame, options, candidates, decisions, progress=progress)
+                result = run_lookup(
+                    index, frame, options, candidates, decisions, progress, site.geocoder()
+                )
+                index, resolved = site.upgrade_places(
+                    index, result.resolved, LookupOptions.from_dict(options)
+                )
+                result = LookupResult(resolved, result.candidates, index)
     if review_file is not None:
         to_review = review_frame(index, result.resolved, asset_class)
         write_review(to_review, review_file)
@@ -222,11 +271,22 @@ def lookup(
                 entry["explain"] = why
         render(document, lines=lambda d: _entry_lines(d.values(), explain))
     by_mode = ", ".join(f"{k} {v}" for k, v in summary["byMode"].items())
+    places = summary["externalPlaces"]
     note(
         f"{summary['queries']} queries: {summary['matched']} matched"
         + (f" ({by_mode})" if by_mode else "")
         + f", {summary['ambiguous']} ambiguous, {summary['unmatched']} unmatched"
+        + (f" ({places} found outside as places, not assets)" if places else "")
     )
+
+
+def _file_geocoder() -> Any:
+    """For ``--assets``: the configured geocoding service, if any (a gazetteer is the
+    site's; without a service every miss says none is configured)."""
+    from toolkit.geocoding import NoSource, service_from_config
+
+    service = service_from_config()
+    return NoSource() if service is None else service.open()
 
 
 def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: Path | None) -> None:
@@ -291,7 +351,9 @@ def _entry_lines(entries: Any, explain: bool = False) -> list[str]:
     lines = []
     for entry in entries:
         asset = entry["asset"]
-        if isinstance(asset, dict):
+        if isinstance(asset, dict) and asset["id"] is None:
+            label = f"{asset['source']} {asset['name']} (accuracy {asset['accuracy']})"
+        elif isinstance(asset, dict):
             label = f"{asset['id']} {asset['name']} (accuracy {asset['accuracy']})"
         else:
             label = asset or "-"

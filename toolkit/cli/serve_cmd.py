@@ -6,6 +6,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import global_options, note, settings
+from toolkit.geocoding.protocols import PROTOCOLS
 
 
 @cli.command("serve")
@@ -69,6 +70,18 @@ from toolkit.cli.context import global_options, note, settings
     help="The URL clients reach this server at, for the $schema of report contents "
     "(default: the URL each request came to).",
 )
+@click.option(
+    "--geocoder",
+    metavar="URL",
+    help="A Nominatim- or Pelias-compatible geocoding service that lookups ask when no asset "
+    "and no gazetteer matches (default: the config file's geocoder, or TOOLKIT_GEOCODER). "
+    "Put a URL that holds a key in the config file, not here.",
+)
+@click.option(
+    "--geocoder-protocol",
+    type=click.Choice(PROTOCOLS),
+    help="How to talk to --geocoder (default: pelias when its path ends in /v1, else nominatim).",
+)
 @global_options
 def serve(
     host: str,
@@ -82,6 +95,8 @@ def serve(
     max_connections_per_client: int,
     workers: int,
     base_url: str | None,
+    geocoder: str | None,
+    geocoder_protocol: str | None,
 ) -> None:
     """Serve the API of the service over the embedded site file (every site in it).
 
@@ -98,14 +113,17 @@ def serve(
       toolkit serve --workers 4 --base-url https://staging.example.org
       toolkit serve --host 127.0.0.1 --forwarded-allow-ips 127.0.0.1  # behind a local proxy
       toolkit serve --rules ./our-rules     # clients may then name the rules in that folder
+      toolkit serve --geocoder http://localhost:8088   # a Nominatim of the organisation
 
     Clients name a rule of the catalogue (the built-in rules and those of --rules,
-    before or after `serve`), never a path.
+    before or after `serve`), never a path. A lookup that matches no asset asks the
+    site's gazetteer (`toolkit gazetteer load`), then the geocoding service.
     """
     import logging
 
     import uvicorn
 
+    from toolkit.geocoding import ServiceSettings, service_from_config
     from toolkit.server import ServerSettings, create_app
     from toolkit.server.limits import parse_rate
     from toolkit.server.transport import uvicorn_config
@@ -113,6 +131,13 @@ def serve(
     current = settings()
     parse_rate(rate_limit)  # a bad value is a clear error before anything starts
     parse_rate(auth_rate_limit)
+    if geocoder_protocol is not None and geocoder is None:
+        raise click.UsageError("--geocoder-protocol goes with --geocoder")
+    service = (
+        ServiceSettings.of(geocoder, geocoder_protocol)
+        if geocoder is not None
+        else service_from_config(current.profile)
+    )
     app = create_app(
         current.store,
         settings=ServerSettings(
@@ -126,6 +151,7 @@ def serve(
             max_connections=max_connections,
             max_connections_per_client=max_connections_per_client,
             forwarded_allow_ips=forwarded_allow_ips or None,
+            geocoder=service,
         ),
     )
     if not current.quiet:
@@ -133,5 +159,7 @@ def serve(
         logging.getLogger("toolkit.server.access").setLevel(logging.INFO)
         if not logging.getLogger().handlers:
             logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if service is not None:
+        note(f"lookups that match no asset ask {service.name}")
     note(f"serving {current.store} at http://{host}:{port}/api/json/ (Ctrl+C to stop)")
     uvicorn.Server(uvicorn_config(app, host=host, port=port)).run()

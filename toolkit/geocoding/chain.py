@@ -57,7 +57,7 @@ class GeocoderChain:
             why[rows[~hit]] = answer["err"].to_numpy(dtype=object)[~hit]
             reasons.append(why)
             pending[rows[hit]] = False
-        errors = out["err"].to_numpy(dtype=object)
+        errors = np.full(len(queries), None, dtype=object)
         for i in np.flatnonzero(pending):
             errors[i] = "; ".join(str(r[i]) for r in reasons if r[i] is not None)
         out["err"] = errors

@@ -28,11 +28,14 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from toolkit.errors import OptionError
 from toolkit.geocoding.protocols import PROTOCOLS, Protocol, guess_protocol
+
+if TYPE_CHECKING:
+    from toolkit.geocoding.http import HttpGeocoder
 
 CONFIG_ENV = "TOOLKIT_CONFIG"
 DEFAULT_CONFIG = Path("~/.config/toolkit/config.toml")
@@ -81,8 +84,16 @@ class ServiceSettings:
         given = {k: v for k, v in values.items() if v is not None}
         return cls(url=url, protocol=chosen, **given)  # type: ignore[arg-type]
 
-    def open(self) -> Any:
-        """The ``HttpGeocoder`` these settings describe."""
+    @property
+    def name(self) -> str:
+        """The service as messages name it: protocol and host, never the whole URL."""
+        from toolkit.geocoding.http import service_name
+
+        return service_name(self.url, self.protocol)
+
+    def open(self, *, cache_ttl_s: float | None = None) -> HttpGeocoder:
+        """The ``HttpGeocoder`` these settings describe; its answers are kept for the run,
+        or ``cache_ttl_s`` seconds at most (a server's run is long)."""
         from toolkit.geocoding.http import HttpGeocoder
 
         return HttpGeocoder(
@@ -91,6 +102,7 @@ class ServiceSettings:
             rate_per_s=self.rate_per_s,
             timeout_s=self.timeout_s,
             max_attempts=self.max_attempts,
+            cache_ttl_s=cache_ttl_s,
         )
 
 

@@ -181,6 +181,7 @@ class Gazetteer:
         out.loc[hit, "source"] = self.source
         out.loc[hit, "place_id"] = self.index.output_column("id")[chosen]
         out.loc[hit, "feature"] = self.index.output_column("type")[chosen]
+        out.loc[hit, "name"] = names
         return out
 
     def _features(self) -> set[Feature]:

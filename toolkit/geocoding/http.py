@@ -344,4 +344,5 @@ def _row(answer: _Answer, source: str) -> dict[str, Any]:
         "source": source,
         "place_id": place.place_id,
         "feature": place.feature,
+        "name": place.name,
     }

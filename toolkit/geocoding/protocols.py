@@ -2,15 +2,21 @@
 
 Pure functions, no network: ``toolkit.geocoding.http`` sends what these build.
 
-- Nominatim: ``GET <url>/search?q=<text>&format=jsonv2&limit=N&addressdetails=0``; the
-  answer is a JSON array of places (``lat``/``lon`` as strings, ``display_name``,
+- Nominatim: ``GET <url>/search?q=<text>&format=jsonv2&limit=N&addressdetails=1``; the
+  answer is a JSON array of places (``lat``/``lon`` as strings, ``display_name``, ``name``,
   ``category``, ``type``, ``addresstype``, ``place_rank``, ``place_id``, ``osm_type``,
-  ``osm_id``). It gives no match confidence, so accuracy comes from the feature found
+  ``osm_id``, ``address`` with ``house_number``, ``road``, ``suburb``... ``postcode``). It
+  gives no match confidence, so accuracy comes from the feature found
   (``NOMINATIM_ACCURACY``).
 - Pelias: ``GET <url>/v1/search?text=<text>&size=N[&layers=...]``; the answer is a GeoJSON
   FeatureCollection whose features have ``geometry.coordinates`` ``[lon, lat]`` and
-  ``properties`` ``label``, ``layer``, ``gid``/``id`` and ``confidence`` (0-1, used as
+  ``properties`` ``label``, ``name``, ``layer``, ``gid``/``id``, ``housenumber``,
+  ``street``, ``locality``, ``region_a``, ``postalcode`` and ``confidence`` (0-1, used as
   accuracy x 100).
+
+A place's ``name`` (what an asset made of it is called) is its address from those parts
+(``12 Smith Street Kew Victoria 3101``: what the address matcher compares best), or a
+venue's own name; ``label`` is the service's whole display text.
 
 ``requiredFeatures`` is also sent where the protocol can narrow the search (Pelias'
 ``layers``); either way each answer is checked against it here.
@@ -49,6 +55,7 @@ class Place:
     accuracy: float
     place_id: str | None
     feature: Feature | None
+    name: str | None = None
 
 
 class ProtocolError(ValueError):
@@ -64,7 +71,7 @@ def search_request(
             "q": text,
             "format": "jsonv2",
             "limit": str(RESULTS_PER_QUERY),
-            "addressdetails": "0",
+            "addressdetails": "1",
         }
     params = {"text": text, "size": str(RESULTS_PER_QUERY)}
     if features is not None:
@@ -90,6 +97,30 @@ def _number(value: Any, what: str) -> float:
     return number
 
 
+NOMINATIM_LOCALITY_KEYS = ("suburb", "town", "village", "city", "hamlet", "neighbourhood")
+
+
+def _words(*parts: Any) -> str | None:
+    text = " ".join(str(p).strip() for p in parts if p not in (None, "") and str(p).strip())
+    return text or None
+
+
+def _nominatim_name(entry: Mapping[str, Any], feature: Feature | None) -> str | None:
+    if feature == "venue" and entry.get("name"):
+        return str(entry["name"])
+    address = entry.get("address")
+    if not isinstance(address, Mapping) or not (address.get("road") or address.get("house_number")):
+        return None
+    locality = next((address[k] for k in NOMINATIM_LOCALITY_KEYS if address.get(k)), None)
+    return _words(
+        address.get("house_number"),
+        address.get("road"),
+        locality,
+        address.get("state"),
+        address.get("postcode"),
+    )
+
+
 def _nominatim(body: Any) -> list[Place]:
     if not isinstance(body, list):
         raise ProtocolError("a Nominatim search answers with a JSON array")
@@ -109,9 +140,24 @@ def _nominatim(body: Any) -> list[Place]:
                 accuracy=NOMINATIM_ACCURACY.get(feature, 20.0) if feature else 20.0,
                 place_id=None if place_id is None else str(place_id),
                 feature=feature,
+                name=_nominatim_name(entry, feature),
             )
         )
     return found
+
+
+def _pelias_name(properties: Mapping[str, Any], feature: Feature | None) -> str | None:
+    if feature == "venue" and properties.get("name"):
+        return str(properties["name"])
+    if not (properties.get("street") or properties.get("housenumber")):
+        return None
+    return _words(
+        properties.get("housenumber"),
+        properties.get("street"),
+        properties.get("locality") or properties.get("localadmin"),
+        properties.get("region_a") or properties.get("region"),
+        properties.get("postalcode"),
+    )
 
 
 def _pelias(body: Any) -> list[Place]:
@@ -146,6 +192,7 @@ def _pelias(body: Any) -> list[Place]:
                 accuracy=round(accuracy, 1),
                 place_id=None if place_id is None else str(place_id),
                 feature=feature,
+                name=_pelias_name(properties, feature),
             )
         )
     return found

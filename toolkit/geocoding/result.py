@@ -4,7 +4,9 @@ each place came from.
 Beside ``longitude``, ``latitude``, ``label``, ``accuracy`` and ``err`` (the seam's
 ``GEOCODE_COLUMNS``), a found place carries ``source`` (``gazetteer:<name>``,
 ``nominatim:<host>``, ``pelias:<host>``), ``place_id`` (the source's id of the place) and
-``feature`` (see ``toolkit.geocoding.features``).
+``feature`` (see ``toolkit.geocoding.features``) and ``name``: what an asset made of it is
+called, so a later lookup of the same address or venue finds it (the address from its
+parts, or a venue's own name; ``label`` is the whole display text).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from toolkit.matching.geocoder import GEOCODE_COLUMNS
 
-PLACE_COLUMNS = ("source", "place_id", "feature")
+PLACE_COLUMNS = ("source", "place_id", "feature", "name")
 RESULT_COLUMNS = (*GEOCODE_COLUMNS, *PLACE_COLUMNS)
 TEXT_COLUMNS = ("label", "err", *PLACE_COLUMNS)
 

@@ -33,7 +33,7 @@ EXTERNAL_FEATURE = "externalFeature"
 class Places:
     """Distinct places of a batch and, per row of the batch, its place (-1 for none)."""
 
-    frame: pd.DataFrame  # source, place_id, label, longitude, latitude, feature, accuracy
+    frame: pd.DataFrame  # source, place_id, label, longitude, latitude, feature, name, query
     row_place: np.ndarray  # int64, one per row of the resolved frame
 
     def __len__(self) -> int:
@@ -69,6 +69,7 @@ def pending_places(resolved: pd.DataFrame) -> Places:
             "longitude": lon[first],
             "latitude": lat[first],
             "feature": sub["external_feature"].astype("str").to_numpy(dtype=object)[first],
+            "name": sub["external_name"].astype("str").to_numpy(dtype=object)[first],
             "query": sub["query"].astype("str").to_numpy(dtype=object)[first],
         }
     )
@@ -125,16 +126,18 @@ def _insert(
         )
         for place_id, feature in zip(fresh["place_id"], fresh["feature"], strict=True)
     ]
-    # A place without a label is called by the text that found it.
-    labels = [
-        str(label) if label else str(query)
-        for label, query in zip(fresh["label"], fresh["query"], strict=True)
+    # Named as the source names the place (else its label, else the text that found it);
+    # its label is the friendly name.
+    names = [
+        _text(name) or _text(label) or str(query)
+        for name, label, query in zip(fresh["name"], fresh["label"], fresh["query"], strict=True)
     ]
+    labels = [_text(label) or name for label, name in zip(fresh["label"], names, strict=True)]
     return store.assets.insert_many(
         conn,
         NewAssets(
             type=asset_class,
-            name=labels,
+            name=names,
             code=[None] * len(fresh),
             friendly=labels,
             region_id=None,
@@ -147,3 +150,10 @@ def _insert(
         actor,
         store.db.clock(),
     )
+
+
+def _text(value: object) -> str | None:
+    """Text, or None for a missing or blank value."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return str(value) if str(value).strip() else None

@@ -18,6 +18,7 @@ import pandas as pd
 
 from toolkit.errors import SourceError
 from toolkit.matching import AssetIndex, checked_options, resolve_with_candidates
+from toolkit.matching.geocoder import Geocoder
 from toolkit.matching.review import apply_decisions
 from toolkit.progress import Progress, no_progress
 from toolkit.sources import read_source
@@ -44,16 +45,23 @@ class LookupResult:
     index: AssetIndex
 
     def summary(self) -> dict[str, Any]:
-        """Matched, ambiguous (tied) and unmatched counts, and matches per mode."""
+        """Matched, ambiguous (tied) and unmatched counts, matches per mode, and the
+        queries answered by an external place that is no asset."""
         found = self.resolved["asset_position"].to_numpy() >= 0
         tied = ~found & (self.resolved["candidates"].fillna(0).to_numpy() > 1)
         modes = self.resolved.loc[found, "mode"].value_counts()
+        external = (
+            ~found
+            & self.resolved["external_longitude"].notna().to_numpy()
+            & self.resolved["err"].isna().to_numpy()
+        )
         return {
             "queries": len(self.resolved),
             "matched": int(found.sum()),
             "ambiguous": int(tied.sum()),
             "unmatched": int((~found & ~tied).sum()),
             "byMode": {str(k): int(v) for k, v in modes.items()},
+            "externalPlaces": int(external.sum()),
         }
 
 
@@ -152,11 +160,14 @@ def run_lookup(
     candidates: int = 0,
     decisions: pd.DataFrame | None = None,
     progress: Progress = no_progress,
+    geocoder: Geocoder | None = None,
 ) -> LookupResult:
     """Resolve ``queries``; reviewers' ``decisions`` (see ``matching.review``) settle the
-    queries whose text they name."""
+    queries whose text they name; ``geocoder`` is the external last resort."""
     checked = checked_options(index, options)
-    resolved, top = resolve_with_candidates(index, queries, checked, candidates, progress=progress)
+    resolved, top = resolve_with_candidates(
+        index, queries, checked, candidates, progress=progress, geocoder=geocoder
+    )
     resolved = apply_decisions(index, resolved, decisions)
     return LookupResult(resolved=resolved, candidates=top, index=index)
 

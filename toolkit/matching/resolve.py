@@ -40,20 +40,22 @@ RESULT_COLUMNS = (
     "external_longitude",
     "external_latitude",
     "external_label",
-    # Where an external place came from (a geocoder's optional ``source``, ``place_id``
-    # and ``feature`` columns); with upgradeExternalLookupToInternalAsset, a place no
-    # asset covers is kept here (its row unmatched) for the caller to make an asset of.
+    # Where an external place came from and what it is called (a geocoder's optional
+    # ``source``, ``place_id``, ``feature`` and ``name`` columns); with
+    # upgradeExternalLookupToInternalAsset, a place no asset covers is kept here (its row
+    # unmatched, its accuracy the place's) for the caller to make an asset of.
     "external_source",
     "external_id",
     "external_feature",
+    "external_name",
     # Mode fuzzy's explanation of the best candidate (NaN / -1 for other modes): the asset,
     # its match probability (0-1) and the evidence in bits of each address component.
     "explained_position",
     "probability",
     *EVIDENCE_COLUMNS,
 )
-# Optional columns of a geocoder's answer, kept as ``external_<source|id|feature>``.
-PLACE_COLUMNS = ("source", "place_id", "feature")
+# Optional columns of a geocoder's answer, kept as ``external_<source|id|feature|name>``.
+PLACE_COLUMNS = ("source", "place_id", "feature", "name")
 CANDIDATE_COLUMNS = ("row", "rank", "asset_position", "asset_id", "mode", "score")
 EMPTY_QUERY = "the query is empty"
 
@@ -151,6 +153,7 @@ def resolve_with_candidates(
             "external_source": _text(external["source"]),
             "external_id": _text(external["place_id"]),
             "external_feature": _text(external["feature"]),
+            "external_name": _text(external["name"]),
             "explained_position": result.explained,
             "probability": result.probability,
             **{name: result.evidence[:, i] for i, name in enumerate(EVIDENCE_COLUMNS)},
@@ -286,13 +289,14 @@ def _external(
     for name in PLACE_COLUMNS:
         if name in found.columns:
             out[name][hit_rows] = found[name].to_numpy(dtype=object)[hit]
+    # The place's accuracy, also where an upgrade finds no asset (the caller may make one).
+    result.accuracy[hit_rows] = found["accuracy"].to_numpy(dtype=float)[hit]
     if options.upgrade_external_lookup_to_internal_asset:
         points = QueryBatch(batch.text.iloc[hit_rows], shapely.points(lon[hit], lat[hit]))
         upgraded = MODE_FUNCTIONS["geo"](index, points, options, 0)
         won = upgraded.asset >= 0
         result.asset[hit_rows[won]] = upgraded.asset[won]
         result.count[hit_rows[won]] = 1
-        result.accuracy[hit_rows[won]] = found["accuracy"].to_numpy(dtype=float)[hit][won]
         result.err[hit_rows[won]] = None
         result.err[hit_rows[~won]] = [
             f"{first}; external lookup found a place but no {options.asset_class} asset: {e}"
@@ -305,7 +309,6 @@ def _external(
         for name in ("label", *PLACE_COLUMNS):
             out[name][hit_rows[won]] = None
         return out
-    result.accuracy[hit_rows] = found["accuracy"].to_numpy(dtype=float)[hit]
     result.err[hit_rows] = None
     out["matched"][hit_rows] = True
     return out
@@ -492,7 +495,8 @@ def asset_object(
 def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
     """A geocoder result that is not an asset, in the asset shape: ``source`` is where it
     came from (``external`` when the geocoder does not say), ``code`` the place's id
-    there and ``friendlyType`` its feature (premise, street...)."""
+    there, ``friendlyType`` its feature (premise, street...), ``name`` what it is called
+    and ``friendly`` its label."""
 
     def text(name: str) -> str | None:
         value = record.get(name)
@@ -507,7 +511,7 @@ def external_asset_object(record: Mapping[str, Any]) -> dict[str, Any]:
     return asset_json(
         {
             "id": None,
-            "name": label or "",
+            "name": text("external_name") or label or "",
             "friendly": label or "",
             "source": text("external_source") or "external",
             "code": text("external_id"),

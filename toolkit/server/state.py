@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import AuthenticationError
+from toolkit.geocoding import GazetteerCache, ServiceSettings
 from toolkit.importing.rules import available_rules
 from toolkit.importing.tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
 from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
@@ -54,6 +55,9 @@ class ServerSettings:
     # Epoch milliseconds, the store's clock type; injected by tests to expire tokens.
     clock: Callable[[], int] = field(default=now_ms)
     base_url: str | None = None  # where clients reach us, for report contents' $schema
+    # The geocoding service a lookup asks when neither an asset nor the site's gazetteer
+    # matches (``toolkit serve --geocoder``); None: none.
+    geocoder: ServiceSettings | None = None
 
 
 class SitePool:
@@ -113,6 +117,12 @@ class ServerState:
         self.refused_tokens = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
         self.logins = LoginBackoff(settings.login_backoff, self.clock_s)
         self.index_cache = IndexCache()
+        # Shared by every thread: one gazetteer in memory per site, one service client
+        # (its answers cached for an hour, its rate kept across requests).
+        self.gazetteers = GazetteerCache()
+        self.geocoding_service = (
+            None if settings.geocoder is None else settings.geocoder.open(cache_ttl_s=3600.0)
+        )
         self.imports = ThreadPoolImportExecutor(settings.workers)
         self.reports: Any = _report_executor(settings.workers)
         self.sites = SitePool(store_path, self._configure)
@@ -124,6 +134,8 @@ class ServerState:
         # No account changes until a request names its user (and then by its admin flag).
         site.caller = NO_CALLER
         site.index_cache = self.index_cache
+        site.gazetteer_cache = self.gazetteers
+        site.geocoding_service = self.geocoding_service
         site.import_executor = self._run_import  # type: ignore[method-assign]
         if self.reports is not None:
             site.report_executor = self.reports  # type: ignore[attr-defined]
@@ -144,6 +156,8 @@ class ServerState:
         if self.reports is not None:
             self.reports.shutdown(wait=True)
         self.sites.close()
+        if self.geocoding_service is not None:
+            self.geocoding_service.close()
 
 
 def _report_executor(workers: int) -> Any:

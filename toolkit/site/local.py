@@ -38,7 +38,8 @@ from toolkit.site.writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
-    from toolkit.matching import AssetIndex
+    from toolkit.geocoding import GazetteerCache
+    from toolkit.matching import AssetIndex, Geocoder, LookupOptions
 
 ITEM_FILTERS = {
     "registerId": "text",
@@ -111,6 +112,10 @@ class LocalSite(SiteWrites, SiteAdmin):
     index_cache: IndexCache | None = None
     # Set by ``toolkit serve``: requests name rules of the catalogue, never rule files.
     rule_names_only: bool = False
+    # External lookups: the geocoding service (``toolkit serve --geocoder``, the config
+    # file), and loaded gazetteers kept in memory (``toolkit serve`` shares one cache).
+    geocoding_service: Geocoder | None = None
+    gazetteer_cache: GazetteerCache | None = None
 
     def __init__(
         self,
@@ -193,19 +198,56 @@ class LocalSite(SiteWrites, SiteAdmin):
         output: str = "asset",
     ) -> dict[str, Any]:
         """The spec's asset lookup (4.3): one query string, or ``[{code, str}, ...]``."""
-        from toolkit.matching import (
-            checked_options,
-            lookup_one,
-            queries_from_spec,
-            resolve,
-            to_spec_result,
-        )
+        import pandas as pd
+
+        from toolkit.matching import checked_options, queries_from_spec, resolve, to_spec_result
 
         index = self.asset_index()
-        if isinstance(queries, str):
-            return lookup_one(index, queries, options, output)
-        resolved = resolve(index, queries_from_spec(queries), checked_options(index, options))
+        checked = checked_options(index, options)
+        frame = (
+            pd.DataFrame({"query": pd.array([queries], dtype="str")})
+            if isinstance(queries, str)
+            else queries_from_spec(queries)
+        )
+        resolved = resolve(index, frame, checked, geocoder=self.geocoder())
+        index, resolved = self.upgrade_places(index, resolved, checked)
         return to_spec_result(index, resolved, output)
+
+    def geocoder(self) -> Geocoder:
+        """Where a lookup turns when no asset matches: the site's gazetteer, then the
+        geocoding service (``NOT_CONFIGURED`` when it has neither)."""
+        from toolkit.geocoding import GazetteerCache
+        from toolkit.site.external import site_geocoder
+
+        if self.gazetteer_cache is None:
+            self.gazetteer_cache = GazetteerCache()
+        return site_geocoder(self.store, self.gazetteer_cache, self.geocoding_service)
+
+    def upgrade_places(
+        self, index: AssetIndex, resolved: Any, options: LookupOptions
+    ) -> tuple[AssetIndex, Any]:
+        """With ``upgradeExternalLookupToInternalAsset``, the geocoded places of
+        ``resolved`` that no asset holds become assets (see ``toolkit.site.external``)."""
+        from toolkit.site.external import upgrade_message
+        from toolkit.site.external import upgrade_places as upgrade
+
+        if not options.upgrade_external_lookup_to_internal_asset:
+            return index, resolved
+
+        def reindex() -> AssetIndex:
+            if self.index_cache is not None:
+                self.index_cache.forget(self.store.site_id)
+            return self.asset_index()
+
+        with self.lock:
+            return upgrade(
+                self.store,
+                index,
+                resolved,
+                options,
+                Actor(self.user_id, upgrade_message(options)),
+                reindex,
+            )
 
     def import_status(
         self, job_id: int | None = None, *, visibility: Visibility = EVERYTHING

@@ -1,0 +1,341 @@
+"""External lookups of a site: its gazetteer and geocoding service as the last resort of an
+asset lookup, upgradeExternalLookupToInternalAsset, the same through `toolkit serve` and
+through the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from gazetteer_data import gnaf_points, write_psv
+from geocoding_server import PLACES, GeocodingService
+from serving import running
+
+from toolkit.cli import cli
+from toolkit.geocoding import NOT_CONFIGURED, ServiceSettings, load_files
+from toolkit.geocoding.http import HttpGeocoder
+from toolkit.importing.pipeline import ImportRequest
+from toolkit.remote.client import Credentials, Profile
+from toolkit.remote.site import RemoteSite
+from toolkit.server import ServerSettings, create_app
+from toolkit.site import LocalSite
+
+
+# Two parcels in Kew (the geocoding server's "12 Smith Street" lies inside the first) and
+# a hydrant.
+def _square(x: float, y: float) -> str:
+    corners = [(x, y), (x + 2e-4, y), (x + 2e-4, y - 2e-4), (x, y - 2e-4), (x, y)]
+    return "POLYGON ((" + ", ".join(f"{a:.4f} {b:.4f}" for a, b in corners) + "))"
+
+
+ASSETS = f"""id,type,code,name,friendly,wkt
+101,Property,P101,12 SMITH STREET KEW,"12 Smith Street, Kew","{_square(145.03, -37.80)}"
+102,Property,P102,3 OLD ROAD KEW,"3 Old Road, Kew","{_square(145.04, -37.81)}"
+103,Hydrant,H1,HYDRANT OLD ROAD KEW,,POINT (145.0401 -37.8101)
+"""
+UPGRADE = {
+    "mode": "soundex",
+    "assetClass": "Property",
+    "upgradeExternalLookupToInternalAsset": True,
+    "geocoderOptions": {"requiredFeatures": ["premise"]},
+}
+
+
+@pytest.fixture(scope="module")
+def points() -> pd.DataFrame:
+    return gnaf_points(3000, seed=5)
+
+
+@pytest.fixture
+def site_path(tmp_path: Path) -> Path:
+    path = tmp_path / "site.sqlite"
+    source = tmp_path / "assets.csv"
+    source.write_text(ASSETS, encoding="utf-8")
+    with LocalSite(path, "demo", user_id="officer") as site:
+        job = site.run_import(ImportRequest("asset", "assets-csv", source))
+        assert job["status"] == "COMPLETE", job["result"]
+    return path
+
+
+@pytest.fixture
+def site(site_path: Path) -> Iterator[LocalSite]:
+    with LocalSite(site_path, "demo", user_id="officer") as local:
+        yield local
+
+
+@pytest.fixture
+def with_gazetteer(site: LocalSite, points: pd.DataFrame, tmp_path: Path) -> LocalSite:
+    load_files(site.store, [write_psv(points, tmp_path / "GNAF.psv")], name="gnaf")
+    return site
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[GeocodingService, str]]:
+    fake = GeocodingService(list(PLACES))
+    with running(fake.app()) as url:
+        yield fake, url
+
+
+def premise(points: pd.DataFrame, n: int = 0) -> pd.Series:
+    return points[(points["NUMBER_FIRST"] != "") & (points["FLAT_NUMBER"] == "")].iloc[n]
+
+
+def typed(row: pd.Series) -> str:
+    """The address as an officer types it: short street type, a typo, lower case."""
+    name = row["STREET_NAME"]
+    name = name[0] + name[2] + name[1] + name[3:]
+    kind = row["STREET_TYPE"].lower()
+    return f"{row['NUMBER_FIRST']} {name.lower()} {kind} {row['LOCALITY_NAME'].title()}"
+
+
+def assets_named(site: LocalSite, name: str) -> list[dict[str, Any]]:
+    found = site.list_assets({"fulltext": name, "limit": "100"})
+    return list(found["models"].values())
+
+
+def test_without_a_source_the_error_says_what_to_configure(site: LocalSite) -> None:
+    entry = site.asset_lookup("5 High Road Camberwell")["1"]
+    assert entry["asset"] is None
+    assert entry["err"] == (
+        f"no asset name sounds like this (soundex, maxRank 2); external lookup: {NOT_CONFIGURED}"
+    )
+    off = site.asset_lookup("5 High Road Camberwell", {"useExternalLookups": "false"})["1"]
+    assert off["err"] == "no asset name sounds like this (soundex, maxRank 2)"
+
+
+def test_a_miss_falls_back_to_the_gazetteer(
+    with_gazetteer: LocalSite, points: pd.DataFrame
+) -> None:
+    row = premise(points, 3)
+    entry = with_gazetteer.asset_lookup(typed(row))["1"]
+    assert entry["err"] is None
+    asset = entry["asset"]
+    assert asset["id"] is None
+    assert (asset["source"], asset["code"], asset["friendlyType"]) == (
+        "gazetteer:gnaf",
+        row["ADDRESS_DETAIL_PID"],
+        "premise",
+    )
+    assert asset["geo"]["points"] == [
+        {"longitude": repr(float(row["LONGITUDE"])), "latitude": repr(float(row["LATITUDE"]))}
+    ]
+    assert float(asset["accuracy"]) >= 80
+    # Assets still come first: a query an asset matches never reaches the gazetteer.
+    internal = with_gazetteer.asset_lookup("12 Smith St Kew")["1"]["asset"]
+    assert (internal["id"], internal["source"]) == ("101", "assets.csv")
+
+
+def test_upgrade_makes_an_audited_asset_found_internally_next_time(
+    with_gazetteer: LocalSite, points: pd.DataFrame
+) -> None:
+    row = premise(points, 5)
+    text = typed(row)
+    first = with_gazetteer.asset_lookup(text, UPGRADE)["1"]
+    made = first["asset"]
+    assert first["err"] is None
+    assert made["id"] not in (None, "101", "102", "103")
+    assert (made["type"], made["source"], made["name"]) == (
+        "Property",
+        "gazetteer:gnaf",
+        f"{row['NUMBER_FIRST']} {row['STREET_NAME']} {row['STREET_TYPE']} "
+        f"{row['LOCALITY_NAME']} VIC {row['POSTCODE']}",
+    )
+    assert {e["key"]: e["value"] for e in made["extraInfo"]} == {
+        "externalSource": "gazetteer:gnaf",
+        "externalId": row["ADDRESS_DETAIL_PID"],
+        "externalFeature": "premise",
+    }
+    stored = with_gazetteer.get_asset(made["id"])
+    assert (stored["source"], stored["geo"]) == ("gazetteer:gnaf", made["geo"])
+    audit = with_gazetteer.list_audit_logs({"limit": "1000"})["models"].values()
+    entries = [a for a in audit if str(a.get("recordId")) == made["id"]]
+    assert len(entries) == 1
+    assert entries[0]["action"] == "create" or "insert" in str(entries[0]["action"]).lower()
+    assert "upgradeExternalLookupToInternalAsset" in entries[0]["message"]
+    assert "gazetteer:gnaf" in json.dumps(entries[0])
+    # The next lookup finds it among the assets, by soundex, and makes nothing new.
+    second = with_gazetteer.asset_lookup(text, UPGRADE)["1"]
+    assert second["asset"]["id"] == made["id"]
+    assert second["asset"]["source"] == "gazetteer:gnaf"
+    plain = with_gazetteer.asset_lookup(text, {"useExternalLookups": False})["1"]
+    assert plain["asset"]["id"] == made["id"]
+    assert len(assets_named(with_gazetteer, row["STREET_NAME"])) == 1
+
+
+def test_a_batch_makes_each_distinct_place_once(
+    with_gazetteer: LocalSite, points: pd.DataFrame
+) -> None:
+    one, two = premise(points, 11), premise(points, 12)
+    queries = [
+        {"code": "a", "str": typed(one)},
+        {
+            "code": "b",
+            "str": f"{one['NUMBER_FIRST']} {one['STREET_NAME']} {one['STREET_TYPE']}"
+            f" {one['LOCALITY_NAME']} {one['POSTCODE']}",
+        },
+        {"code": "c", "str": typed(two)},
+        {"code": "d", "str": "99999 Nowhere Boulevard Atlantis"},
+    ]
+    before = with_gazetteer.list_assets({"limit": "1"})["total"]
+    answer = with_gazetteer.asset_lookup(queries, UPGRADE, "id")
+    after = with_gazetteer.list_assets({"limit": "1"})["total"]
+    assert int(after) - int(before) == 2
+    assert answer["a"]["asset"] == answer["b"]["asset"] != answer["c"]["asset"]
+    assert answer["d"]["asset"] is None
+    assert "gazetteer:gnaf: no address point" in answer["d"]["err"]
+
+
+def test_upgrade_links_a_place_inside_an_asset_to_it(
+    site: LocalSite, service: tuple[GeocodingService, str]
+) -> None:
+    fake, url = service
+    site.geocoding_service = HttpGeocoder(url, "nominatim", rate_per_s=100.0)
+    before = site.list_assets({"limit": "1"})["total"]
+    # "12 Smith Street Kew" is an asset; its street number typed wrong reaches the service,
+    # whose point lies inside parcel 101: that parcel is the answer, no new asset.
+    entry = site.asset_lookup("12 Smith Street Kew Victoria", {**UPGRADE, "maxRank": 1})["1"]
+    assert entry["err"] is None
+    assert entry["asset"]["id"] == "101"
+    assert site.list_assets({"limit": "1"})["total"] == before
+    # A place outside every parcel becomes one, its source the service.
+    outside = site.asset_lookup("busy 5 High Road Camberwell", UPGRADE)["1"]["asset"]
+    assert outside["source"] == site.geocoding_service.source
+    assert {e["key"]: e["value"] for e in outside["extraInfo"]}["externalId"] == "way/55"
+    assert fake.asked["busy 5 High Road Camberwell"] == 2  # 429, then the answer
+
+
+def test_gazetteer_then_service(
+    with_gazetteer: LocalSite, service: tuple[GeocodingService, str]
+) -> None:
+    _, url = service
+    with_gazetteer.geocoding_service = HttpGeocoder(url, "nominatim", rate_per_s=100.0)
+    answer = with_gazetteer.asset_lookup(
+        [{"code": 1, "str": "Kew Primary School"}, {"code": 2, "str": "nothing anywhere"}]
+    )
+    assert answer["1"]["asset"]["source"] == with_gazetteer.geocoding_service.source
+    assert answer["2"]["err"] == (
+        "no asset name sounds like this (soundex, maxRank 2); external lookup: "
+        "gazetteer:gnaf: no address point name sounds like this (soundex, maxRank 2); "
+        "fallback fuzzy: no address point shares a number, street or locality with this "
+        f"address (fuzzy); {with_gazetteer.geocoding_service.source}: no place found"
+    )
+
+
+def test_the_same_through_toolkit_serve(
+    site_path: Path, points: pd.DataFrame, tmp_path: Path, service: tuple[GeocodingService, str]
+) -> None:
+    fake, geocoder_url = service
+    with LocalSite(site_path, "demo") as local:
+        load_files(local.store, [write_psv(points, tmp_path / "GNAF.psv")], name="gnaf")
+        local.add_user("api", positions=["API User"], approved=True, terms_accepted=True)
+        key = local.issue_api_key("api")["key"]
+    settings = ServerSettings(geocoder=ServiceSettings.of(geocoder_url))
+    with running(create_app(site_path, settings=settings)) as url:
+        remote = RemoteSite(Profile(url, "demo", Credentials(api_key=key)))
+        row = premise(points, 20)
+        single = remote.asset_lookup(typed(row))["1"]
+        batch = remote.asset_lookup(
+            [{"code": "x", "str": "Kew Primary School"}, {"code": "y", "str": typed(row)}],
+            {"assetClass": "Property", "upgradeExternalLookupToInternalAsset": True},
+        )
+        again = remote.asset_lookup(typed(row), {"useExternalLookups": False})["1"]
+        none = remote.asset_lookup("Kew Primary School", {"useExternalLookups": False})["1"]
+    port = geocoder_url.rsplit(":", 1)[1]
+    assert single["asset"]["source"] == "gazetteer:gnaf"
+    assert single["asset"]["code"] == row["ADDRESS_DETAIL_PID"]
+    assert batch["x"]["asset"]["source"] == f"nominatim:127.0.0.1:{port}"
+    assert batch["x"]["asset"]["type"] == "Property"
+    assert batch["y"]["asset"]["source"] == "gazetteer:gnaf"
+    assert again["asset"]["id"] == batch["y"]["asset"]["id"]
+    assert none["asset"]["id"] == batch["x"]["asset"]["id"]
+    assert fake.asked["Kew Primary School"] == 1
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result
+
+
+def test_cli_gazetteer_load_info_lookup_remove(
+    site_path: Path, points: pd.DataFrame, tmp_path: Path
+) -> None:
+    psv = write_psv(points, tmp_path / "GNAF_CORE.psv")
+    store = str(site_path)
+    loaded = run(
+        "--store",
+        store,
+        "--site",
+        "demo",
+        "--json",
+        "gazetteer",
+        "load",
+        str(psv),
+        "--name",
+        "gnaf",
+    )
+    assert loaded.exit_code == 0, loaded.output
+    document = json.loads(loaded.stdout)
+    assert (document["name"], document["points"], document["kept"]) == ("gnaf", 3000, 3000)
+    info = run("--store", store, "--site", "demo", "gazetteer", "info")
+    assert info.exit_code == 0
+    assert "Gazetteer 'gnaf' (gazetteer:gnaf)" in info.stdout
+    assert "3,000 address points" in info.stdout
+    row = premise(points, 30)
+    looked = run(
+        "--store",
+        store,
+        "--site",
+        "demo",
+        "lookup",
+        typed(row),
+        "--upgrade",
+        "--asset-class",
+        "Property",
+        "--required-feature",
+        "premise",
+        "--json",
+    )
+    assert looked.exit_code == 0, looked.output
+    made = json.loads(looked.stdout)["1"]["asset"]
+    assert (made["type"], made["source"]) == ("Property", "gazetteer:gnaf")
+    with LocalSite(site_path, "demo") as local:
+        assert local.get_asset(made["id"])["name"] == made["name"]
+    removed = run("--store", store, "--site", "demo", "gazetteer", "remove")
+    assert (removed.exit_code, removed.stdout.strip()) == (0, "Removed the gazetteer")
+    missing = run("--store", store, "--site", "demo", "--json", "gazetteer", "info")
+    assert json.loads(missing.stdout) is None
+
+
+def test_cli_bad_input(site_path: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("code,lat,lon\nx,-37.8,145.0\n", encoding="utf-8")
+    result = run("--store", str(site_path), "--site", "demo", "gazetteer", "load", str(bad))
+    assert result.exit_code == 1
+    assert "Error: " in result.stderr and "bad.csv: no address columns" in result.stderr
+    column = run(
+        "--store",
+        str(site_path),
+        "--site",
+        "demo",
+        "gazetteer",
+        "load",
+        str(bad),
+        "--column",
+        "number",
+    )
+    assert column.exit_code == 2 and "'number' is not ROLE=HEADING" in column.stderr
+    remote = run("--url", "http://127.0.0.1:9", "gazetteer", "info")
+    assert remote.exit_code == 1 and "works on the embedded site file" in remote.stderr
+    upgrade = run("--store", str(site_path), "lookup", "x", "--upgrade", "--assets", str(bad))
+    assert upgrade.exit_code == 2
+    for command in (["gazetteer", "load", "--help"], ["gazetteer", "info", "--help"]):
+        shown = run(*command)
+        assert shown.exit_code == 0 and "Examples:" in shown.stdout
