@@ -13,7 +13,7 @@ columns are concatenated, and the leading comma becomes the opening brace.
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,8 +64,12 @@ def fields_json(values: pd.DataFrame, cleared: pd.DataFrame | None = None) -> pd
     return pd.Series(pd.arrays.ArrowStringArray(objects), index=values.index)
 
 
-def as_python(column: pd.Series) -> list[object]:
-    """A column as a list of plain Python values, missing values as None (for sqlite3)."""
+def as_python(column: pd.Series) -> list[Any]:
+    """A column as a list of plain Python values, missing values as None (for sqlite3).
+
+    The values are of the column's dtype (int for ``Int64``, str for ``string``), which
+    only the caller knows: the list is ``Any`` here and typed where it is used.
+    """
     return column.astype(object).where(column.notna(), None).tolist()
 
 
@@ -73,13 +77,3 @@ def id_list(ids: npt.ArrayLike) -> list[int]:
     """Record ids (a plan's numpy array) as Python ints, which sqlite3 takes."""
     values: list[int] = np.asarray(ids, dtype=np.int64).tolist()
     return values
-
-
-def nullable_ints(column: pd.Series) -> list[int | None]:
-    """An integer column (``Int64``, as rules and links type them) as ints and None."""
-    return cast("list[int | None]", as_python(column))
-
-
-def nullable_texts(column: pd.Series) -> list[str | None]:
-    """A text column (``string``, as rules type them) as strings and None."""
-    return cast("list[str | None]", as_python(column))

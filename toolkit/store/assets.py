@@ -28,7 +28,7 @@ class NewAssets:
     name: Sequence[str]
     code: Sequence[str | None]
     friendly: Sequence[str | None]
-    region_id: Sequence[int | None] | None
+    region_id: Sequence[int | None] | int | None
     status: Sequence[int] | int
     extra_info: Sequence[str]
     geometry: Sequence[bytes | None]
