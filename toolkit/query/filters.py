@@ -42,6 +42,7 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 # ASCII digits only: str.isdigit() and int() also take '²' or Arabic-Indic digits.
 _Name = TypeVar("_Name", bound=str)
+_Value = TypeVar("_Value", int, float, bool, str)
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 # Epoch seconds the site can show as ISO 8601 times (years 1 to 9999).
 _EPOCH_S_RANGE = (-62_135_596_800, 253_402_300_799)
@@ -85,6 +86,14 @@ class Query:
     since: TimeBound | None = None
     until: TimeBound | None = None
     filters: dict[str, object] = field(default_factory=dict)
+
+    def filter(self, name: str, kind: type[_Value]) -> _Value | None:
+        """The filter ``name`` as parsed (its kind's type: int, float, bool, str), or None
+        when it was not given."""
+        value = self.filters.get(name)
+        if value is None or isinstance(value, kind):
+            return value
+        raise TypeError(f"filter {name} is a {type(value).__name__}, not a {kind.__name__}")
 
 
 def shown(value: object, limit: int = 40) -> str:
