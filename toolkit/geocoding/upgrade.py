@@ -112,9 +112,8 @@ def _insert(
     actor: Actor,
 ) -> list[int]:
     """Insert ``fresh`` places of one ``source`` as point assets; their new ids."""
-    wkb, bounds = geometry_columns(
-        shapely.points(fresh["longitude"].to_numpy(), fresh["latitude"].to_numpy())
-    )
+    points = shapely.points(fresh["longitude"].to_numpy(), fresh["latitude"].to_numpy())
+    wkb, bounds = geometry_columns(np.asarray(points, dtype=object))
     extra = [
         json.dumps(
             {

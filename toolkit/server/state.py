@@ -8,12 +8,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from toolkit.errors import AuthenticationError
 from toolkit.geocoding import GazetteerCache, ServiceSettings
 from toolkit.importing.rules import available_rules
 from toolkit.importing.tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
+from toolkit.reports import ThreadExecutor
 from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
 from toolkit.server.limits import (
     MAX_BODY_BYTES,
@@ -124,7 +124,7 @@ class ServerState:
             None if settings.geocoder is None else settings.geocoder.open(cache_ttl_s=3600.0)
         )
         self.imports = ThreadPoolImportExecutor(settings.workers)
-        self.reports: Any = _report_executor(settings.workers)
+        self.reports = ThreadExecutor(settings.workers)
         self.sites = SitePool(store_path, self._configure)
 
     def _configure(self, site: LocalSite) -> None:
@@ -136,9 +136,8 @@ class ServerState:
         site.index_cache = self.index_cache
         site.gazetteer_cache = self.gazetteers
         site.geocoding_service = self.geocoding_service
-        site.import_executor = self._run_import  # type: ignore[method-assign]
-        if self.reports is not None:
-            site.report_executor = self.reports  # type: ignore[attr-defined]
+        site.import_executor = self._run_import
+        site.report_executor = self.reports
 
     def _run_import(self, task: ImportTask) -> None:
         site_id = self.sites.get(task.site).store.site_id  # the request's thread has it open
@@ -153,20 +152,10 @@ class ServerState:
     def shutdown(self) -> None:
         """Let background jobs finish, then close every connection."""
         self.imports.shutdown(wait=True)
-        if self.reports is not None:
-            self.reports.shutdown(wait=True)
+        self.reports.shutdown(wait=True)
         self.sites.close()
         if self.geocoding_service is not None:
             self.geocoding_service.close()
-
-
-def _report_executor(workers: int) -> Any:
-    """The reports' pool of ``workers`` threads, when the reports package is present."""
-    try:
-        from toolkit.reports import ThreadExecutor  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return ThreadExecutor(workers)
 
 
 __all__ = ["ServerSettings", "ServerState", "SitePool", "run_import_task"]
