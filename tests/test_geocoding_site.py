@@ -339,3 +339,87 @@ def test_cli_bad_input(site_path: Path, tmp_path: Path) -> None:
     for command in (["gazetteer", "load", "--help"], ["gazetteer", "info", "--help"]):
         shown = run(*command)
         assert shown.exit_code == 0 and "Examples:" in shown.stdout
+
+
+# --- imports' asset linking -------------------------------------------------------------
+
+GEO_RULE = """
+from toolkit.importing.rules import AssetLink, FieldRule, ImportRule
+
+RULE = ImportRule(
+    name="geo-inspections",
+    import_type="item",
+    description="Inspections linked by address, geocoded where no asset matches",
+    register="inspection",
+    fields=(
+        FieldRule("reference", "Reference", required=True),
+        FieldRule("address", "Address"),
+    ),
+    asset_link=AssetLink(
+        friendly_columns=("Address",),
+        use_geometry=False,
+        options={
+            "mode": "soundex",
+            "assetClass": "Property",
+            "useExternalLookups": True,
+            "upgradeExternalLookupToInternalAsset": True,
+            "geocoderOptions": {"requiredFeatures": ["premise"]},
+        },
+    ),
+    matching_id="reference",
+    overwrite_rule="updateAndInsert",
+)
+"""
+
+
+def test_an_import_links_rows_to_places_made_assets(
+    site_path: Path, points: pd.DataFrame, tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "geo_inspections.py").write_text(GEO_RULE, encoding="utf-8")
+    one, two = premise(points, 40), premise(points, 41)
+    source = tmp_path / "inspections.csv"
+    source.write_text(
+        "Reference,Address\n"
+        "R1,12 Smith St Kew\n"  # an asset already
+        f"R2,{typed(one)}\n"
+        f"R3,{one['NUMBER_FIRST']} {one['STREET_NAME']} {one['STREET_TYPE']} "
+        f"{one['LOCALITY_NAME']}\n"  # the same place again
+        f"R4,{typed(two)}\n"
+        "R5,99999 Nowhere Boulevard Atlantis\n",
+        encoding="utf-8",
+    )
+    with LocalSite(site_path, "demo", user_id="officer", rule_paths=[rules]) as site:
+        load_files(site.store, [write_psv(points, tmp_path / "GNAF.psv")], name="gnaf")
+        event = site.create_event({"name": "Storm"})["id"]
+        total = int(site.list_assets({"limit": "1"})["total"])
+        dry = site.run_import(
+            ImportRequest(
+                "item", "geo-inspections", source, event_id=event, region_id=1, dry_run=True
+            )
+        )
+        assert dry["status"] == "COMPLETE", dry["result"]
+        assert dry["summary"]["linking"] == {"soundex": 1, "external": 3, "unlinked": 1}
+        assert int(site.list_assets({"limit": "1"})["total"]) == total  # a dry run makes none
+        job = site.run_import(
+            ImportRequest("item", "geo-inspections", source, event_id=event, region_id=1)
+        )
+        assert job["status"] == "COMPLETE", job["result"]
+        assert int(site.list_assets({"limit": "1"})["total"]) == total + 2
+        items = site.list_items({"registerId": "inspection", "limit": "10"})["models"]
+        by_reference = {i["reference"]: i["assetId"] for i in items.values()}
+        assert by_reference["R1"] == "101"
+        assert by_reference["R2"] == by_reference["R3"] not in (None, "101", "102", "103")
+        assert by_reference["R4"] not in (None, by_reference["R2"])
+        assert by_reference["R5"] is None
+        made = site.get_asset(by_reference["R2"])
+        assert (made["type"], made["source"]) == ("Property", "gazetteer:gnaf")
+        audit = site.list_audit_logs({"importJobId": str(job["id"]), "limit": "100"})
+        assets_audited = {
+            str(a["recordId"]) for a in audit["models"].values() if a.get("recordType") == "asset"
+        }
+        assert assets_audited == {str(by_reference["R2"]), str(by_reference["R4"])}
+        links = site.store.jobs.links(job["id"]).set_index("reference")
+        assert links.loc["R3", "asset_id"] == int(by_reference["R3"])
+        assert "gazetteer:gnaf: no address point" in links.loc["R5", "err"]

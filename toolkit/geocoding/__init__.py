@@ -23,7 +23,13 @@ packages (they import it). Only ``toolkit.geocoding.http`` imports httpx.
 
 from __future__ import annotations
 
-from toolkit.geocoding.chain import NOT_CONFIGURED, GeocoderChain, NoSource
+from toolkit.geocoding.chain import (
+    NOT_CONFIGURED,
+    GeocoderChain,
+    LazyGeocoder,
+    NoSource,
+    site_sources,
+)
 from toolkit.geocoding.config import ServiceSettings, service_from_config
 from toolkit.geocoding.features import FEATURES, Feature, required_features
 from toolkit.geocoding.gazetteer import Gazetteer, GazetteerIndex
@@ -39,6 +45,7 @@ __all__ = [
     "GazetteerCache",
     "GazetteerIndex",
     "GeocoderChain",
+    "LazyGeocoder",
     "NoSource",
     "Places",
     "PointsReport",
@@ -51,4 +58,5 @@ __all__ = [
     "read_points",
     "required_features",
     "service_from_config",
+    "site_sources",
 ]

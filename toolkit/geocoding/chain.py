@@ -7,14 +7,18 @@ joined with ``"; "``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from toolkit.geocoding import result
 from toolkit.matching.geocoder import Geocoder
+
+if TYPE_CHECKING:
+    from toolkit.geocoding.keeping import GazetteerCache
+    from toolkit.store import SiteStore
 
 NOT_CONFIGURED = (
     "no external source is configured: load an address gazetteer into the site "
@@ -64,3 +68,27 @@ class GeocoderChain:
         for name in ("longitude", "latitude", "accuracy"):
             out[name] = pd.to_numeric(out[name], errors="coerce").astype(float)
         return out
+
+
+class LazyGeocoder:
+    """A geocoder made on its first question (loading a gazetteer costs seconds; an import
+    that never asks should not pay them)."""
+
+    def __init__(self, make: Callable[[], Geocoder]) -> None:
+        self.make = make
+        self._made: Geocoder | None = None
+
+    def geocode(self, queries: pd.Series, options: Mapping[str, Any]) -> pd.DataFrame:
+        if self._made is None:
+            self._made = self.make()
+        return self._made.geocode(queries, options)
+
+
+def site_sources(
+    store: SiteStore, gazetteers: GazetteerCache | None, service: Geocoder | None
+) -> GeocoderChain:
+    """A site's sources in turn: its gazetteer (if one is loaded), then ``service``."""
+    from toolkit.geocoding.keeping import read_gazetteer
+
+    gazetteer = gazetteers.get(store) if gazetteers is not None else read_gazetteer(store)
+    return GeocoderChain([g for g in (gazetteer, service) if g is not None])

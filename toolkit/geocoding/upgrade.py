@@ -78,29 +78,50 @@ def pending_places(resolved: pd.DataFrame) -> Places:
     return Places(frame, row_place)
 
 
-def make_assets(store: SiteStore, places: Places, asset_class: str, actor: Actor) -> np.ndarray:
+def make_assets(
+    store: SiteStore,
+    places: Places,
+    asset_class: str,
+    actor: Actor,
+    *,
+    conn: sqlite3.Connection | None = None,
+) -> np.ndarray:
     """The asset id of each place: one made earlier from the same source and id, else a new
-    point asset of ``asset_class`` (inserted and audited in one transaction)."""
-    frame = places.frame
-    ids = np.zeros(len(frame), dtype=np.int64)
-    if not len(frame):
+    point asset of ``asset_class``, inserted and audited in one transaction (``conn``'s,
+    when the caller holds one: an import's, so a dry run makes none)."""
+    ids = np.zeros(len(places.frame), dtype=np.int64)
+    if not len(places.frame):
         return ids
-    with store.db.transaction() as conn:
-        made = np.zeros(len(frame), dtype=bool)
-        for source in frame["source"].unique():
-            # Read under the write lock: two lookups of the same place at once make one.
-            known = store.assets.ids_by_source_code(conn, asset_class, source, EXTERNAL_ID)
-            mine = (frame["source"] == source).to_numpy()
-            earlier = frame["place_id"].map(known).to_numpy(dtype=float)
-            reuse = mine & ~np.isnan(earlier)
-            ids[reuse] = earlier[reuse].astype(np.int64)
-            made |= reuse
-        for source in frame["source"].unique():
-            # The store writes one source per insert: one insert per source.
-            new = np.flatnonzero(~made & (frame["source"] == source).to_numpy())
-            if len(new):
-                ids[new] = _insert(store, conn, frame.iloc[new], asset_class, source, actor)
+    if conn is not None:
+        _make(store, conn, places.frame, asset_class, actor, ids)
+        return ids
+    with store.db.transaction() as own:
+        _make(store, own, places.frame, asset_class, actor, ids)
     return ids
+
+
+def _make(
+    store: SiteStore,
+    conn: sqlite3.Connection,
+    frame: pd.DataFrame,
+    asset_class: str,
+    actor: Actor,
+    ids: np.ndarray,
+) -> None:
+    made = np.zeros(len(frame), dtype=bool)
+    for source in frame["source"].unique():
+        # Read under the write lock: two lookups of the same place at once make one.
+        known = store.assets.ids_by_source_code(conn, asset_class, source, EXTERNAL_ID)
+        mine = (frame["source"] == source).to_numpy()
+        earlier = frame["place_id"].map(known).to_numpy(dtype=float)
+        reuse = mine & ~np.isnan(earlier)
+        ids[reuse] = earlier[reuse].astype(np.int64)
+        made |= reuse
+    for source in frame["source"].unique():
+        # The store writes one source per insert: one insert per source.
+        new = np.flatnonzero(~made & (frame["source"] == source).to_numpy())
+        if len(new):
+            ids[new] = _insert(store, conn, frame.iloc[new], asset_class, source, actor)
 
 
 def _insert(

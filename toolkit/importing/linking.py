@@ -6,6 +6,13 @@ asset id column, a code column matched on a code field (the spec's
 an address from some columns (``asset_friendly``) with lookup options. Each way
 runs only on the rows still without an asset, so the most certain way wins.
 Ties are never broken by guessing: a tied row stays unlinked with the reason.
+
+The address way may end with an external lookup (the site's gazetteer, a geocoding
+service) when the rule's options ask for it (``useExternalLookups``; imports leave it off
+unless they do). A place found there links nothing by itself; with
+``upgradeExternalLookupToInternalAsset`` it is kept in :attr:`LinkResult.places`, and the
+import's write makes it an asset of ``assetClass`` (in its own transaction, so a dry run
+makes none) and links the row to it.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import numpy as np
 import pandas as pd
 import shapely
 
+from toolkit.geocoding import Places, pending_places
 from toolkit.importing.rules import ImportRule, Prepared
-from toolkit.matching import AssetIndex, resolve
+from toolkit.matching import AssetIndex, Geocoder, resolve
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.matching.review import apply_decisions
 from toolkit.progress import Progress, no_progress
@@ -47,13 +55,26 @@ class LinkResult:
     asset_ids: pd.Series
     reasons: pd.Series
     links: pd.DataFrame
+    # Places found outside that are to become assets (upgradeExternalLookupToInternalAsset);
+    # ``row_place`` is by row position.
+    places: Places | None = None
 
     def counts(self) -> dict[str, int]:
-        """How many rows each way linked, and how many stayed unlinked."""
+        """How many rows each way linked, how many wait for a place to become an asset
+        (``external``), and how many stayed unlinked."""
         linked = self.links["mode"].where(self.asset_ids.notna().to_numpy())
         counts = {str(k): int(v) for k, v in linked.value_counts().items()}
-        counts["unlinked"] = int(self.asset_ids.isna().sum())
+        waiting = self.waiting()
+        if waiting.any():
+            counts["external"] = counts.get("external", 0) + int(waiting.sum())
+        counts["unlinked"] = int((self.asset_ids.isna().to_numpy() & ~waiting).sum())
         return counts
+
+    def waiting(self) -> np.ndarray:
+        """Mask of the rows whose place is to become an asset."""
+        if self.places is None:
+            return np.zeros(len(self.asset_ids), dtype=bool)
+        return self.places.row_place >= 0
 
 
 def _frame_text(frame: pd.DataFrame, column: str | None) -> pd.Series | None:
@@ -76,11 +97,13 @@ def link_rows(
     reference_field: str | None = None,
     decisions: pd.DataFrame | None = None,
     progress: Progress = no_progress,
+    geocoder: Geocoder | None = None,
 ) -> LinkResult:
     """Link every row of ``frame`` that the rule's asset link can place. ``decisions``
     (reviewers' ``query`` -> ``asset_id``, see ``matching.review``) settle the address
-    rows whose text they name, before any matcher's answer. Progress counts the rows
-    settled: linked, then every row once the last way has been tried."""
+    rows whose text they name, before any matcher's answer; ``geocoder`` is the address
+    way's external last resort, when the rule's options ask for one. Progress counts the
+    rows settled: linked, then every row once the last way has been tried."""
     link = rule.asset_link
     n = len(frame)
     # Positional numpy arrays: each way writes its rows by position, never by label.
@@ -93,6 +116,7 @@ def link_rows(
     reasons = np.full(n, None, dtype=object)
     probability = np.full(n, np.nan)
     evidence = np.full(n, None, dtype=object)
+    places: list[Places] = []
 
     def finish() -> LinkResult:
         """The link result of the per-row arrays as they stand."""
@@ -109,6 +133,7 @@ def link_rows(
             candidates,
             probability,
             evidence,
+            _by_row(places, n),
         )
 
     if link is None or n == 0:
@@ -122,6 +147,7 @@ def link_rows(
         way_options: Mapping[str, Any],
         geometry: np.ndarray | None = None,
         reviewed: pd.DataFrame | None = None,
+        external: Geocoder | None = None,
     ) -> None:
         rows = np.flatnonzero(mask & ~linked)
         if rows.size == 0:
@@ -131,7 +157,9 @@ def link_rows(
         queries = pd.DataFrame({"query": texts.iloc[rows].fillna("").astype("str").to_numpy()})
         if geometry is not None:
             queries["geometry"] = geometry[rows]
-        result = apply_decisions(index, resolve(index, queries, way_options), reviewed)
+        result = apply_decisions(
+            index, resolve(index, queries, way_options, geocoder=external), reviewed
+        )
         found = result["asset_position"].to_numpy() >= 0
         ids = pd.to_numeric(result["asset_id"], errors="coerce").to_numpy()
         asset_ids[rows[found]] = ids[found].astype(np.int64)
@@ -147,9 +175,13 @@ def link_rows(
             bits.columns = list(COMPONENTS)
             # One JSON object per row, written by pandas on the whole frame at once.
             evidence[rows[scored]] = bits.to_json(orient="records", lines=True).splitlines()
+        if way_options.get("upgradeExternalLookupToInternalAsset"):
+            waiting = pending_places(result)
+            if len(waiting):
+                places.append(Places(waiting.frame, _spread(waiting.row_place, rows, n)))
         missed = rows[~found]
         if missed.size:
-            errors = result["err"].astype("string").fillna("no match").to_numpy(dtype=object)
+            errors = _external_reasons(result, way_options)
             described = way + ": " + errors[~found].astype(str)
             earlier = reasons[missed]
             seen = ~pd.isna(earlier)
@@ -176,7 +208,13 @@ def link_rows(
         present = [p for p in parts if p is not None]
         if present:
             address = join_address(present)
-            attempt(address.notna().to_numpy(), address, options, reviewed=decisions)
+            attempt(
+                address.notna().to_numpy(),
+                address,
+                options,
+                reviewed=decisions,
+                external=geocoder if options.get("useExternalLookups") else None,
+            )
     progress("link", n, n, detail=f"{int(linked.sum()):,} linked")
     reasons[linked] = None
     untried = ~linked & pd.isna(reasons)
@@ -197,6 +235,7 @@ def _result(
     candidates: np.ndarray,
     probability: np.ndarray,
     evidence: np.ndarray,
+    places: Places | None = None,
 ) -> LinkResult:
     ids = pd.Series(pd.arrays.IntegerArray(asset_ids, ~linked), index=frame.index)
     why = pd.Series(reasons, index=frame.index, dtype="string")
@@ -219,7 +258,47 @@ def _result(
             "evidence": pd.array(evidence, dtype="string"),
         }
     )
-    return LinkResult(asset_ids=ids, reasons=why, links=links)
+    return LinkResult(asset_ids=ids, reasons=why, links=links, places=places)
+
+
+def _external_reasons(result: pd.DataFrame, options: Mapping[str, Any]) -> np.ndarray:
+    """Each row's reason, saying what became of a place found outside."""
+    errors = result["err"].astype("string").to_numpy(dtype=object)
+    place = result["external_longitude"].notna().to_numpy() & (
+        result["asset_position"].to_numpy() < 0
+    )
+    label = result["external_label"].astype("string").fillna("").to_numpy(dtype=object)
+    source = result["external_source"].astype("string").fillna("external").to_numpy(dtype=object)
+    upgrade = bool(options.get("upgradeExternalLookupToInternalAsset"))
+    for i in np.flatnonzero(place):
+        errors[i] = (
+            f"{source[i]} found {label[i]!r}; it becomes an asset of {options.get('assetClass')}"
+            if upgrade
+            else f"{source[i]} found {label[i]!r}, which is no asset "
+            "(upgradeExternalLookupToInternalAsset with assetClass makes it one)"
+        )
+    errors[pd.isna(errors)] = "no match"
+    return errors
+
+
+def _spread(row_place: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Per-row place numbers of an attempt's ``rows``, as positions of all ``n`` rows."""
+    out = np.full(n, -1, dtype=np.int64)
+    out[rows] = row_place
+    return out
+
+
+def _by_row(found: list[Places], n: int) -> Places | None:
+    """The places of every attempt as one, numbered by row position."""
+    if not found:
+        return None
+    frames, row_place, offset = [], np.full(n, -1, dtype=np.int64), 0
+    for places in found:
+        hit = places.row_place >= 0
+        row_place[hit] = places.row_place[hit] + offset
+        frames.append(places.frame)
+        offset += len(places.frame)
+    return Places(pd.concat(frames, ignore_index=True), row_place)
 
 
 def join_address(parts: list[pd.Series]) -> pd.Series:

@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
-from toolkit.importing.linking import link_rows
+from toolkit.geocoding import make_assets
+from toolkit.importing.linking import LinkResult, link_rows
 from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
 from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import (
@@ -51,7 +52,7 @@ from toolkit.store.assets import NewAssets, geometry_columns
 from toolkit.store.items import ItemChanges, NewItems
 
 if TYPE_CHECKING:
-    from toolkit.matching import AssetIndex
+    from toolkit.matching import AssetIndex, Geocoder
 
 # The request and the results are part of this module's API, defined beside it.
 __all__ = [
@@ -126,10 +127,12 @@ class Ruled:
 
 @dataclass(frozen=True)
 class Linked:
-    """The link stage: each row's asset id (None when the import links none), problems."""
+    """The link stage: each row's asset id (None when the import links none), problems,
+    and what the write stage still has to link: places to make assets of, then record."""
 
     asset_ids: pd.Series | None
     problems: pd.DataFrame
+    result: LinkResult | None = None
 
 
 @dataclass(frozen=True)
@@ -299,12 +302,15 @@ class ImportRunner:
         user_id: str | None = None,
         progress: Progress = no_progress,
         rule_names_only: bool = False,
+        geocoder: Geocoder | None = None,
     ) -> None:
         self.store = store
         self.rule_paths = tuple(rule_paths)
         # A server's requests name a rule of its catalogue, never a file (rules.load_rule).
         self.rule_names_only = rule_names_only
         self.asset_index = asset_index
+        # The address way's external last resort, for rules whose options ask for it.
+        self.geocoder = geocoder
         self.user_id = user_id
         self.progress = progress
 
@@ -545,6 +551,7 @@ class ImportRunner:
                 # good rows would count them; inserts and retirements need no writing.
                 plan = replace(plan, inserts=_NO_ROWS, retirements=_NO_ROWS)
             with self._stage(outcome, "store"):
+                asset_ids = self._make_places(conn, job_id, rule, linked, outcome, actor)
                 writer = {
                     "item": self._write_items,
                     "asset": self._write_assets,
@@ -557,7 +564,7 @@ class ImportRunner:
                     request,
                     plan,
                     payload,
-                    linked.asset_ids,
+                    asset_ids,
                     actor,
                     self.store.db.clock(),
                     written,
@@ -645,12 +652,14 @@ class ImportRunner:
             reference_field=rule.matching_id,
             decisions=self.store.decisions.all(),
             progress=self.progress,
+            geocoder=self.geocoder,
         )
         self.store.jobs.record_links(job_id, linked.links)
         outcome.linking = linked.counts()
         if not rule.asset_link.required:
-            return Linked(linked.asset_ids, empty)
-        missing = linked.asset_ids.isna().to_numpy()
+            return Linked(linked.asset_ids, empty, linked)
+        # A row whose place is to become an asset will have one.
+        missing = linked.asset_ids.isna().to_numpy() & ~linked.waiting()
         return Linked(
             linked.asset_ids,
             pd.DataFrame(
@@ -661,7 +670,39 @@ class ImportRunner:
                     "reason": linked.reasons[missing].fillna("no asset was found").to_numpy(),
                 }
             ),
+            linked,
         )
+
+    def _make_places(
+        self,
+        conn: Any,
+        job_id: int,
+        rule: ImportRule,
+        linked: Linked,
+        outcome: _Outcome,
+        actor: Actor,
+    ) -> pd.Series | None:
+        """The rows' asset ids once the places the link stage found outside are assets
+        (made in the import's transaction, so a dry run or a refusal makes none); their
+        links are recorded again with the new ids."""
+        result = linked.result
+        if result is None or result.places is None or rule.asset_link is None:
+            return linked.asset_ids
+        places = result.places
+        asset_class = str(rule.asset_link.options["assetClass"])
+        ids = make_assets(self.store, places, asset_class, actor, conn=conn)
+        waiting = np.flatnonzero(places.row_place >= 0)
+        asset_ids = result.asset_ids.copy()
+        asset_ids.iloc[waiting] = ids[places.row_place[waiting]]
+        links = result.links.copy()
+        links["asset_id"] = asset_ids.to_numpy()
+        links.loc[waiting, "err"] = None
+        self.store.jobs.record_links(job_id, links, conn=conn)
+        outcome.notes.append(
+            f"{len(places)} places found outside became assets of {asset_class} "
+            f"({len(waiting)} rows linked to them)"
+        )
+        return asset_ids
 
     def _scope_has_records(self, rule: ImportRule, request: ImportRequest) -> bool:
         """Whether the import's scope holds any record: a count, not the keys themselves

@@ -16,10 +16,16 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from toolkit.geocoding import LazyGeocoder, site_sources
 from toolkit.importing.pipeline import ImportRequest, ImportRunner
 from toolkit.importing.rules import load_rule
 from toolkit.store import Database, SiteStore
+
+if TYPE_CHECKING:
+    from toolkit.geocoding import GazetteerCache
+    from toolkit.matching import Geocoder
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,11 @@ class ImportTask:
     rule_names_only: bool = False  # scheduled by a server: the rule is a name, never a path
     folder: Path | None = None  # temporary data of the job, removed when it ends
     done: Callable[[ImportTask], None] | None = field(default=None, compare=False)
+    # External lookups for rules that ask for them: the scheduling site's geocoding
+    # service, and its gazetteers in memory (``toolkit serve`` shares them); the job reads
+    # its site's gazetteer through its own connection.
+    geocoding_service: Geocoder | None = field(default=None, compare=False)
+    gazetteers: GazetteerCache | None = field(default=None, compare=False)
 
 
 ImportExecutor = Callable[[ImportTask], None]
@@ -55,6 +66,9 @@ def run_import_task(task: ImportTask) -> None:
                 user_id=task.user_id,
                 asset_index=lambda: site_asset_index(store),
                 rule_names_only=task.rule_names_only,
+                geocoder=LazyGeocoder(
+                    lambda: site_sources(store, task.gazetteers, task.geocoding_service)
+                ),
             )
             rule = load_rule(
                 task.request.import_rule, task.rule_paths, names_only=task.rule_names_only

@@ -14,17 +14,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from toolkit.geocoding import GazetteerCache, GeocoderChain, make_assets, pending_places
-from toolkit.matching import AssetIndex, Geocoder, LookupOptions
+from toolkit.geocoding import make_assets, pending_places
+from toolkit.matching import AssetIndex, LookupOptions
 from toolkit.store import Actor, SiteStore
-
-
-def site_geocoder(
-    store: SiteStore, gazetteers: GazetteerCache, service: Geocoder | None
-) -> GeocoderChain:
-    """The site's gazetteer (if one is loaded), then ``service`` (if any)."""
-    gazetteer = gazetteers.get(store)
-    return GeocoderChain([g for g in (gazetteer, service) if g is not None])
 
 
 def upgrade_places(

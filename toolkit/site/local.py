@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError
+from toolkit.geocoding import LazyGeocoder
 from toolkit.importing.pipeline import ImportRequest, ImportRunner, job_object
 from toolkit.importing.tasks import ImportExecutor
 from toolkit.importing.tasks import inline_executor as inline_import_executor
@@ -180,6 +181,7 @@ class LocalSite(SiteWrites, SiteAdmin):
             progress=progress,
             asset_index=self.asset_index,
             rule_names_only=self.rule_names_only,
+            geocoder=LazyGeocoder(self.geocoder),
         )
         return runner.run(request)
 
@@ -216,12 +218,11 @@ class LocalSite(SiteWrites, SiteAdmin):
     def geocoder(self) -> Geocoder:
         """Where a lookup turns when no asset matches: the site's gazetteer, then the
         geocoding service (``NOT_CONFIGURED`` when it has neither)."""
-        from toolkit.geocoding import GazetteerCache
-        from toolkit.site.external import site_geocoder
+        from toolkit.geocoding import GazetteerCache, site_sources
 
         if self.gazetteer_cache is None:
             self.gazetteer_cache = GazetteerCache()
-        return site_geocoder(self.store, self.gazetteer_cache, self.geocoding_service)
+        return site_sources(self.store, self.gazetteer_cache, self.geocoding_service)
 
     def upgrade_places(
         self, index: AssetIndex, resolved: Any, options: LookupOptions

@@ -28,7 +28,8 @@ from toolkit.store import Actor, Database, SiteStore
 from toolkit.store.items import NewItems
 
 if TYPE_CHECKING:
-    from toolkit.matching import AssetIndex
+    from toolkit.geocoding import GazetteerCache
+    from toolkit.matching import AssetIndex, Geocoder
 
 # The item's own fields (spec 2.3) as POST/PUT/PATCH accept them; output-only fields are
 # accepted and ignored so that a record read with GET can be sent back as it is.
@@ -69,6 +70,8 @@ class SiteWrites:
     rule_names_only: bool
     import_executor: ImportExecutor
     lock: threading.RLock
+    geocoding_service: Geocoder | None
+    gazetteer_cache: GazetteerCache | None
 
     if TYPE_CHECKING:  # provided by LocalSite
 
@@ -364,6 +367,8 @@ class SiteWrites:
                 self.rule_paths,
                 self.rule_names_only,
                 folder,
+                geocoding_service=self.geocoding_service,
+                gazetteers=self.gazetteer_cache,
             )
         )
         job = self.import_status(job_id)

@@ -125,14 +125,18 @@ class JobStore:
         "evidence",
     )
 
-    def record_links(self, job_id: int, links: pd.DataFrame) -> None:
+    def record_links(
+        self, job_id: int, links: pd.DataFrame, *, conn: sqlite3.Connection | None = None
+    ) -> None:
         """Keep how each row was linked to an asset (columns :attr:`LINK_COLUMNS`;
-        ``probability`` and ``evidence`` may be absent: no fuzzy matching was done)."""
+        ``probability`` and ``evidence`` may be absent: no fuzzy matching was done), in
+        ``conn``'s transaction when the caller holds one."""
         columns = [
             as_python(links[c]) if c in links.columns else [None] * len(links)
             for c in self.LINK_COLUMNS
         ]
-        with self.db.transaction() as conn:
+
+        def write(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM import_link WHERE job_id = ?", (job_id,))
             conn.executemany(
                 "INSERT INTO import_link (job_id, row, reference, query, asset_id, mode, "
@@ -140,6 +144,12 @@ class JobStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 zip([job_id] * len(links), *columns, strict=True),
             )
+
+        if conn is not None:
+            write(conn)
+            return
+        with self.db.transaction() as own:
+            write(own)
 
     def links(self, job_id: int) -> pd.DataFrame:
         """How the rows of a job were linked, in row order."""
