@@ -131,10 +131,20 @@ def _collection(prefix: str, arrays: dict[str, np.ndarray]) -> Any:
 
 
 def _to_ipc(values: np.ndarray) -> bytes:
-    array = pa.array(values, type=pa.large_string()) if values.dtype == object else pa.array(values)
+    """One array as a zstd-compressed Arrow IPC stream; integers that fit are stored as
+    int32 (row numbers mostly do), the original type kept in the schema's metadata."""
+    if values.dtype == object:
+        array = pa.array(values, type=pa.large_string())
+    elif values.dtype == np.int64 and (
+        not len(values) or (values.min() >= -(2**31) and values.max() < 2**31)
+    ):
+        array = pa.array(values.astype(np.int32))
+    else:
+        array = pa.array(values)
+    table = pa.table({"values": array}).replace_schema_metadata({"dtype": str(values.dtype)})
     sink = io.BytesIO()
-    table = pa.table({"values": array})
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue()
 
@@ -144,5 +154,6 @@ def _from_ipc(data: bytes) -> np.ndarray:
     column = table.column("values")
     if pa.types.is_large_string(column.type) or pa.types.is_string(column.type):
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+    dtype = (table.schema.metadata or {}).get(b"dtype", b"").decode() or None
     values: np.ndarray = column.to_numpy()
-    return values
+    return values if dtype is None else values.astype(dtype, copy=False)
