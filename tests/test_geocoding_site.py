@@ -5,16 +5,20 @@ through the CLI."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 from gazetteer_data import gnaf_points, write_psv
 from geocoding_server import PLACES, GeocodingService
-from serving import running
+from serving import free_port, running
 
 from toolkit.cli import cli
 from toolkit.geocoding import NOT_CONFIGURED, ServiceSettings, load_files
@@ -423,3 +427,54 @@ def test_an_import_links_rows_to_places_made_assets(
         links = site.store.jobs.links(job["id"]).set_index("reference")
         assert links.loc["R3", "asset_id"] == int(by_reference["R3"])
         assert "gazetteer:gnaf: no address point" in links.loc["R5", "err"]
+
+
+@pytest.mark.slow
+def test_toolkit_serve_geocoder_flag_over_real_processes(
+    site_path: Path, service: tuple[GeocodingService, str]
+) -> None:
+    """`toolkit serve --geocoder URL` in its own process; `toolkit --url ... lookup` asks it."""
+    fake, geocoder_url = service
+    with LocalSite(site_path, "demo") as local:
+        local.add_user("api", positions=["API User"], approved=True, terms_accepted=True)
+        key = local.issue_api_key("api")["key"]
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "toolkit", "--store", str(site_path), "--quiet", "serve"),
+            *("--port", str(port), "--geocoder", geocoder_url),
+            *("--geocoder-protocol", "nominatim"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/api/json/ping", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.05)
+        runner = CliRunner(env={"TOOLKIT_API_KEY": key})
+        shown = runner.invoke(
+            cli, ["--url", url, "--site", "demo", "--json", "lookup", "Kew Primary School"]
+        )
+    finally:
+        process.terminate()
+        process.wait(10)
+    entry = json.loads(shown.stdout)["1"]
+    assert entry["err"] is None
+    assert entry["asset"]["source"] == f"nominatim:127.0.0.1:{geocoder_url.rsplit(':', 1)[1]}"
+    assert entry["asset"]["name"] == "Kew Primary School"
+    assert fake.asked["Kew Primary School"] == 1
+
+
+def test_serve_geocoder_flags_are_checked() -> None:
+    alone = CliRunner().invoke(cli, ["serve", "--geocoder-protocol", "pelias"])
+    assert alone.exit_code == 2 and "--geocoder-protocol goes with --geocoder" in alone.output
+    bad = CliRunner().invoke(cli, ["serve", "--geocoder", "ftp://geo.example.org"])
+    assert bad.exit_code == 1 and "must be an http:// or https:// URL" in bad.output
