@@ -61,10 +61,12 @@ class GeocoderChain:
             why[rows[~hit]] = answer["err"].to_numpy(dtype=object)[~hit]
             reasons.append(why)
             pending[rows[hit]] = False
-        errors = np.full(len(queries), None, dtype=object)
-        for i in np.flatnonzero(pending):
-            errors[i] = "; ".join(str(r[i]) for r in reasons if r[i] is not None)
-        out["err"] = errors
+        # Every source's reason, joined column-wise ("a; b"), where none found a place.
+        errors = pd.Series(np.full(len(queries), None, dtype=object), dtype="str")
+        for why in reasons:
+            reason = pd.Series(why, dtype="str")
+            errors = errors.where(reason.isna(), (errors + "; " + reason).fillna(reason))
+        out["err"] = pd.Series(errors.to_numpy(dtype=object), index=out.index).where(pending)
         for name in ("longitude", "latitude", "accuracy"):
             out[name] = pd.to_numeric(out[name], errors="coerce").astype(float)
         return out
