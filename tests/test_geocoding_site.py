@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -478,3 +479,31 @@ def test_serve_geocoder_flags_are_checked() -> None:
     assert alone.exit_code == 2 and "--geocoder-protocol goes with --geocoder" in alone.output
     bad = CliRunner().invoke(cli, ["serve", "--geocoder", "ftp://geo.example.org"])
     assert bad.exit_code == 1 and "must be an http:// or https:// URL" in bad.output
+
+
+def test_a_place_made_earlier_is_reused_not_made_again(site: LocalSite) -> None:
+    from toolkit.geocoding import Places, make_assets
+    from toolkit.store import Actor
+
+    places = Places(
+        pd.DataFrame(
+            {
+                "source": ["pelias:geo", "pelias:geo"],
+                "place_id": ["node/1", "node/2"],
+                "label": ["1 A Street, Kew", "2 B Street, Kew"],
+                "longitude": [145.1, 145.2],
+                "latitude": [-37.1, -37.2],
+                "feature": ["premise", "premise"],
+                "name": ["1 A STREET KEW", "2 B STREET KEW"],
+                "query": ["1 a st kew", "2 b st kew"],
+            }
+        ),
+        np.array([0, 1]),
+    )
+    first = make_assets(site.store, places, "Property", Actor("officer", "test"))
+    again = make_assets(site.store, places, "Property", Actor("officer", "test"))
+    assert first.tolist() == again.tolist()
+    assert len({*first.tolist(), 101, 102, 103}) == 5
+    # Another class is another asset.
+    other = make_assets(site.store, places, "Hydrant", Actor("officer", "test"))
+    assert set(other.tolist()).isdisjoint(first.tolist())
