@@ -34,6 +34,10 @@ GNAF_COLUMNS = (
 )
 NUMBERS_PER_STREET = 40
 UNIT_SHARE = 0.05
+# About as many addresses per locality as G-NAF has (15 million in 15 thousand localities):
+# beyond the sample's 52, more localities are made up from street names.
+POINTS_PER_LOCALITY = 1000
+LOCALITY_SUFFIXES = ("PARK", "HEIGHTS", "VALE", "HILL", "CREEK", "DOWNS", "FLAT", "NORTH")
 QUERY_KINDS = ("exact", "abbreviated", "typo", "no_postcode", "unit", "casual")
 
 
@@ -43,7 +47,8 @@ def gnaf_points(n: int, seed: int = 0) -> pd.DataFrame:
     n_premises = max(1, int(n * 0.97))
     n_streets = max(1, -(-n_premises // NUMBERS_PER_STREET))
     types = list(STREET_TYPES)
-    combos = len(LOCALITIES) * len(STREET_NAMES) * len(types)
+    places = _localities(max(len(LOCALITIES), n // POINTS_PER_LOCALITY), rng)
+    combos = len(places) * len(STREET_NAMES) * len(types)
     if n_streets > combos:
         raise ValueError(f"at most {combos * NUMBERS_PER_STREET:,} points")
     street_code = rng.choice(combos, n_streets, replace=False)
@@ -57,8 +62,8 @@ def gnaf_points(n: int, seed: int = 0) -> pd.DataFrame:
     # Each street a short line of points somewhere around Ballarat.
     x0 = 143.70 + rng.random(n_streets) * 0.3
     y0 = -37.70 + rng.random(n_streets) * 0.3
-    localities = np.array([loc for loc, _ in LOCALITIES], dtype=object)
-    postcodes = np.array([code for _, code in LOCALITIES], dtype=object)
+    localities = np.array([loc for loc, _ in places], dtype=object)
+    postcodes = np.array([code for _, code in places], dtype=object)
     names = np.array(STREET_NAMES, dtype=object)
     type_names = np.array(types, dtype=object)
     premises = pd.DataFrame(
@@ -94,8 +99,8 @@ def gnaf_points(n: int, seed: int = 0) -> pd.DataFrame:
             "LONGITUDE": np.round(x0 - 1e-5, 7),
             "LATITUDE": np.round(y0 - 1e-5, 7),
         }
-    ).iloc[: max(0, n - n_premises - len(LOCALITIES))]
-    places = pd.DataFrame(
+    ).iloc[: max(0, n - n_premises - len(places))]
+    centres = pd.DataFrame(
         {
             "FLAT_TYPE": "",
             "FLAT_NUMBER": "",
@@ -112,9 +117,22 @@ def gnaf_points(n: int, seed: int = 0) -> pd.DataFrame:
             "LATITUDE": -37.9,
         }
     )
-    frame = pd.concat([premises, streets, places], ignore_index=True)
+    frame = pd.concat([premises, streets, centres], ignore_index=True)
     frame.insert(0, "ADDRESS_DETAIL_PID", [f"GAVIC{400000000 + i}" for i in range(len(frame))])
     return frame[list(GNAF_COLUMNS)]
+
+
+def _localities(count: int, rng: np.random.Generator) -> list[tuple[str, str]]:
+    """The sample's localities, then made-up ones (BANKSIA HEIGHTS 3417), ``count`` in all."""
+    made = [
+        (f"{name} {suffix}", f"{3000 + i % 1000}")
+        for i, (name, suffix) in enumerate(
+            (name, suffix) for suffix in LOCALITY_SUFFIXES for name in STREET_NAMES
+        )
+    ]
+    order = rng.permutation(len(made))
+    extra = [made[i] for i in order[: max(0, count - len(LOCALITIES))]]
+    return [*LOCALITIES, *extra]
 
 
 def write_psv(frame: pd.DataFrame, path: Path) -> Path:
