@@ -315,3 +315,14 @@ def test_cache_reloads_a_replaced_gazetteer(loaded: SiteStore, tmp_path: Path) -
     assert second is not None and second.name == "real"
     loaded.gazetteers.remove()
     assert cache.get(loaded) is None
+
+
+def test_the_openapi_document_lists_the_features() -> None:
+    from toolkit.geocoding import FEATURES
+    from toolkit.server import openapi_document
+
+    options = openapi_document()["components"]["schemas"]
+    schema = next(s for s in options.values() if "geocoderOptions" in s.get("properties", {}))
+    geocoder = schema["properties"]["geocoderOptions"]
+    assert geocoder["properties"]["requiredFeatures"]["items"]["enum"] == list(FEATURES)
+    assert geocoder["additionalProperties"] is False
