@@ -8,14 +8,21 @@ so plainly.
 
 from __future__ import annotations
 
+import mimetypes
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError, RemoteError
 from toolkit.progress import Progress, no_progress
 from toolkit.remote.client import ApiClient, Profile
+from toolkit.site.writes import check_media_size, checked_message
 
 LOOKUP_BATCH = 1000  # queries per request: well under the server's 10 MB body limit
+
+
+def _message_params(message: str | None) -> dict[str, str] | None:
+    message = checked_message(message)
+    return None if message is None else {"message": message}
 
 
 def _quoted(value: object) -> str:
@@ -134,7 +141,10 @@ class RemoteSite:
     ) -> dict[str, Any]:
         method = "PUT" if replace else "PATCH"
         return self.client.request(
-            method, f"/api/json/event/id/{_quoted(event_id)}", json=dict(changes)
+            method,
+            f"/api/json/event/id/{_quoted(event_id)}",
+            json=dict(changes),
+            params=_message_params(message),
         ).json()
 
     def list_registers(self) -> list[dict[str, Any]]:
@@ -154,23 +164,35 @@ class RemoteSite:
     def get_item(self, item_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/item/id/{_quoted(item_id)}", f"item {item_id}")
 
-    # The API records its own audit message for REST writes; ``message`` is the embedded
-    # site's, accepted here so both faces take the same call.
+    # The audit message of a write goes as ``?message=`` (toolkit serve records it; see
+    # the README's API notes), checked here as the embedded site checks it.
     def create_item(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
-        return self.client.post_json("/api/json/item", dict(values), repeatable=False)
+        return self.client.request(
+            "POST",
+            "/api/json/item",
+            json=dict(values),
+            params=_message_params(message),
+            repeatable=False,
+        ).json()
 
     def replace_item(
         self, item_id: int, values: Mapping[str, Any], message: str | None = None
     ) -> dict[str, Any]:
         return self.client.request(
-            "PUT", f"/api/json/item/id/{_quoted(item_id)}", json=dict(values)
+            "PUT",
+            f"/api/json/item/id/{_quoted(item_id)}",
+            json=dict(values),
+            params=_message_params(message),
         ).json()
 
     def patch_item(
         self, item_id: int, changes: Mapping[str, Any], message: str | None = None
     ) -> dict[str, Any]:
         return self.client.request(
-            "PATCH", f"/api/json/item/id/{_quoted(item_id)}", json=dict(changes)
+            "PATCH",
+            f"/api/json/item/id/{_quoted(item_id)}",
+            json=dict(changes),
+            params=_message_params(message),
         ).json()
 
     # --- assets -------------------------------------------------------------------------
@@ -195,7 +217,9 @@ class RemoteSite:
     def upload_media(
         self, name: str, content: bytes, content_type: str | None = None
     ) -> dict[str, Any]:
-        content_type = content_type or "application/octet-stream"
+        # As the embedded site does: the type the name suggests when none is given.
+        content_type = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        check_media_size(name, len(content))
         return self.client.request(
             "POST",
             "/api/binary/file",
@@ -205,7 +229,14 @@ class RemoteSite:
         ).json()
 
     def download_media(self, media_id: int) -> tuple[bytes, str]:
-        response = self.client.request("GET", f"/api/binary/file/id/{_quoted(media_id)}")
+        try:
+            response = self.client.request("GET", f"/api/binary/file/id/{_quoted(media_id)}")
+        except RemoteError as exc:
+            if exc.status == 404:
+                raise NotFoundError(
+                    f"media file {media_id} does not exist on {self.profile.base_url}"
+                ) from exc
+            raise
         return response.content, response.headers.get("Content-Type", "")
 
     # --- reports ------------------------------------------------------------------------
