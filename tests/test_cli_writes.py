@@ -1,4 +1,4 @@
-"""`toolkit item add|update|retire`, on both faces.
+"""`toolkit item add|update|retire` and `toolkit media upload|get`, on both faces.
 
 The embedded face writes the site file directly; the remote face goes over real HTTP to
 a server serving the same file, as an API user on duty in the event. Every test reads
@@ -433,11 +433,93 @@ def test_event_update_message_reaches_the_audit_log_on_a_server(world: World) ->
     assert [(e["userId"], e["message"]) for e in mine][-1] == ("writer", "from the field")
 
 
+# --- media ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_media_round_trip_bytes_and_attach_to_an_item(
+    world: World, face: str, tmp_path: Path
+) -> None:
+    content = bytes(range(256)) * 40 + b"\x00\xff end"
+    source = tmp_path / "roof photo.png"
+    source.write_bytes(content)
+    uploaded = json.loads(ok(run(world, face, "--json", "media", "upload", str(source))).stdout)
+    media_id = int(uploaded["id"])
+    # The type is what the name suggests, on both faces.
+    assert uploaded["contentType"] == "image/png" and uploaded["size"] == len(content)
+    text = ok(run(world, face, "media", "upload", str(source), "--name", "copy.bin"))
+    assert text.stdout.startswith(f"Uploaded {source} as media file ")
+
+    target = tmp_path / "back.png"
+    got = ok(run(world, face, "--json", "media", "get", str(media_id), "-o", str(target)))
+    assert target.read_bytes() == content
+    info = json.loads(got.stdout)
+    assert (info["contentType"], info["size"]) == ("image/png", len(content))
+    piped = ok(run(world, face, "media", "get", str(media_id), "-o", "-"))
+    assert piped.stdout_bytes == content
+
+    item = add(world, face, "--field", f"photos:=[{media_id}]")
+    assert stored(world, item["id"])["photos"] == [media_id]
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_media_errors_are_clear_and_write_nothing(world: World, face: str, tmp_path: Path) -> None:
+    target = tmp_path / "none.bin"
+    missing = run(world, face, "media", "get", "987654", "-o", str(target))
+    assert missing.exit_code == 1 and "media file 987654 does not exist" in missing.stderr
+    assert not target.exists() and not list(tmp_path.iterdir())
+    big = tmp_path / "big.bin"
+    with big.open("wb") as handle:
+        handle.truncate(11 * 1024 * 1024)  # sparse: refused by its size, before reading
+    too_big = run(world, face, "media", "upload", str(big))
+    assert too_big.exit_code == 1
+    assert "media file 'big.bin' is 11,534,336 bytes; a media file is at most" in too_big.stderr
+    nameless = run(world, face, "media", "upload", "-", stdin=b"abc")
+    assert nameless.exit_code == 2 and "--name" in nameless.stderr
+    unknown = run(
+        world,
+        face,
+        "item",
+        "add",
+        "--register",
+        REGISTER,
+        "--event-id",
+        str(world.event),
+        "--field",
+        "photos:=[987654]",
+    )
+    assert unknown.exit_code == 1 and "987654" in unknown.stderr
+
+
+def test_media_from_stdin_keeps_its_name_and_bytes(world: World, tmp_path: Path) -> None:
+    content = "plan, ünïcode\n".encode() * 100
+    uploaded = json.loads(
+        ok(
+            run(
+                world,
+                "remote",
+                "--json",
+                "media",
+                "upload",
+                "-",
+                "--name",
+                "plan.txt",
+                stdin=content,
+            )
+        ).stdout
+    )
+    assert uploaded["name"] == "plan.txt" and uploaded["contentType"] == "text/plain"
+    with LocalSite(world.path, "default", create=False) as site:
+        assert site.download_media(int(uploaded["id"])) == (content, "text/plain")
+
+
 def test_every_new_command_has_an_example(world: World) -> None:
     for command in (
         ["item", "add"],
         ["item", "update"],
         ["item", "retire"],
+        ["media", "upload"],
+        ["media", "get"],
     ):
         shown = ok(CliRunner().invoke(cli, [*command, "--help"])).stdout
         assert "Examples:" in shown and f"toolkit {' '.join(command)} " in shown

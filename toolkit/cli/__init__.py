@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
     "toolkit.cli.writes_cmd",
+    "toolkit.cli.media_cmd",
     "toolkit.cli.report_cmd",
     "toolkit.cli.demo_cmd",
     "toolkit.cli.ping_cmd",
