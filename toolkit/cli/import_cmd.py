@@ -106,6 +106,12 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @click.option("--region-id", type=int, help="Region the items belong to (item imports).")
 @click.option("--dry-run", is_flag=True, help="Do everything but write; report what would happen.")
 @click.option(
+    "--server-dry-run",
+    is_flag=True,
+    help="With --url: send every chunk with the API's dryRun=1, so the server checks, "
+    "links and plans it and writes nothing; prints the counts a real push would give.",
+)
+@click.option(
     "--rollback-on-error", is_flag=True, help="Write nothing at all if any row is rejected."
 )
 @click.option("--tag", "import_tag", help="Tag every imported record with this tag.")
@@ -147,6 +153,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @global_options
 def import_command(
     file: Path,
+    server_dry_run: bool,
     assets_file: Path | None,
     force: bool,
     poll_interval: float | None,
@@ -168,9 +175,24 @@ def import_command(
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
       export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
+      toolkit --url https://staging.example.org import damage.csv --type item \
+          --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
     """
+    if server_dry_run:
+        if options["dry_run"]:
+            raise click.UsageError(
+                "give --dry-run (checks here, sends nothing) or --server-dry-run (the "
+                "server checks and plans), not both"
+            )
+        if not is_remote():
+            raise click.UsageError(
+                "--server-dry-run asks a server (--url); on the embedded site --dry-run "
+                "does the same"
+            )
     with input_file(file, options["file_format"]) as (source, name):
-        _import(source, name, assets_file, force, poll_interval, links_file, options)
+        _import(
+            source, name, assets_file, force, poll_interval, links_file, options, server_dry_run
+        )
 
 
 def _import(
@@ -181,6 +203,7 @@ def _import(
     poll_interval: float | None,
     links_file: Path | None,
     options: dict[str, Any],
+    server_dry_run: bool = False,
 ) -> None:
     from toolkit.importing.pipeline import ImportRequest
 
@@ -188,7 +211,7 @@ def _import(
     if is_remote():
         if links_file is not None:
             raise click.UsageError("--links works on the embedded site, not with --url")
-        _push(request, assets_file, force, poll_interval)
+        _push(request, assets_file, force, poll_interval, server_dry_run)
         return
     if links_file is not None:
         from toolkit.matching.review import read_review
@@ -362,7 +385,13 @@ def _show_rule(rule: dict[str, Any]) -> None:
         click.echo("  other columns are kept as text fields under their heading")
 
 
-def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: float | None) -> None:
+def _push(
+    request: Any,
+    assets_file: Path | None,
+    force: bool,
+    poll_interval: float | None,
+    server_dry_run: bool = False,
+) -> None:
     """``toolkit import --url ...``: check and link offline, then push in chunks."""
     import os
 
@@ -394,7 +423,7 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
             poll_interval_s=interval,
             progress=progress,
         )
-        result = pusher.push(request, force=force)
+        result = pusher.push(request, force=force, server_dry_run=server_dry_run)
     render(result.to_dict(), lines=lambda document: _push_lines(document, result))
     if not result.ok and not result.dry_run:
         failed = [c for c in result.chunks if c.get("status") != "COMPLETE"]
@@ -416,6 +445,11 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
     lines.append(
         f"Push of {document['source']}: {document['status']}"
         + (" (dry run: nothing sent)" if result.dry_run else "")
+        + (
+            " (server dry run: the server checked and planned every chunk, nothing written)"
+            if result.server_dry_run
+            else ""
+        )
         + (" (already pushed: nothing sent; --force to push again)" if result.already_done else "")
     )
     lines.append(
@@ -440,5 +474,6 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
         )
     if document["counts"]:
         # The file's rows: those sent, and those refused offline (counted as rejected).
-        lines.append("  total: " + counts_line(document["counts"]))
+        label = "would be" if result.server_dry_run else "total"
+        lines.append(f"  {label}: " + counts_line(document["counts"]))
     return lines

@@ -11,6 +11,11 @@
    does nothing unless forced.
 4. Jobs are polled no more often than once a minute (the spec's limit), and their
    results combined.
+
+A server dry run sends every chunk with the spec's ``dryRun=1``: the server reads,
+checks, links and plans each chunk against the site as it is, writes nothing but the
+job record, and the jobs' counts are what a real push would do. It keeps no journal,
+so the real push afterwards sends everything.
 """
 
 from __future__ import annotations
@@ -230,6 +235,8 @@ class Journal:
     path: Path
     key: dict[str, Any]
     chunks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A server dry run follows its jobs in memory only: its chunks are not pushed.
+    persist: bool = True
 
     @classmethod
     def open(cls, source: Path, key: dict[str, Any]) -> Journal:
@@ -247,6 +254,8 @@ class Journal:
         return cls(path, key)
 
     def save(self) -> None:
+        if not self.persist:
+            return
         document = {"version": JOURNAL_VERSION, "key": self.key, "chunks": self.chunks}
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.write_text(json.dumps(document, indent=2), encoding="utf-8")
@@ -268,6 +277,7 @@ class PushResult:
     offline: dict[str, Any]
     dry_run: bool = False
     already_done: bool = False
+    server_dry_run: bool = False
 
     @property
     def ok(self) -> bool:
@@ -293,6 +303,7 @@ class PushResult:
             "source": self.source,
             "status": "COMPLETE" if self.ok else "FAILED",
             "dryRun": self.dry_run,
+            "serverDryRun": self.server_dry_run,
             "alreadyPushed": self.already_done,
             "offline": self.offline,
             "counts": self.counts(),
@@ -387,7 +398,11 @@ class Pusher:
         keep = ~rows.index.isin(list(bad_rows))
         return rows[keep], offline
 
-    def push(self, request: ImportRequest, *, force: bool = False) -> PushResult:
+    def push(
+        self, request: ImportRequest, *, force: bool = False, server_dry_run: bool = False
+    ) -> PushResult:
+        """Check offline, send the chunks and wait for their jobs; with ``server_dry_run``
+        the server plans each chunk (``dryRun=1``) and writes nothing."""
         rows, offline = self.prepare(request)
         if request.dry_run:
             return PushResult(request.name, [], offline, dry_run=True)
@@ -402,7 +417,10 @@ class Pusher:
             "url": getattr(getattr(self.site, "profile", None), "base_url", None),
             "params": {k: v for k, v in request.spec_params().items() if k != "source"},
         }
-        journal = Journal.open(request.source, key)
+        if server_dry_run:
+            journal = Journal(request.source, key, persist=False)
+        else:
+            journal = Journal.open(request.source, key)
         if force:
             journal.chunks = {}
         done = [journal.entry(c) for c in chunks]
@@ -422,7 +440,9 @@ class Pusher:
                 unit="chunks",
                 detail=f"rows {chunk.rows[0]}-{chunk.rows[1]}",
             )
-            body = self._schedule_body(request, chunk, len(chunks), offline["importRule"])
+            body = self._schedule_body(
+                request, chunk, len(chunks), offline["importRule"], dry_run=server_dry_run
+            )
             # Recorded before sending: an interrupted send is resent, which repeats nothing
             # with a matching id (matches update to the same values, or are skipped).
             journal.chunks[chunk.sha256] = {
@@ -442,11 +462,11 @@ class Pusher:
         self.progress("send", len(chunks), len(chunks), unit="chunks")
         self._await(chunks, journal)
         results = [dict(journal.chunks[c.sha256], index=c.index) for c in chunks]
-        return PushResult(request.name, results, offline)
+        return PushResult(request.name, results, offline, server_dry_run=server_dry_run)
 
     @staticmethod
     def _schedule_body(
-        request: ImportRequest, chunk: Chunk, total: int, rule_name: str
+        request: ImportRequest, chunk: Chunk, total: int, rule_name: str, *, dry_run: bool = False
     ) -> dict[str, Any]:
         overwrite = request.overwrite_rule
         if overwrite == "deleteAndInsert" and chunk.index > 0:
@@ -459,9 +479,12 @@ class Pusher:
             "data": chunk.data,
             "dataType": chunk.data_type,
             "encoding": chunk.encoding,
-            "dryRun": 0,
+            "dryRun": int(dry_run),
             "rollbackOnError": int(request.rollback_on_error),
-            "message": (request.message or f"toolkit push of {request.name}")
+            "message": (
+                request.message
+                or f"toolkit {'server dry run' if dry_run else 'push'} of {request.name}"
+            )
             + f" (chunk {chunk.index + 1} of {total}, rows {chunk.rows[0]}-{chunk.rows[1]}, "
             + f"{_chunk_tag(chunk)})",
         }
@@ -494,7 +517,10 @@ class Pusher:
             return
         by_tag: dict[str, Any] = {}
         for job in jobs if isinstance(jobs, list) else []:
-            message = str(((job.get("params") or {}).get("message")) or "")
+            params = job.get("params") or {}
+            if params.get("dryRun") not in (None, 0, "0", False):
+                continue  # a server dry run of the same chunk wrote nothing: not its job
+            message = str(params.get("message") or "")
             for chunk in interrupted:
                 if _chunk_tag(chunk) in message:
                     by_tag[chunk.sha256] = job.get("id")
