@@ -51,9 +51,9 @@ class RemoteSite:
     def name(self) -> str:
         return self.profile.site
 
-    def _get_one(self, path: str, what: str) -> Any:
+    def _get_one(self, path: str, what: str) -> dict[str, Any]:
         try:
-            return self.client.get_json(path)
+            return self.client.request_object("GET", path)
         except RemoteError as exc:
             if exc.status == 404:
                 raise NotFoundError(f"{what} does not exist on {self.profile.base_url}") from exc
@@ -66,8 +66,7 @@ class RemoteSite:
     # --- ping, lookup -------------------------------------------------------------------
 
     def ping(self) -> dict[str, Any]:
-        response = self.client.request("GET", "/api/json/ping", authenticated=False)
-        body = response.json()
+        body = self.client.request_json("GET", "/api/json/ping", authenticated=False)
         # The spec allows a bare timestamp; give callers one shape.
         return body if isinstance(body, dict) else {"status": 200, "timestamp": body, "auth": None}
 
@@ -88,7 +87,7 @@ class RemoteSite:
                     if not isinstance(v, dict)
                 },
             }
-            return self.client.get_json("/api/json/asset-lookup", params)
+            return self.client.request_object("GET", "/api/json/asset-lookup", params=params)
         if len(queries) > LOOKUP_BATCH:
             # The server numbers queries without a code from 1 in each request; number them
             # across the whole list so the batches' answers do not overwrite each other.
@@ -100,9 +99,9 @@ class RemoteSite:
         for start in range(0, max(len(queries), 1), LOOKUP_BATCH):
             body = {"options": options, "query": queries[start : start + LOOKUP_BATCH]}
             result.update(
-                self.client.request(
+                self.client.request_object(
                     "POST", "/api/json/asset-lookup", json=body, params={"output": output}
-                ).json()
+                )
             )
         return result
 
@@ -110,15 +109,21 @@ class RemoteSite:
 
     def import_schedule(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Schedule an import job (``mode=schedule``); never blindly repeated."""
-        return self.client.post_json(
-            "/api/json/import", {**body, "mode": "schedule"}, repeatable=False
+        return self.client.request_object(
+            "POST", "/api/json/import", json={**body, "mode": "schedule"}, repeatable=False
         )
 
     def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]:
         body: dict[str, Any] = {"mode": "status"}
         if job_id is not None:
             body["id"] = job_id
-        return self.client.post_json("/api/json/import", body)
+        answer = self.client.post_json("/api/json/import", body)
+        if not isinstance(answer, dict | list):
+            raise RemoteError(
+                f"POST /api/json/import: the server answered {type(answer).__name__} where "
+                "the API has an object or an array"
+            )
+        return answer
 
     # --- events -------------------------------------------------------------------------
 
@@ -129,7 +134,7 @@ class RemoteSite:
         return self._get_one(f"/api/json/event/id/{_quoted(event_id)}", f"event {event_id}")
 
     def list_events(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/event", params)
+        return self.client.request_object("GET", "/api/json/event", params=params)
 
     def update_event(
         self,
@@ -140,17 +145,17 @@ class RemoteSite:
         message: str | None = None,
     ) -> dict[str, Any]:
         method = "PUT" if replace else "PATCH"
-        return self.client.request(
+        return self.client.request_object(
             method,
             f"/api/json/event/id/{_quoted(event_id)}",
             json=dict(changes),
             params=_message_params(message),
-        ).json()
+        )
 
     def list_registers(self) -> list[dict[str, Any]]:
         """``GET /api/json/register``: offered by toolkit serve, not named by the spec."""
         try:
-            return self.client.get_json("/api/json/register")
+            return self.client.request_list("GET", "/api/json/register")
         except RemoteError as exc:
             if exc.status in (404, 405):
                 raise self._unsupported("list registers") from exc
@@ -159,7 +164,7 @@ class RemoteSite:
     # --- items --------------------------------------------------------------------------
 
     def list_items(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/item", params)
+        return self.client.request_object("GET", "/api/json/item", params=params)
 
     def get_item(self, item_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/item/id/{_quoted(item_id)}", f"item {item_id}")
@@ -167,49 +172,49 @@ class RemoteSite:
     # The audit message of a write goes as ``?message=`` (toolkit serve records it; see
     # the README's API notes), checked here as the embedded site checks it.
     def create_item(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
-        return self.client.request(
+        return self.client.request_object(
             "POST",
             "/api/json/item",
             json=dict(values),
             params=_message_params(message),
             repeatable=False,
-        ).json()
+        )
 
     def replace_item(
         self, item_id: int, values: Mapping[str, Any], message: str | None = None
     ) -> dict[str, Any]:
-        return self.client.request(
+        return self.client.request_object(
             "PUT",
             f"/api/json/item/id/{_quoted(item_id)}",
             json=dict(values),
             params=_message_params(message),
-        ).json()
+        )
 
     def patch_item(
         self, item_id: int, changes: Mapping[str, Any], message: str | None = None
     ) -> dict[str, Any]:
-        return self.client.request(
+        return self.client.request_object(
             "PATCH",
             f"/api/json/item/id/{_quoted(item_id)}",
             json=dict(changes),
             params=_message_params(message),
-        ).json()
+        )
 
     # --- assets -------------------------------------------------------------------------
 
     def list_assets(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/asset", params)
+        return self.client.request_object("GET", "/api/json/asset", params=params)
 
     def get_asset(self, asset_id: int | str) -> dict[str, Any]:
         return self._get_one(f"/api/json/asset/id/{_quoted(asset_id)}", f"asset {asset_id}")
 
     def asset_types(self) -> list[dict[str, Any]]:
-        return self.client.get_json("/api/json/asset-type")
+        return self.client.request_list("GET", "/api/json/asset-type")
 
     # --- audit log, media ---------------------------------------------------------------
 
     def list_audit_logs(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/audit-log", params)
+        return self.client.request_object("GET", "/api/json/audit-log", params=params)
 
     def get_audit_log(self, audit_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/audit-log/id/{_quoted(audit_id)}", f"audit log {audit_id}")
@@ -220,13 +225,13 @@ class RemoteSite:
         # As the embedded site does: the type the name suggests when none is given.
         content_type = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
         check_media_size(name, len(content))
-        return self.client.request(
+        return self.client.request_object(
             "POST",
             "/api/binary/file",
             data={"name": name},
             files={"file": (name, content, content_type)},
             repeatable=False,
-        ).json()
+        )
 
     def download_media(self, media_id: int) -> tuple[bytes, str]:
         try:
@@ -242,10 +247,14 @@ class RemoteSite:
     # --- reports ------------------------------------------------------------------------
 
     def report_run(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return self.client.post_json("/api/json/report", {**body, "mode": "run"}, repeatable=False)
+        return self.client.request_object(
+            "POST", "/api/json/report", json={**body, "mode": "run"}, repeatable=False
+        )
 
     def report_status(self, instance_id: int | str) -> dict[str, Any]:
-        return self.client.post_json("/api/json/report", {"mode": "status", "id": int(instance_id)})
+        return self.client.request_object(
+            "POST", "/api/json/report", json={"mode": "status", "id": int(instance_id)}
+        )
 
     def report_list(self) -> list[dict[str, Any]]:
         raise OptionError(
@@ -278,9 +287,10 @@ class RemoteSite:
         return fetched
 
     def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]:
-        return self.client.post_json(
+        return self.client.request_object(
+            "POST",
             "/api/json/report",
-            {"mode": "fetch", "reportInstanceId": int(instance_id), "format": format},
+            json={"mode": "fetch", "reportInstanceId": int(instance_id), "format": format},
         )
 
     # --- administration of users: the API has no route for any of it --------------------
