@@ -168,7 +168,7 @@ def item_add(
       toolkit item add --register damage-assessment --event-id 1 \\
           --field damageLevel=Severe --field habitable=no --message "phoned in"
       toolkit item add --register damage-assessment --event-id 1 \\
-          --field asset_lookup=PN-1001 --field asset_codefield=propertyNumber
+          --field asset_lookup=815320 --field asset_codefield=propnum
       toolkit item add --values new-item.json --event-id 1 --json | jq .id
       toolkit item add --register damage-assessment --event-id 1 --field photos:=[3]
     """

@@ -277,11 +277,19 @@ class RemoteSite:
 
         progress("fetch", 0, None, unit="bytes", detail="the server is making the file")
         fetched = self.report_fetch(instance_id, format)
+        if "contents" not in fetched:
+            raise RemoteError(f"the fetch of report instance {instance_id} has no contents")
         contents = fetched.pop("contents")
         if format == "json":
             data = json.dumps(contents, ensure_ascii=False).encode("utf-8")
         else:
-            data = base64.b64decode(contents)
+            try:
+                data = base64.b64decode(str(contents), validate=True)
+            except ValueError as exc:  # binascii.Error is a ValueError
+                raise RemoteError(
+                    f"the {format} contents of report instance {instance_id} are not Base64, "
+                    "as the API sends a file"
+                ) from exc
         out.write(data)
         progress("fetch", len(data), len(data), unit="bytes")
         return fetched
