@@ -9,7 +9,8 @@ two imports never insert a key twice. A crash before that commit leaves the
 site as it was and the job ``RUNNING``, which the next opening of the site turns
 into ``FAILED``. A dry run is the write stage with ``dry_run=True``: it writes,
 counts and rolls back, so its counts are exactly a real run's; rollback-on-error
-writes nothing when any row is rejected. An unexpected failure is logged with the
+writes nothing when any row is rejected, maxRejects when more rows are rejected than
+it allows. An unexpected failure is logged with the
 name of the stage it happened in; the job's message is the same as ever.
 """
 
@@ -18,11 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ import pandas as pd
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.importing.linking import link_rows
 from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import (
     DATA_ENCODINGS,
     DATA_TYPES,
@@ -38,8 +40,9 @@ from toolkit.importing.request import (
     request_from_spec,
 )
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
-from toolkit.importing.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
-from toolkit.model.fieldjson import as_python, fields_json
+from toolkit.importing.rules import ImportRule, Prepared, apply_rule, load_rule
+from toolkit.model.fieldjson import as_python, fields_json, id_list
+from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
 from toolkit.sources import SourceReport, read_source
@@ -88,7 +91,8 @@ _NO_ROWS = np.empty(0, dtype=np.int64)
 
 
 class _Refused(Exception):
-    """rollbackOnError found a rejected row: the write transaction is rolled back."""
+    """More rows were rejected than rollbackOnError or maxRejects allow: the write
+    transaction is rolled back."""
 
 
 def _no_problems() -> pd.DataFrame:
@@ -149,7 +153,8 @@ class Planned:
 
 @dataclass(frozen=True)
 class Written:
-    """The write stage: whether rollbackOnError refused to write, and whether it rolled back."""
+    """The write stage: whether it refused to write (rollbackOnError, maxRejects), and
+    whether it rolled back."""
 
     refused: bool
     dry_run: bool
@@ -487,7 +492,8 @@ class ImportRunner:
     ) -> Written:
         """Plan and apply the overwrite rule in one transaction; a real run also records the
         job's outcome in it. A dry run writes for real and rolls back, so its counts are
-        exactly a real run's; rollbackOnError with a rejected row writes nothing."""
+        exactly a real run's; with more rejected rows than rollbackOnError or maxRejects
+        allow, nothing is written."""
         actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
@@ -532,7 +538,7 @@ class ImportRunner:
                 outcome.counts["rejected"] = planned.rejected_count
                 outcome.rejections = planned.rejections
                 self.progress("plan", len(kept.values), len(kept.values))
-            refused = bool(request.rollback_on_error and planned.rejected_count)
+            refused = _refusal(request, outcome.counts) is not None
             if refused:
                 # Nothing will be kept, but the updates are written (then rolled back) so
                 # that rows already as asked count as unchanged, exactly as a run of the
@@ -582,19 +588,16 @@ class ImportRunner:
         written: Written,
     ) -> None:
         """Record the job's outcome where the write stage did not (refused, dry run)."""
-        if written.refused:
-            outcome.notes.append("rollbackOnError: a row was rejected, so nothing was written")
+        reason = _refusal(request, outcome.counts) if written.refused else None
+        if reason is not None:
+            outcome.notes.append(
+                "rollbackOnError: a row was rejected, so nothing was written"
+                if request.rollback_on_error
+                else "maxRejects: more rows were rejected than allowed, so nothing was written"
+            )
             if written.dry_run:
                 outcome.notes.append("dry run: nothing was written")
-            self._fail(
-                job_id,
-                request,
-                rule,
-                outcome,
-                f"{outcome.counts['rejected']} row(s) rejected and rollbackOnError is set; "
-                "nothing was written",
-                code=400,
-            )
+            self._fail(job_id, request, rule, outcome, reason, code=400)
             return
         if written.dry_run:
             outcome.notes.append("dry run: nothing was written")
@@ -747,7 +750,7 @@ class ImportRunner:
             else pd.Series(pd.NA, index=filled.index, dtype="Int64")
         ).reindex(filled.index)
         tags = json.dumps([request.import_tag] if request.import_tag else [])
-        self.store.items.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        self.store.items.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
         if len(plan.inserts):
             inserts = filled.iloc[plan.inserts]
@@ -770,7 +773,7 @@ class ImportRunner:
         changed = 0
         if len(plan.updates):
             updates = filled.iloc[plan.updates]
-            update_ids = as_python(pd.Series(plan.update_ids))
+            update_ids = id_list(plan.update_ids)
             changed = self.store.items.update_many(
                 conn,
                 ItemChanges(
@@ -803,7 +806,7 @@ class ImportRunner:
         assets = self.store.assets
         filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
-        assets.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        assets.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
         wkb = payload.geometry_wkb or [None] * len(filled)
         bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
@@ -845,7 +848,7 @@ class ImportRunner:
         changed = 0
         if len(plan.updates):
             updates = payload.filled.iloc[plan.updates]
-            columns: dict[str, list[object]] = {
+            columns: dict[str, Sequence[object]] = {
                 name: as_python(updates[name])
                 for name in ("name", "code", "type", "friendly", "status")
                 if name in updates
@@ -856,7 +859,7 @@ class ImportRunner:
                     columns[name] = as_python(pd.Series(bounds[plan.updates, i]))
             changed = assets.update_many(
                 conn,
-                as_python(pd.Series(plan.update_ids)),
+                id_list(plan.update_ids),
                 payload.patches(plan.updates),
                 columns,
                 actor,
@@ -892,6 +895,7 @@ class ImportRunner:
         reason: str | None = None,
     ) -> dict[str, Any]:
         rejections = outcome.rejections
+        first = rejections.head(MAX_ERRORS_IN_RESULT)
         return {
             "status": status,
             "reason": reason,
@@ -905,12 +909,14 @@ class ImportRunner:
             "linking": outcome.linking or None,
             "errors": [
                 {
-                    "row": int(r.row),
-                    "column": _text(r.column),
-                    "value": _text(r.value),
-                    "reason": str(r.reason),
+                    "row": int(row),
+                    "column": _text(column),
+                    "value": _text(value),
+                    "reason": str(why),
                 }
-                for r in rejections.head(MAX_ERRORS_IN_RESULT).itertuples(index=False)
+                for row, column, value, why in zip(
+                    *(first[c].tolist() for c in ("row", "column", "value", "reason")), strict=True
+                )
             ],
             "errorCount": len(rejections),
             "notes": outcome.notes,
@@ -923,6 +929,17 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:
+    """Why the job writes nothing for its rejected rows (rollbackOnError, or more of them
+    than maxRejects allows), or None when it writes its good rows."""
+    return refusal(
+        request.reject_limit(),
+        counts.get("rejected", 0),
+        counts.get("read", 0),
+        rollback_on_error=request.rollback_on_error,
+    )
 
 
 def register_fields(rule: ImportRule) -> list[dict[str, object]]:
@@ -943,7 +960,18 @@ def _int_column(frame: pd.DataFrame, name: str, default: int) -> list[int]:
     return [int(v) for v in column.fillna(default).to_numpy()]
 
 
-def _text_column(frame: pd.DataFrame, name: str, default: str | None) -> list[str | None]:
+@overload
+def _text_column(frame: pd.DataFrame, name: str, default: str) -> list[str]: ...
+
+
+@overload
+def _text_column(frame: pd.DataFrame, name: str, default: None) -> list[str | None]: ...
+
+
+def _text_column(
+    frame: pd.DataFrame, name: str, default: str | None
+) -> list[str] | list[str | None]:
+    """A text column's values, missing ones as ``default`` (so none are missing if given)."""
     if name not in frame:
         return [default] * len(frame)
     return as_python(frame[name].fillna(default) if default is not None else frame[name])

@@ -52,6 +52,8 @@ SCHEDULE_FIELDS = (
     "rollbackOnError",
     "importTag",
     "message",
+    # The toolkit's extension: more rejected rows than this and the job writes nothing.
+    "maxRejects",
 )
 # How asset_friendly is looked up: the service's sounds-like search, words in any order.
 FRIENDLY_OPTIONS = {"mode": "soundex", "maxRank": 3, "useExternalLookups": False}
@@ -100,9 +102,13 @@ class SiteWrites:
     import_executor: ImportExecutor
     lock: threading.RLock
 
-    def get_item(self, item_id: int) -> dict[str, Any]: ...  # provided by LocalSite
-    def asset_index(self) -> AssetIndex: ...  # provided by LocalSite
-    def import_status(self, job_id: int | None = None) -> Any: ...  # provided by LocalSite
+    if TYPE_CHECKING:  # provided by LocalSite
+
+        def get_item(self, item_id: int) -> dict[str, Any]: ...
+        def asset_index(self) -> AssetIndex: ...
+        def import_status(
+            self, job_id: int | None = None
+        ) -> dict[str, Any] | list[dict[str, Any]]: ...
 
     # --- register items ---------------------------------------------------------------------
 
@@ -399,7 +405,9 @@ class SiteWrites:
                 folder,
             )
         )
-        return self.import_status(job_id)  # type: ignore[no-any-return]
+        job = self.import_status(job_id)
+        assert isinstance(job, dict)  # one id, one job
+        return job
 
 
 def _object(what: str, value: Any) -> Mapping[str, Any]:
