@@ -219,6 +219,16 @@ def test_a_server_dry_run_plans_on_the_server_and_writes_nothing(staging: Stagin
         assert "(server dry run: the server checked and planned every chunk" in again.stdout
         assert "  would be: read 1000, inserted 0, updated 0, unchanged 992," in again.stdout
 
+        # A limit the offline checks already break is told at once, nothing sent.
+        limited = CliRunner(env=env).invoke(
+            cli, [*remote, "--server-dry-run", "--max-rejects", "5"]
+        )
+        assert limited.exit_code == 1
+        assert limited.stderr.startswith("Error: server dry run of damage_assessments.csv FAILED: ")
+        # With room for the offline rejects, the server's plan is within the limit too.
+        within = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run", "--max-rejects", "8"])
+        assert within.exit_code == 0, within.output
+
         both = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run", "--dry-run"])
         assert both.exit_code == 2 and "not both" in both.stderr
     local = CliRunner().invoke(cli, [*args, "--store", str(staging.path), "--server-dry-run"])

@@ -426,7 +426,14 @@ class Pusher:
         rows, offline = self.prepare(request)
         reason = self._refusal(request, offline, int(offline["rejectedRows"]))
         if reason is not None or request.dry_run:
-            return PushResult(request.name, [], offline, dry_run=request.dry_run, refused=reason)
+            return PushResult(
+                request.name,
+                [],
+                offline,
+                dry_run=request.dry_run,
+                refused=reason,
+                server_dry_run=server_dry_run,
+            )
         if offline["dataType"] == "zip":
             chunks = plan_zip_chunks(rows, max_bytes=self.max_bytes)
         else:
