@@ -17,7 +17,8 @@ import traceback
 import click
 
 from toolkit import __version__
-from toolkit.cli.context import Settings, top_level_options
+from toolkit.cli.context import JobFailed, Settings, top_level_options
+from toolkit.cli.words import in_cli_words
 from toolkit.errors import ToolkitError
 
 # One module per command group keeps each command's owner obvious.
@@ -39,15 +40,34 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 class UserFacingError(click.ClickException):
-    """A library error as the user sees it: ``Error: <message>``, exit status 1."""
+    """A library error as the user sees it: ``Error: <message>``, exit status 1, in the
+    command's words (its options' names for the API's fields)."""
 
-    def __init__(self, error: ToolkitError) -> None:
-        super().__init__(str(error))
+    def __init__(self, error: ToolkitError, ctx: click.Context | None = None) -> None:
+        super().__init__(in_cli_words(str(error), ctx))
         self.exit_code = error.exit_code
 
 
+class ToolkitCommand(click.Command):
+    """A command whose library errors and failed jobs speak the command's words."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ToolkitError as exc:
+            if ctx.ensure_object(Settings).verbose:
+                traceback.print_exc()
+            raise UserFacingError(exc, ctx) from exc
+        except JobFailed as exc:
+            raise JobFailed(in_cli_words(exc.message, ctx)) from exc.__cause__
+
+
 class ToolkitGroup(click.Group):
-    """Turns library errors into clean messages, whichever way the CLI is invoked."""
+    """Turns library errors into clean messages, whichever way the CLI is invoked; its
+    commands and groups are of the same kind, at any depth."""
+
+    command_class = ToolkitCommand
+    group_class = type  # a group made with @group.group() is a ToolkitGroup too
 
     def invoke(self, ctx: click.Context) -> object:
         try:

@@ -336,13 +336,7 @@ class ImportRunner:
                 )
             if self.store.events.get(request.event_id) is None:
                 raise NotFoundError(f"eventId {request.event_id} is not an event of this site")
-        matching_id = request.matching_id or rule.matching_id
-        if not self._is_matching_field(rule, matching_id):
-            allowed = sorted({f.name for f in rule.fields} | {"id"})
-            raise OptionError(
-                f"matchingId {matching_id!r} is not a field of rule {rule.name!r}; "
-                f"one of: {', '.join(allowed)}"
-            )
+        matching_field(rule, request.matching_id)
         return rule
 
     def _keep_own_account(self, plan: OverwritePlan, outcome: _Outcome) -> OverwritePlan:
@@ -355,10 +349,6 @@ class ImportRunner:
             return plan
         outcome.notes.append(f"the account running the import ({self.user_id}) was not retired")
         return replace(plan, retirements=plan.retirements[kept])
-
-    @staticmethod
-    def _is_matching_field(rule: ImportRule, name: str) -> bool:
-        return name == "id" or rule.field_named(name) is not None
 
     # --- running --------------------------------------------------------------------------
 
@@ -521,7 +511,7 @@ class ImportRunner:
         with self.store.db.transaction(commit=not dry_run) as conn:
             with self._stage(outcome, "plan"):
                 self.progress("plan", 0, len(kept.values))
-                matching_id = request.matching_id or rule.matching_id
+                matching_id = matching_field(rule, request.matching_id)
                 planned = plan_rows(
                     kept.values,
                     self._existing_keys(rule, request, matching_id),
@@ -901,7 +891,7 @@ class ImportRunner:
             "importRule": rule.name,
             "importType": rule.import_type,
             "overwriteRule": request.overwrite_rule or rule.overwrite_rule,
-            "matchingId": request.matching_id or rule.matching_id,
+            "matchingId": matching_field(rule, request.matching_id),
             "dryRun": request.dry_run,
             "counts": outcome.counts,
             "linking": outcome.linking or None,
@@ -925,6 +915,23 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def matching_field(rule: ImportRule, matching_id: str | None) -> str:
+    """The field a request matches records on: the rule's, or the one ``matching_id``
+    names by its field name or by the file's heading for it (``Reference`` for
+    ``reference``); any other is an :class:`OptionError` listing both."""
+    if matching_id is None:
+        return rule.matching_id
+    field = rule.matching_field(matching_id)
+    if field is None:
+        fields = ", ".join(sorted({f.name for f in rule.fields} | {"id"}))
+        headings = ", ".join(f.column for f in rule.fields)
+        raise OptionError(
+            f"matchingId {matching_id!r} is neither a field of rule {rule.name!r} ({fields}) "
+            f"nor a heading of one ({headings})"
+        )
+    return field
 
 
 def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:

@@ -133,6 +133,22 @@ class ImportRule:
     def field_named(self, name: str) -> FieldRule | None:
         return next((f for f in self.fields if f.name == name), None)
 
+    def matching_field(self, name: str) -> str | None:
+        """The field a matchingId names: a field's name (or ``id``), else the file's
+        heading for a field (its column or an alias, matched as headings are: any case,
+        spaces or underscores), so ``Reference`` names ``reference``; None if neither."""
+        if name == "id" or self.field_named(name) is not None:
+            return name
+        key = _heading_key(name)
+        return next(
+            (
+                f.name
+                for f in self.fields
+                if any(_heading_key(c) == key for c in (f.column, *f.aliases))
+            ),
+            None,
+        )
+
     def defaults(self) -> dict[str, Any]:
         """Values for fields left empty, applied to inserted rows only."""
         return {f.name: f.default for f in self.fields if f.default is not None}
