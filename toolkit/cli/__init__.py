@@ -62,6 +62,24 @@ class ToolkitCommand(click.Command):
             raise JobFailed(in_cli_words(exc.message, ctx)) from exc.__cause__
 
 
+class InternalError(click.ClickException):
+    """An error the toolkit did not expect (a bug): one line, the traceback with -v."""
+
+    def __init__(self, error: Exception, *, verbose: bool) -> None:
+        super().__init__(
+            f"an unexpected internal error occurred ({type(error).__name__}: {error}); the "
+            "traceback is above: please report it"
+            if verbose
+            else INTERNAL_ERROR
+        )
+
+
+INTERNAL_ERROR = (
+    "an unexpected internal error occurred; run again with -v (--verbose) for the "
+    "traceback and report it."
+)
+
+
 class ToolkitGroup(click.Group):
     """Turns library errors into clean messages, whichever way the CLI is invoked; its
     commands and groups are of the same kind, at any depth."""
@@ -84,6 +102,14 @@ class ToolkitGroup(click.Group):
             if ctx.ensure_object(Settings).verbose:
                 traceback.print_exc()
             raise UserFacingError(exc) from exc
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            # A bug: one line, or with -v (anywhere on the line) its traceback first.
+            verbose = ctx.ensure_object(Settings).verbose
+            if verbose:
+                traceback.print_exc()
+            raise InternalError(exc, verbose=verbose) from exc
 
 
 @click.group(cls=ToolkitGroup, context_settings=CONTEXT_SETTINGS)
@@ -118,9 +144,25 @@ def _configure_logging(verbose: bool) -> None:
     )
 
 
+def _asks_verbose(args: list[str]) -> bool:
+    """Whether the command line asks for -v/--verbose (alone or among short flags, as
+    in -qv), before it is parsed: for errors raised before any command runs."""
+    for arg in args:
+        if arg == "--":
+            break
+        if arg == "--verbose" or (
+            arg.startswith("-")
+            and not arg.startswith("--")
+            and "v" in arg[1:]
+            and arg[1:].isalpha()
+        ):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI: library errors become ``Error: ...`` and exit 1; usage errors exit 2."""
-    verbose = "--verbose" in (argv if argv is not None else sys.argv[1:])
+    verbose = _asks_verbose(argv if argv is not None else sys.argv[1:])
     _configure_logging(verbose)
     try:
         # Without standalone mode Click returns the code of ctx.exit() instead of exiting.
@@ -148,10 +190,6 @@ def main(argv: list[str] | None = None) -> None:
     except Exception:
         if verbose:
             raise
-        click.echo(
-            "Error: an unexpected internal error occurred; run again with --verbose "
-            "for the traceback and report it.",
-            err=True,
-        )
+        click.echo(f"Error: {INTERNAL_ERROR}", err=True)
         sys.exit(1)
     sys.exit(status if isinstance(status, int) else 0)
