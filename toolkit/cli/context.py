@@ -238,6 +238,13 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def warn(message: str) -> None:
+    """``Warning: <message>`` on stderr: something done to the data that its user must
+    know (curves made straight, numbers where text was expected). Shown with --json
+    and --quiet too, which silence progress and summaries, not this."""
+    click.echo(f"Warning: {message}", err=True)
+
+
 def note(message: str) -> None:
     """A human summary line on stderr, silent under ``--quiet``."""
     if not settings().quiet:

@@ -20,6 +20,7 @@ from toolkit.cli.context import (
     print_table,
     progress_bar,
     settings,
+    warn,
 )
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
@@ -85,6 +86,8 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     if summary.get("linking"):
         linking = summary["linking"]
         lines.append("  assets: " + ", ".join(f"{k} {v}" for k, v in linking.items()))
+    for warning in summary.get("warnings", []):
+        lines.append(f"  warning: {warning}")
     for note_text in summary.get("notes", []):
         lines.append(f"  note: {in_cli_words(note_text)}")
     errors = summary.get("errors", [])
@@ -227,6 +230,8 @@ def _import(
         note(f"Remembered {kept} review decisions from {links_file.name}")
     with open_local_site(create=True) as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
+    for warning in (job.get("summary") or {}).get("warnings", []):
+        warn(warning)
     render(job, lines=_summary_lines)
     if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(
         "rejected"
@@ -424,6 +429,8 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
             progress=progress,
         )
         result = pusher.push(request, force=force)
+    for warning in result.offline.get("warnings", []):
+        warn(warning)
     render(result.to_dict(), lines=lambda document: _push_lines(document, result))
     if result.refused is not None:
         raise JobFailed(f"push of {result.source} FAILED: {result.refused}")

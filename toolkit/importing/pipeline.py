@@ -256,6 +256,8 @@ class _Outcome:
     )
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # What the read did to the data that its user must know (see SourceReport.warnings).
+    warnings: list[str] = field(default_factory=list)
     linking: dict[str, int] = field(default_factory=dict)
     failed_stage: str | None = None
 
@@ -441,6 +443,7 @@ class ImportRunner:
         with self._stage(outcome, "read"):
             source = _read(request, self.progress)
         outcome.counts["read"] = source.records
+        outcome.warnings.extend(source.report.warnings)
         with self._stage(outcome, "validate"):
             ruled = _apply(rule, request, source, self.progress)
         if ruled.prepared.ignored_columns:
@@ -906,6 +909,7 @@ class ImportRunner:
             ],
             "errorCount": len(rejections),
             "notes": outcome.notes,
+            "warnings": outcome.warnings,
             "timings": outcome.timings,
         }
 

@@ -375,6 +375,7 @@ class Pusher:
             "rejected": [],
             "linking": None,
             "dataType": "zip" if spatial else "csv",
+            "warnings": report.warnings,
         }
         rows = (
             frame

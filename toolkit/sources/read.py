@@ -216,6 +216,7 @@ def _read_named(
         report.problems = [
             replace(p, message=_renamed(p.message, path, name)) for p in report.problems
         ]
+        report.warnings = [_renamed(w, path, name) for w in report.warnings]
     return frame, report
 
 
@@ -400,6 +401,7 @@ def _read_spatial(
         crs=spatial.crs,
         geometry_source="native" if frame.geometry.notna().any() or spatial.crs else None,
         problems=[*spatial.problems, *unusable],
+        warnings=spatial.warnings,
     )
     if len(frame) == 0:
         report.problems.append(SourceProblem("the layer holds no records"))

@@ -80,6 +80,9 @@ class SourceReport:
     null_geometries: int = 0
     empty_geometries: int = 0
     problems: list[SourceProblem] = field(default_factory=list)
+    # What the read did to the data that its user should know (curves made straight,
+    # text fields that came as numbers), each naming the file.
+    warnings: list[str] = field(default_factory=list)
 
     def row_problems(self) -> list[dict[str, Any]]:
         """Every problem of a row, as an import rejects it: ``{row, column, value, reason}``.
