@@ -40,7 +40,14 @@ from toolkit.importing.request import (
     request_from_spec,
 )
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
-from toolkit.importing.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
+from toolkit.importing.rules import (
+    IMPORT_TYPES,
+    ImportRule,
+    Prepared,
+    apply_rule,
+    load_rule,
+    numbers_for_text,
+)
 from toolkit.model.fieldjson import as_python, fields_json
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
@@ -446,6 +453,15 @@ class ImportRunner:
         outcome.warnings.extend(source.report.warnings)
         with self._stage(outcome, "validate"):
             ruled = _apply(rule, request, source, self.progress)
+        outcome.warnings.extend(
+            numbers_for_text(
+                rule,
+                ruled.prepared.column_of,
+                source.report.number_columns,
+                path=request.name,
+                sheet=source.report.layer,
+            )
+        )
         if ruled.prepared.ignored_columns:
             outcome.notes.append(
                 "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)

@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 import pkgutil
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,6 +275,33 @@ def _reject(
 def _convert(spec: FieldRule, text: pd.Series) -> tuple[pd.Series, np.ndarray, str]:
     """Convert one column; returns the values, a mask of bad cells and the reason for them."""
     return convert_column(spec.type, text, choices=spec.choices, max_length=spec.max_length)
+
+
+def numbers_for_text(
+    rule: ImportRule,
+    column_of: Mapping[str, str],
+    number_columns: Mapping[str, Mapping[str, Any]],
+    *,
+    path: str,
+    sheet: str | None,
+) -> list[str]:
+    """A warning per column a text field of ``rule`` reads whose workbook cells are
+    numbers (``number_columns``, from the XLSX reader): a code typed as 007 in a number
+    cell is the number 7, and would overwrite a stored '007'."""
+    warnings = []
+    for spec in rule.fields:
+        heading = column_of.get(spec.name)
+        found = number_columns.get(heading) if heading is not None else None
+        if spec.type != "text" or not found:
+            continue
+        warnings.append(
+            f"{path}: sheet {sheet!r}, column {heading!r}: {found['count']} cell(s) are "
+            f"numbers in the workbook, e.g. {found['example']!r}, but field {spec.name!r} "
+            "is text: any leading zeros were lost in Excel (007 is stored as 7); format "
+            "the column as Text and retype them, or check them before they overwrite "
+            "stored values"
+        )
+    return warnings
 
 
 def apply_rule(

@@ -40,7 +40,7 @@ from toolkit.importing.linking import link_rows
 from toolkit.importing.pipeline import ImportRequest, matching_field
 from toolkit.importing.reject_limit import refusal
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT
-from toolkit.importing.rules import apply_rule, load_rule
+from toolkit.importing.rules import apply_rule, load_rule, numbers_for_text
 from toolkit.matching import AssetIndex
 from toolkit.names import JOB_COUNTS
 from toolkit.progress import Progress, no_progress
@@ -375,7 +375,16 @@ class Pusher:
             "rejected": [],
             "linking": None,
             "dataType": "zip" if spatial else "csv",
-            "warnings": report.warnings,
+            "warnings": [
+                *report.warnings,
+                *numbers_for_text(
+                    rule,
+                    prepared.column_of,
+                    report.number_columns,
+                    path=request.name,
+                    sheet=report.layer,
+                ),
+            ],
         }
         rows = (
             frame

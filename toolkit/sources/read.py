@@ -364,6 +364,10 @@ def _read_xlsx(
         crs=geometry.crs,
         geometry_source=geometry.source,
         geometry_columns=geometry.columns,
+        number_columns={
+            name: {"count": count, "example": example}
+            for name, (count, example) in sheet.numbers.items()
+        },
     )
     problems = _merge(sheet.problems, sheet.rejected_rows, geometry.bad, sheet.row_numbers)
     # A sheet row is the XLSX counterpart of a CSV line.
