@@ -279,7 +279,7 @@ def import_status(job_id: int | None, as_csv: bool, as_nl: bool) -> None:
 
 def _job_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row a job: what it ran and its counts (every count a column, blank if none)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for job in jobs:
         summary = job.get("summary") or {}
         counts = summary.get("counts") or {}

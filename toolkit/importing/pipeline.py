@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pandas as pd
@@ -41,14 +41,14 @@ from toolkit.importing.request import (
 )
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
 from toolkit.importing.rules import (
-    IMPORT_TYPES,
     ImportRule,
     Prepared,
     apply_rule,
     load_rule,
     numbers_for_text,
 )
-from toolkit.model.fieldjson import as_python, fields_json
+from toolkit.model.fieldjson import as_python, fields_json, id_list
+from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
 from toolkit.sources import SourceReport, read_source
@@ -758,7 +758,7 @@ class ImportRunner:
             else pd.Series(pd.NA, index=filled.index, dtype="Int64")
         ).reindex(filled.index)
         tags = json.dumps([request.import_tag] if request.import_tag else [])
-        self.store.items.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        self.store.items.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
         if len(plan.inserts):
             inserts = filled.iloc[plan.inserts]
@@ -781,7 +781,7 @@ class ImportRunner:
         changed = 0
         if len(plan.updates):
             updates = filled.iloc[plan.updates]
-            update_ids = as_python(pd.Series(plan.update_ids))
+            update_ids = id_list(plan.update_ids)
             changed = self.store.items.update_many(
                 conn,
                 ItemChanges(
@@ -814,7 +814,7 @@ class ImportRunner:
         assets = self.store.assets
         filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
-        assets.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        assets.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
         wkb = payload.geometry_wkb or [None] * len(filled)
         bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
@@ -856,7 +856,7 @@ class ImportRunner:
         changed = 0
         if len(plan.updates):
             updates = payload.filled.iloc[plan.updates]
-            columns: dict[str, list[object]] = {
+            columns: dict[str, Sequence[object]] = {
                 name: as_python(updates[name])
                 for name in ("name", "code", "type", "friendly", "status")
                 if name in updates
@@ -867,7 +867,7 @@ class ImportRunner:
                     columns[name] = as_python(pd.Series(bounds[plan.updates, i]))
             changed = assets.update_many(
                 conn,
-                as_python(pd.Series(plan.update_ids)),
+                id_list(plan.update_ids),
                 payload.patches(plan.updates),
                 columns,
                 actor,
@@ -903,6 +903,7 @@ class ImportRunner:
         reason: str | None = None,
     ) -> dict[str, Any]:
         rejections = outcome.rejections
+        first = rejections.head(MAX_ERRORS_IN_RESULT)
         return {
             "status": status,
             "reason": reason,
@@ -916,12 +917,14 @@ class ImportRunner:
             "linking": outcome.linking or None,
             "errors": [
                 {
-                    "row": int(r.row),
-                    "column": _text(r.column),
-                    "value": _text(r.value),
-                    "reason": str(r.reason),
+                    "row": int(row),
+                    "column": _text(column),
+                    "value": _text(value),
+                    "reason": str(why),
                 }
-                for r in rejections.head(MAX_ERRORS_IN_RESULT).itertuples(index=False)
+                for row, column, value, why in zip(
+                    *(first[c].tolist() for c in ("row", "column", "value", "reason")), strict=True
+                )
             ],
             "errorCount": len(rejections),
             "notes": outcome.notes,
@@ -983,7 +986,18 @@ def _int_column(frame: pd.DataFrame, name: str, default: int) -> list[int]:
     return [int(v) for v in column.fillna(default).to_numpy()]
 
 
-def _text_column(frame: pd.DataFrame, name: str, default: str | None) -> list[str | None]:
+@overload
+def _text_column(frame: pd.DataFrame, name: str, default: str) -> list[str]: ...
+
+
+@overload
+def _text_column(frame: pd.DataFrame, name: str, default: None) -> list[str | None]: ...
+
+
+def _text_column(
+    frame: pd.DataFrame, name: str, default: str | None
+) -> list[str] | list[str | None]:
+    """A text column's values, missing ones as ``default`` (so none are missing if given)."""
     if name not in frame:
         return [default] * len(frame)
     return as_python(frame[name].fillna(default) if default is not None else frame[name])

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError, SourceError
-from toolkit.importing.overwrite import OverwriteRule, check_overwrite_rule
+from toolkit.importing.overwrite import check_overwrite_rule
 from toolkit.model.fieldtypes import (
     DEFAULT_MAX_LENGTH,
     IMPORT_FIELD_TYPES,
@@ -34,7 +34,7 @@ from toolkit.model.fieldtypes import (
     check_field_type,
     convert_column,
 )
-from toolkit.names import IMPORT_TYPES, ImportType
+from toolkit.names import IMPORT_TYPES, ImportType, OverwriteRule
 from toolkit.progress import Progress, no_progress
 from toolkit.sources.tabular import LAT_NAMES, LON_NAMES, WKT_NAMES
 
@@ -230,7 +230,8 @@ class Prepared:
 
     @property
     def rejected_rows(self) -> pd.Index:
-        return pd.Index(self.rejections["row"].unique())
+        rows: pd.Index = pd.Index(self.rejections["row"].unique())
+        return rows
 
 
 def _heading_key(heading: str) -> str:

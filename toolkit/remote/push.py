@@ -294,7 +294,7 @@ class PushResult:
         as one local import's would."""
         if not self.chunks:
             return {}
-        total = dict.fromkeys(JOB_COUNTS, 0)
+        total: dict[str, int] = dict.fromkeys(JOB_COUNTS, 0)
         for chunk in self.chunks:
             counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
             for name, value in counts.items():

@@ -70,9 +70,13 @@ class SiteWrites:
     import_executor: ImportExecutor
     lock: threading.RLock
 
-    def get_item(self, item_id: int) -> dict[str, Any]: ...  # provided by LocalSite
-    def asset_index(self) -> AssetIndex: ...  # provided by LocalSite
-    def import_status(self, job_id: int | None = None) -> Any: ...  # provided by LocalSite
+    if TYPE_CHECKING:  # provided by LocalSite
+
+        def get_item(self, item_id: int) -> dict[str, Any]: ...
+        def asset_index(self) -> AssetIndex: ...
+        def import_status(
+            self, job_id: int | None = None
+        ) -> dict[str, Any] | list[dict[str, Any]]: ...
 
     # --- register items ---------------------------------------------------------------------
 
@@ -362,7 +366,9 @@ class SiteWrites:
                 folder,
             )
         )
-        return self.import_status(job_id)  # type: ignore[no-any-return]
+        job = self.import_status(job_id)
+        assert isinstance(job, dict)  # one id, one job
+        return job
 
 
 def _object(what: str, value: Any) -> Mapping[str, Any]:

@@ -86,8 +86,8 @@ def dbf_text_encoding(dbf: Path) -> str:
     records = min(records, max((size - header_length) // max(record_length, 1), 0))
     if not text_columns or records == 0 or record_length == 0:
         return "utf-8"
-    data = np.memmap(dbf, dtype=np.uint8, mode="r", offset=header_length)
-    data = data[: records * record_length].reshape(records, record_length)
+    mapped = np.memmap(dbf, dtype=np.uint8, mode="r", offset=header_length)
+    data = mapped[: records * record_length].reshape(records, record_length)
     text = data[:, np.concatenate(text_columns)]
     non_ascii = np.flatnonzero((text >= 0x80).any(axis=1))[:_DBF_SAMPLE_ROWS]
     if non_ascii.size == 0:
@@ -136,21 +136,23 @@ def _finish_crs(
     path: Path, frame: gpd.GeoDataFrame, crs: str | None, problems: list[SourceProblem]
 ) -> tuple[gpd.GeoDataFrame, str | None]:
     """Set a missing CRS from ``crs`` (or refuse), and reproject to EPSG:4326."""
-    if frame.crs is None:
+    source_crs = frame.crs
+    if source_crs is None:
         if crs is None:
             raise SourceError(
                 f"{path}: has no coordinate reference system (no .prj); pass --crs, "
                 "e.g. --crs EPSG:7855 for GDA2020 / MGA zone 55"
             )
-        frame = frame.set_crs(parse_crs(crs, str(path)), allow_override=True)
-    elif crs is not None and parse_crs(crs, str(path)) != frame.crs:
+        source_crs = parse_crs(crs, str(path))
+        frame = frame.set_crs(source_crs, allow_override=True)
+    elif crs is not None and parse_crs(crs, str(path)) != source_crs:
         problems.append(
             SourceProblem(
-                f"the source's own CRS {crs_label(frame.crs)} was used; --crs {crs} ignored"
+                f"the source's own CRS {crs_label(source_crs)} was used; --crs {crs} ignored"
             )
         )
-    label = crs_label(frame.crs)
-    if frame.crs.to_epsg() != 4326:
+    label = crs_label(source_crs)
+    if source_crs.to_epsg() != 4326:
         frame = to_wgs84(frame, str(path))
     return frame, label
 
