@@ -273,7 +273,7 @@ def test_a_pushed_job_that_fails_says_why_on_stderr(staging: Staging, tmp_path: 
     assert "server dry run of chunk 1: job " in result.stdout
     assert result.stderr == (
         "Error: push of repeated.csv FAILED: 1 row(s) rejected (0 offline and 1 by the "
-        "server's dry run) and rollbackOnError is set; nothing was sent\n"
+        "server's dry run) and --rollback-on-error is set; nothing was sent\n"
     )
     with staging.site() as site:
         assert site.list_registers() == []  # nothing was written, not even the register
@@ -301,7 +301,7 @@ def test_max_rejects_refuses_a_push_whose_offline_rejects_are_too_many(staging: 
             assert result.exit_code == 1, result.output
             assert result.stderr == (
                 "Error: push of damage_assessments.csv FAILED: 8 row(s) rejected (offline), "
-                f"more than maxRejects {shown} allows; nothing was sent\n"
+                f"more than --max-rejects {shown} allows; nothing was sent\n"
             )
             assert "Push of damage_assessments.csv: FAILED" in result.stdout
         assert _push_jobs(remote) == []  # not even a dry run was sent
@@ -331,7 +331,7 @@ def test_max_rejects_counts_the_rows_the_servers_dry_run_rejects(
         assert (check["status"], check["rejected"]) == ("COMPLETE", 1)
         assert refused.stderr == (
             "Error: push of repeated.csv FAILED: 1 row(s) rejected (0 offline and 1 by the "
-            "server's dry run), more than maxRejects 0 allows; nothing was sent\n"
+            "server's dry run), more than --max-rejects 0 allows; nothing was sent\n"
         )
         [dry] = _push_jobs(remote)
         assert dry["summary"]["dryRun"] is True and dry["id"] == check["jobId"]

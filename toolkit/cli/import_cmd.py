@@ -20,10 +20,12 @@ from toolkit.cli.context import (
     print_table,
     progress_bar,
     settings,
+    warn,
 )
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
+from toolkit.cli.words import in_cli_words
 from toolkit.errors import OptionError
 from toolkit.importing.reject_limit import RejectLimit
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
@@ -78,14 +80,16 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     if summary.get("source") or params.get("source"):
         lines.append(f"  source: {summary.get('source') or params.get('source')}")
     if summary.get("reason"):
-        lines.append(f"  reason: {summary['reason']}")
+        lines.append(f"  reason: {in_cli_words(summary['reason'])}")
     if counts:
         lines.append("  " + counts_line(counts))
     if summary.get("linking"):
         linking = summary["linking"]
         lines.append("  assets: " + ", ".join(f"{k} {v}" for k, v in linking.items()))
+    for warning in summary.get("warnings", []):
+        lines.append(f"  warning: {warning}")
     for note_text in summary.get("notes", []):
-        lines.append(f"  note: {note_text}")
+        lines.append(f"  note: {in_cli_words(note_text)}")
     errors = summary.get("errors", [])
     if errors:
         lines.append(f"  first {len(errors)} of {summary.get('errorCount', len(errors))} problems:")
@@ -114,7 +118,11 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     shell_complete=complete_rule_names,
     help="Import rule by name (see `toolkit rules list`) or a rule file (.py).",
 )
-@click.option("--matching-id", help="Field that matches existing records (default: the rule's).")
+@click.option(
+    "--matching-id",
+    help="Field that matches existing records, by its name in the rule or the file's "
+    "heading for it (default: the rule's).",
+)
 @click.option(
     "--overwrite-rule",
     type=click.Choice(OVERWRITE_RULES),
@@ -245,6 +253,8 @@ def _import(
         note(f"Remembered {kept} review decisions from {links_file.name}")
     with open_local_site(create=True) as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
+    for warning in (job.get("summary") or {}).get("warnings", []):
+        warn(warning)
     render(job, lines=_summary_lines)
     if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(
         "rejected"
@@ -448,6 +458,8 @@ def _push(
             progress=progress,
         )
         result = pusher.push(request, force=force, server_dry_run=server_dry_run)
+    for warning in result.offline.get("warnings", []):
+        warn(warning)
     render(result.to_dict(), lines=lambda document: _push_lines(document, result))
     if result.refused is not None:
         what = "server dry run" if result.server_dry_run else "push"
@@ -499,7 +511,7 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
             f"{check['status']}, rejected {check['rejected']}"
         )
     if document.get("reason"):
-        lines.append(f"  reason: {document['reason']}")
+        lines.append(f"  reason: {in_cli_words(document['reason'])}")
     for chunk in document["chunks"]:
         counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
         lines.append(

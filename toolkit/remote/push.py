@@ -30,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +41,10 @@ import pyarrow.compute as pc
 
 from toolkit.errors import OptionError, RemoteError, ToolkitError
 from toolkit.importing.linking import link_rows
-from toolkit.importing.pipeline import ImportRequest
+from toolkit.importing.pipeline import ImportRequest, matching_field
 from toolkit.importing.reject_limit import refusal
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT
-from toolkit.importing.rules import apply_rule, load_rule
+from toolkit.importing.rules import apply_rule, load_rule, numbers_for_text
 from toolkit.matching import AssetIndex
 from toolkit.names import JOB_COUNTS
 from toolkit.progress import Progress, no_progress
@@ -358,6 +358,10 @@ class Pusher:
                 f"importRule {rule.name!r} imports {rule.import_type}s, not "
                 f"{request.import_type}s; pass importType {rule.import_type}"
             )
+        # A heading given for the matching field is sent as the field's name.
+        matching_id = (
+            None if request.matching_id is None else matching_field(rule, request.matching_id)
+        )
         frame, report = read_source(
             request.source, name=request.source_name, **request.read_options()
         )
@@ -373,10 +377,21 @@ class Pusher:
             # A server takes a rule's name, never a path: a rule file given here is sent
             # by the name it defines (the server must have that rule in its catalogue).
             "importRule": rule.name,
+            "matchingId": matching_id,
             "read": report.record_count(frame.index),
             "rejected": [],
             "linking": None,
             "dataType": "zip" if spatial else "csv",
+            "warnings": [
+                *report.warnings,
+                *numbers_for_text(
+                    rule,
+                    prepared.column_of,
+                    report.number_columns,
+                    path=request.name,
+                    sheet=report.layer,
+                ),
+            ],
         }
         rows = (
             frame
@@ -424,6 +439,7 @@ class Pusher:
         rejects grew since the dry run fails whole on the server.
         """
         rows, offline = self.prepare(request)
+        request = replace(request, matching_id=offline["matchingId"])
         reason = self._refusal(request, offline, int(offline["rejectedRows"]))
         if reason is not None or request.dry_run:
             return PushResult(
