@@ -179,7 +179,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         return runner.run(request)
 
     def asset_index(self) -> AssetIndex:
-        """The matching index of this site's active assets (cached beside the site file)."""
+        """The matching index of this site's active assets (cached in the site file)."""
         if self.index_cache is not None:
             return self.index_cache.get(self.store)
         from toolkit.site.index_cache import site_asset_index
