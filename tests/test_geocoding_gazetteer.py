@@ -3,6 +3,7 @@ and geocoding with asset matching's own matcher (typos, abbreviations, unit form
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from gazetteer_data import gnaf_points, noisy_queries, write_psv
 
 from toolkit.errors import OptionError, SourceError, StoreError
-from toolkit.geocoding import load_files, read_gazetteer, required_features
+from toolkit.geocoding import fuzzy_parts, keeping, load_files, read_gazetteer, required_features
 from toolkit.geocoding.fuzzy_parts import matcher_fingerprint
 from toolkit.geocoding.keeping import GazetteerCache, describe
 from toolkit.store import Database, SiteStore
@@ -281,19 +282,24 @@ def test_several_files_make_one_gazetteer(
 
 
 def test_another_matcher_version_is_reindexed(
-    loaded: SiteStore, points: pd.DataFrame, caplog: pytest.LogCaptureFixture
+    store: SiteStore,
+    points: pd.DataFrame,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    stored = loaded.gazetteers.current()
-    assert stored is not None
-    parts = loaded.gazetteers.parts(stored.id)
-    parts["fuzzy/manifest.json"] = b'{"fingerprint": "old", "arrays": []}'
-    loaded.gazetteers.replace(stored.name, {**stored.header, "matcher": "old"}, parts)
-    assert describe(loaded)["current"] is False  # type: ignore[index]
+    # Written by a toolkit whose matcher's code differs (another fingerprint)...
+    with monkeypatch.context() as patched:
+        for module in (fuzzy_parts, keeping):
+            patched.setattr(module, "matcher_fingerprint", lambda: "old")
+        load_files(store, [write_psv(points.iloc[:800], tmp_path / "old.psv")], name="old")
+    assert describe(store)["current"] is False  # type: ignore[index]
+    # ... is read by this one: its kept matcher data is not used, the points re-indexed.
     with caplog.at_level(logging.WARNING):
-        gazetteer = read_gazetteer(loaded)
+        gazetteer = read_gazetteer(store)
     assert "indexed by another version of the matcher" in caplog.text
     assert gazetteer is not None and "fuzzy" not in gazetteer.index._derived
-    query = noisy_queries(points, 6, seed=9)
+    query = noisy_queries(points.iloc[:800], 6, seed=9)
     assert gazetteer.geocode(query["query"], {})["place_id"].tolist() == query["truth"].tolist()
     assert matcher_fingerprint() != "old"
 
@@ -301,8 +307,8 @@ def test_another_matcher_version_is_reindexed(
 def test_a_damaged_gazetteer_is_a_clear_error(loaded: SiteStore) -> None:
     stored = loaded.gazetteers.current()
     assert stored is not None
-    loaded.gazetteers.replace(stored.name, stored.header, {"index.json": b"{}"})
-    with pytest.raises(StoreError, match=r"damaged .*toolkit gazetteer load"):
+    loaded.gazetteers.replace(stored.name, stored.header, io.BytesIO(b"not a gazetteer"))
+    with pytest.raises(StoreError, match=r"damaged \(it holds no gazetteer\).*gazetteer load"):
         read_gazetteer(loaded)
 
 

@@ -10,14 +10,13 @@ site file (``SiteStore.gazetteers``) and loaded from there.
 
 from __future__ import annotations
 
+import io
 import json
 import re
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import geopandas as gpd
 import numpy as np
@@ -38,7 +37,7 @@ FORMAT_VERSION = 1
 MATCHING = LookupOptions(
     mode="soundex", max_rank=2, fallback_mode="fuzzy", use_external_lookups=False
 )
-INDEX_FILES = ("assets.parquet", "names.parquet", "codes.parquet", "index.json")
+_MAGIC = b"toolkit-gazetteer\n"
 _ASSET_WORDS = (
     (re.compile(r"\bassets\b"), "address points"),
     (re.compile(r"\basset\b"), "address point"),
@@ -107,40 +106,34 @@ class Gazetteer:
         }
         return cls(name.strip(), index, header)
 
-    def to_parts(self) -> dict[str, bytes]:
-        """The index as named byte strings, for the store."""
-        with tempfile.TemporaryDirectory(prefix="toolkit-gazetteer-") as tmp:
-            folder = Path(tmp)
-            self.index.save(folder)
-            parts = {name: (folder / name).read_bytes() for name in INDEX_FILES}
-        parts.update(save_fuzzy_side(fuzzy_side(self.index)))
-        return parts
+    def dump(self, out: IO[bytes]) -> None:
+        """Write the gazetteer to ``out`` as one byte string (for :meth:`loads`): a line
+        naming the format, a JSON line with each part's name and size, then the parts: the
+        asset index (``AssetIndex.dump``) and the matcher's arrays (``fuzzy_parts``)."""
+        index = io.BytesIO()
+        self.index.dump(index)
+        parts = {"index": index.getvalue(), **save_fuzzy_side(fuzzy_side(self.index))}
+        out.write(_MAGIC)
+        out.write(json.dumps([[name, len(data)] for name, data in parts.items()]).encode())
+        out.write(b"\n")
+        for data in parts.values():
+            out.write(data)
 
     @classmethod
-    def from_parts(
-        cls, name: str, header: Mapping[str, Any], parts: Mapping[str, bytes]
-    ) -> Gazetteer:
-        """A gazetteer kept by :meth:`to_parts`; a foreign or damaged one is a StoreError."""
+    def loads(cls, name: str, header: Mapping[str, Any], data: bytes) -> Gazetteer:
+        """A gazetteer written by :meth:`dump`; a foreign or damaged one is a StoreError."""
+        again = "load it again with `toolkit gazetteer load`"
         if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
             raise StoreError(
                 f"the site's gazetteer {name!r} is format {header.get('format')!r} version "
                 f"{header.get('version')!r}; this toolkit reads {FORMAT_NAME!r} version "
-                f"{FORMAT_VERSION}: load it again with `toolkit gazetteer load`"
+                f"{FORMAT_VERSION}: {again}"
             )
-        missing = [part for part in INDEX_FILES if part not in parts]
-        if missing:
-            raise StoreError(
-                f"the site's gazetteer {name!r} is damaged (no {', '.join(missing)}): load "
-                "it again with `toolkit gazetteer load`"
-            )
-        with tempfile.TemporaryDirectory(prefix="toolkit-gazetteer-") as tmp:
-            folder = Path(tmp)
-            for part in INDEX_FILES:
-                (folder / part).write_bytes(parts[part])
-            try:
-                index = cast(GazetteerIndex, GazetteerIndex.load(folder))
-            except MatchingError as exc:
-                raise StoreError(f"the site's gazetteer {name!r} is damaged: {exc}") from exc
+        try:
+            parts = _parts(data)
+            index = cast(GazetteerIndex, GazetteerIndex.loads(parts["index"], "the gazetteer"))
+        except (KeyError, ValueError, MatchingError) as exc:
+            raise StoreError(f"the site's gazetteer {name!r} is damaged ({exc}): {again}") from exc
         side = load_fuzzy_side(parts)
         if side is not None:
             index.derived("fuzzy", lambda: side)
@@ -193,6 +186,21 @@ class Gazetteer:
         for pattern, words in _ASSET_WORDS:
             text = text.str.replace(pattern, words, regex=True)
         return (f"{self.source}: " + text).to_numpy(dtype=object)
+
+
+def _parts(data: bytes) -> dict[str, bytes]:
+    """The named parts of a byte string :meth:`Gazetteer.dump` wrote."""
+    if not data.startswith(_MAGIC):
+        raise ValueError("it holds no gazetteer")
+    start = len(_MAGIC)
+    end = data.index(b"\n", start)
+    parts, offset = {}, end + 1
+    for name, size in json.loads(data[start:end]):
+        parts[str(name)] = data[offset : offset + int(size)]
+        offset += int(size)
+    if offset != len(data):
+        raise ValueError(f"{len(data):,} bytes where the parts take {offset:,}")
+    return parts
 
 
 def fuzzy_side(index: AssetIndex) -> Any:

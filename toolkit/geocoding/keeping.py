@@ -9,6 +9,7 @@ a replaced one by its stamp.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -54,10 +55,12 @@ def load_files(
         progress=progress,
     )
     progress("store", 0, None, detail="writing into the site file")
-    parts = gazetteer.to_parts()
-    gazetteer.header["bytes"] = sum(len(p) for p in parts.values())
-    gazetteer.header["loadSeconds"] = round(time.perf_counter() - started, 2)
-    store.gazetteers.replace(gazetteer.name, gazetteer.header, parts)
+    with tempfile.SpooledTemporaryFile(max_size=64 * 2**20) as spool:
+        gazetteer.dump(spool)
+        gazetteer.header["bytes"] = spool.tell()
+        gazetteer.header["loadSeconds"] = round(time.perf_counter() - started, 2)
+        spool.seek(0)
+        store.gazetteers.replace(gazetteer.name, gazetteer.header, spool)
     progress("store", 1, 1)
     return gazetteer, report
 
@@ -68,7 +71,7 @@ def read_gazetteer(store: SiteStore) -> Gazetteer | None:
     stored = store.gazetteers.current()
     if stored is None:
         return None
-    gazetteer = Gazetteer.from_parts(stored.name, stored.header, store.gazetteers.parts(stored.id))
+    gazetteer = Gazetteer.loads(stored.name, stored.header, store.gazetteers.data(stored.id))
     if stored.header.get("matcher") != matcher_fingerprint():
         log.warning(
             "the gazetteer %r was indexed by another version of the matcher; re-indexing it "
@@ -88,12 +91,11 @@ def describe(store: SiteStore) -> dict[str, Any] | None:
     stored = store.gazetteers.current()
     if stored is None:
         return None
-    sizes = store.gazetteers.part_sizes(stored.id)
     return {
         "name": stored.name,
         "source": f"gazetteer:{stored.name}",
         **stored.header,
-        "storedBytes": sum(sizes.values()),
+        "storedBytes": store.gazetteers.size(stored.id),
         "current": stored.header.get("matcher") == matcher_fingerprint(),
     }
 

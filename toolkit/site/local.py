@@ -35,7 +35,7 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
-from toolkit.site.writes import SiteWrites
+from toolkit.site.writes import SiteWrites, checked_message
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         return runner.run(request)
 
     def asset_index(self) -> AssetIndex:
-        """The matching index of this site's active assets (cached beside the site file)."""
+        """The matching index of this site's active assets (cached in the site file)."""
         if self.index_cache is not None:
             return self.index_cache.get(self.store)
         from toolkit.site.index_cache import site_asset_index
@@ -274,6 +274,7 @@ class LocalSite(SiteWrites, SiteAdmin):
     # --- events and registers -----------------------------------------------------------
 
     def create_event(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
+        message = checked_message(message)
         columns = self._event_columns(values)
         if not columns.get("name"):
             raise OptionError("an event needs a name")
@@ -324,6 +325,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         message: str | None = None,
     ) -> dict[str, Any]:
         """PATCH (a change-set) or, with ``replace``, PUT (missing fields become null)."""
+        message = checked_message(message)
         self.get_event(event_id)
         if replace:
             missing = [n for n in EVENT_REQUIRED if changes.get(n) in (None, "")]

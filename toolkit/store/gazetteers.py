@@ -1,21 +1,19 @@
-"""A site's address gazetteer, kept inside the site file: a header and named binary parts.
+"""A site's address gazetteer, kept inside the site file: a header and one byte string.
 
-The gazetteer package (``toolkit.geocoding``) builds the index and says what the parts
-are; this store only keeps them. Parts are split into chunks because SQLite caps one
-value at 1 GB, and a national address file builds parts larger than that.
+The gazetteer package (``toolkit.geocoding``) builds the index and writes it as bytes;
+this store only keeps them, in parts (``store/blobs.py``: SQLite caps one value at about
+1 GB, and a national address file builds more than that), and reads them back.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
+from toolkit.store.blobs import open_parts, parts_of
 from toolkit.store.database import Database
-
-# 256 MiB: well under SQLite's 1 GB cap, few enough rows for a national gazetteer.
-CHUNK_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -40,9 +38,10 @@ class GazetteerStore:
         self.db = db
         self.site_id = site_id
 
-    def replace(self, name: str, header: Mapping[str, Any], parts: Mapping[str, bytes]) -> int:
-        """Keep ``parts`` as the site's gazetteer ``name``, replacing any earlier one in the
-        same transaction (a failure leaves the earlier one as it was). Returns its id."""
+    def replace(self, name: str, header: Mapping[str, Any], source: IO[bytes]) -> int:
+        """Keep the bytes of ``source`` as the site's gazetteer ``name``, replacing any
+        earlier one in the same transaction (a failure leaves the earlier one as it was).
+        Returns its id."""
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM gazetteer WHERE site_id = ?", (self.site_id,))
             cursor = conn.execute(
@@ -50,18 +49,15 @@ class GazetteerStore:
                 (self.site_id, name, json.dumps(dict(header)), self.db.clock()),
             )
             gazetteer_id = int(cursor.lastrowid or 0)
-            conn.executemany(
-                "INSERT INTO gazetteer_part (gazetteer_id, part, chunk, data) VALUES (?, ?, ?, ?)",
-                (
-                    (gazetteer_id, part, number, chunk)
-                    for part, data in parts.items()
-                    for number, chunk in enumerate(_chunks(data))
-                ),
-            )
+            for part, data in enumerate(parts_of(source)):
+                conn.execute(
+                    "INSERT INTO gazetteer_part (gazetteer_id, part, data) VALUES (?, ?, ?)",
+                    (gazetteer_id, part, data),
+                )
         return gazetteer_id
 
     def current(self) -> StoredGazetteer | None:
-        """The site's gazetteer (without its parts), or None when none is loaded."""
+        """The site's gazetteer (without its bytes), or None when none is loaded."""
         row = self.db.connection.execute(
             "SELECT id, name, header, date_created FROM gazetteer WHERE site_id = ?",
             (self.site_id,),
@@ -72,36 +68,26 @@ class GazetteerStore:
             int(row["id"]), row["name"], json.loads(row["header"]), int(row["date_created"])
         )
 
-    def parts(self, gazetteer_id: int) -> dict[str, bytes]:
-        """Every part of gazetteer ``gazetteer_id``, its chunks joined."""
-        rows = self.db.connection.execute(
-            "SELECT part, data FROM gazetteer_part WHERE gazetteer_id = ? ORDER BY part, chunk",
-            (gazetteer_id,),
+    def data(self, gazetteer_id: int) -> bytes:
+        """The bytes of gazetteer ``gazetteer_id`` (empty when it has none)."""
+        stored = open_parts(
+            self.db.connection, "gazetteer_part", "gazetteer_id = ?", (gazetteer_id,)
         )
-        pieces: dict[str, list[bytes]] = {}
-        for part, data in rows:
-            pieces.setdefault(part, []).append(bytes(data))
-        return {part: b"".join(chunks) for part, chunks in pieces.items()}
+        if stored is None:
+            return b""
+        with stored:
+            return stored.read()
 
-    def part_sizes(self, gazetteer_id: int) -> dict[str, int]:
-        """Bytes of each part, without reading them."""
-        rows = self.db.connection.execute(
-            "SELECT part, sum(length(data)) FROM gazetteer_part WHERE gazetteer_id = ? "
-            "GROUP BY part ORDER BY part",
+    def size(self, gazetteer_id: int) -> int:
+        """How many bytes the gazetteer takes, without reading them."""
+        row = self.db.connection.execute(
+            "SELECT coalesce(sum(length(data)), 0) FROM gazetteer_part WHERE gazetteer_id = ?",
             (gazetteer_id,),
-        )
-        return {part: int(size) for part, size in rows}
+        ).fetchone()
+        return int(row[0])
 
     def remove(self) -> bool:
         """Drop the site's gazetteer; whether there was one."""
         with self.db.transaction() as conn:
             cursor = conn.execute("DELETE FROM gazetteer WHERE site_id = ?", (self.site_id,))
         return cursor.rowcount > 0
-
-
-def _chunks(data: bytes) -> Iterator[bytes]:
-    if not data:
-        yield b""
-        return
-    for start in range(0, len(data), CHUNK_BYTES):
-        yield data[start : start + CHUNK_BYTES]
