@@ -10,6 +10,7 @@ import click
 
 from toolkit import names
 from toolkit.cli import cli
+from toolkit.geocoding import features, protocols
 from toolkit.importing import overwrite, request, rules
 from toolkit.matching import options
 from toolkit.query import filters
@@ -31,6 +32,7 @@ OPTIONS: dict[str, tuple[Any, str]] = {
     "--since-operator": (names.Operator, "since_operator"),
     "--until-operator": (names.Operator, "until_operator"),
     "--format": (names.DataType, "dataType"),
+    "--required-feature": (names.GeocodingFeature, "requiredFeatures"),
 }
 # Options whose values differ by command: a report's format is not a file's.
 BY_COMMAND: dict[tuple[str, str], tuple[Any, str]] = {
@@ -56,6 +58,8 @@ def _enums(node: Any) -> Iterator[tuple[str, list[Any]]]:
         for key, value in (node.get("properties") or {}).items():
             if isinstance(value, dict) and "enum" in value:
                 yield key, value["enum"]
+            elif isinstance(value, dict) and "enum" in (value.get("items") or {}):
+                yield key, value["items"]["enum"]  # an array of values from a set
         for value in node.values():
             yield from _enums(value)
     elif isinstance(node, list):
@@ -97,3 +101,5 @@ def test_the_server_checks_against_the_same_sets() -> None:
     assert runner.FORMATS is names.REPORT_FORMATS
     assert request.DATA_TYPES is names.DATA_TYPES
     assert local.FULLTEXT_OPERATORS is names.FULLTEXT_OPERATORS
+    assert features.FEATURES is names.GEOCODING_FEATURES
+    assert protocols.PROTOCOLS is names.GEOCODER_PROTOCOLS

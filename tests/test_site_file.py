@@ -143,6 +143,8 @@ def _make_old_style(store: Path) -> dict[int, bytes]:
         snapshots[int(instance_id)] = snapshots.get(int(instance_id), b"") + data
     conn.executescript(
         "DROP TABLE report_snapshot; DROP TABLE asset_index_part; DROP TABLE asset_index_cache;"
+        # Tables of later migrations go too: the file is as schema 4 left it.
+        "DROP TABLE gazetteer_part; DROP TABLE gazetteer;"
         "PRAGMA user_version = 4;"
     )
     conn.close()

@@ -24,6 +24,10 @@ ReportFormat = Literal["json", "csv", "html", "xlsx"]
 JobCount = Literal["read", "inserted", "updated", "unchanged", "skipped", "retired", "rejected"]
 # A file's format: the API's import dataType, and the CLI's --format of what it reads.
 DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
+# Kinds of place an external lookup may find (geocoderOptions.requiredFeatures), and the
+# protocols of the geocoding services it may ask (toolkit.geocoding).
+GeocodingFeature = Literal["premise", "venue", "street", "locality", "postcode", "region"]
+GeocoderProtocol = Literal["nominatim", "pelias"]
 
 IMPORT_TYPES: tuple[ImportType, ...] = get_args(ImportType)
 OVERWRITE_RULES: tuple[OverwriteRule, ...] = get_args(OverwriteRule)
@@ -37,6 +41,8 @@ REPORT_FORMATS: tuple[ReportFormat, ...] = get_args(ReportFormat)
 JOB_COUNTS: tuple[JobCount, ...] = get_args(JobCount)
 ROW_OUTCOMES: tuple[JobCount, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")
 DATA_TYPES: tuple[DataType, ...] = get_args(DataType)
+GEOCODING_FEATURES: tuple[GeocodingFeature, ...] = get_args(GeocodingFeature)
+GEOCODER_PROTOCOLS: tuple[GeocoderProtocol, ...] = get_args(GeocoderProtocol)
 
 
 _Name = TypeVar("_Name", bound=str)

@@ -13,6 +13,7 @@ from toolkit.cli.render import render
 
 
 @cli.group("gazetteer")
+@global_options
 def gazetteer() -> None:
     """The site's address gazetteer: address points a lookup falls back to when no asset
     matches (useExternalLookups), kept inside the site file.

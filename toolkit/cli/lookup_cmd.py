@@ -19,7 +19,7 @@ from toolkit.cli.context import (
 )
 from toolkit.cli.files import input_file, is_stdio, output_file, source_options
 from toolkit.cli.render import render
-from toolkit.geocoding.features import FEATURES
+from toolkit.names import GEOCODING_FEATURES as FEATURES
 from toolkit.names import LOOKUP_MODES as MODES
 from toolkit.names import LOOKUP_OUTPUTS
 

@@ -6,7 +6,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import global_options, note, settings
-from toolkit.geocoding.protocols import PROTOCOLS
+from toolkit.names import GEOCODER_PROTOCOLS
 
 
 @cli.command("serve")
@@ -79,7 +79,7 @@ from toolkit.geocoding.protocols import PROTOCOLS
 )
 @click.option(
     "--geocoder-protocol",
-    type=click.Choice(PROTOCOLS),
+    metavar="|".join(GEOCODER_PROTOCOLS),
     help="How to talk to --geocoder (default: pelias when its path ends in /v1, else nominatim).",
 )
 @global_options

@@ -27,15 +27,17 @@ means the same whichever source answers:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from toolkit import names
 from toolkit.errors import OptionError
 
-Feature = Literal["premise", "venue", "street", "locality", "postcode", "region"]
-FEATURES: tuple[Feature, ...] = get_args(Feature)
+# The allowed values live in toolkit.names; this package's spelling of them.
+Feature = names.GeocodingFeature
+FEATURES = names.GEOCODING_FEATURES
 GEOCODER_OPTIONS = ("requiredFeatures",)
 
 # Spellings of a feature type in address-point files (G-NAF geocode types among them),

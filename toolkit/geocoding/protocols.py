@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
+from toolkit import names
 from toolkit.geocoding.features import Feature, nominatim_feature, pelias_feature, pelias_layers
 
-Protocol = Literal["nominatim", "pelias"]
-PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
+Protocol = names.GeocoderProtocol
+PROTOCOLS = names.GEOCODER_PROTOCOLS
 # Places asked for per query: enough that a premise below a street or suburb is still seen.
 RESULTS_PER_QUERY = 10
 # Nominatim says nothing of how sure it is; how precise the kind of place found is.
