@@ -352,8 +352,46 @@ class ApiClient:
             f"({type(last_error).__name__}: {last_error})"
         ) from last_error
 
-    def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        return self.request("GET", path, params=params).json()
+    def get_object(self, path: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return json_object(self.request("GET", path, params=params))
 
-    def post_json(self, path: str, body: Any, *, repeatable: bool = True) -> Any:
-        return self.request("POST", path, json=body, repeatable=repeatable).json()
+    def get_records(self, path: str) -> list[dict[str, Any]]:
+        return json_records(self.request("GET", path))
+
+    def post_object(self, path: str, body: Any, *, repeatable: bool = True) -> dict[str, Any]:
+        return json_object(self.request("POST", path, json=body, repeatable=repeatable))
+
+
+def json_body(response: httpx.Response) -> Any:
+    """The answer's JSON (any shape), or a RemoteError when it is not JSON at all."""
+    try:
+        return response.json()
+    except ValueError:
+        raise RemoteError(
+            f"{_what(response)}: the answer is not JSON", response.status_code
+        ) from None
+
+
+def json_object(response: httpx.Response) -> dict[str, Any]:
+    """The answer as a JSON object, or a RemoteError saying what came instead."""
+    body = json_body(response)
+    if not isinstance(body, dict):
+        raise RemoteError(
+            f"{_what(response)}: the answer is a JSON {type(body).__name__}, not an object",
+            response.status_code,
+        )
+    return body
+
+
+def json_records(response: httpx.Response) -> list[dict[str, Any]]:
+    """The answer as a JSON array of objects, or a RemoteError saying what came instead."""
+    body = json_body(response)
+    if not isinstance(body, list) or not all(isinstance(record, dict) for record in body):
+        raise RemoteError(
+            f"{_what(response)}: the answer is not a JSON array of objects", response.status_code
+        )
+    return body
+
+
+def _what(response: httpx.Response) -> str:
+    return f"{response.request.method} {response.request.url.path}"

@@ -86,7 +86,8 @@ def json_escaped_bytes(lines: list[str]) -> np.ndarray:
         extra += pc.count_substring(array, pattern).to_numpy(zero_copy_only=False) * cost
     other_controls = pc.count_substring_regex(array, r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
     extra += other_controls.to_numpy(zero_copy_only=False) * 5  # \u00XX for one byte
-    return size.astype(np.int64) + extra + 2  # the "\n" between lines, escaped
+    total: np.ndarray = size.astype(np.int64) + extra + 2  # the "\n" between lines, escaped
+    return total
 
 
 @dataclass(frozen=True)
@@ -364,23 +365,26 @@ class Pusher:
             if index is not None and len(index):
                 linked = link_rows(index, frame, prepared, rule, reference_field=rule.matching_id)
                 offline["linking"] = linked.counts()
+                unlinked = linked.reasons.dropna().head(20)
                 offline["unlinked"] = [
                     {"row": int(r), "reason": str(why)}
-                    for r, why in linked.reasons.dropna().head(20).items()
+                    for r, why in zip(unlinked.index.tolist(), unlinked.tolist(), strict=True)
                 ]
-                ids = linked.asset_ids.astype("string")
-                rows = rows.assign(**{ASSET_ID_COLUMN: ids.where(ids.notna(), pd.NA)})
+                # The links as text; a row without one stays <NA>.
+                rows = rows.assign(**{ASSET_ID_COLUMN: linked.asset_ids.astype("string")})
         bad_rows = set(rejected["row"].tolist()) | {p["row"] for p in problems}
         # The first problems, as a job's summary shows them; the counts say how many in all.
         shown = rejected.head(max(0, MAX_ERRORS_IN_RESULT - len(problems)))
         offline["rejected"] = problems[:MAX_ERRORS_IN_RESULT] + [
             {
-                "row": int(r.row),
-                "column": r.column,
-                "value": None if pd.isna(r.value) else str(r.value),
-                "reason": r.reason,
+                "row": int(row),
+                "column": column,
+                "value": None if pd.isna(value) else str(value),
+                "reason": reason,
             }
-            for r in shown.itertuples(index=False)
+            for row, column, value, reason in zip(
+                *(shown[c].tolist() for c in ("row", "column", "value", "reason")), strict=True
+            )
         ]
         offline["problemCount"] = len(problems) + len(rejected)
         offline["rejectedRows"] = len(bad_rows)

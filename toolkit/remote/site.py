@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError, RemoteError
 from toolkit.progress import Progress, no_progress
-from toolkit.remote.client import ApiClient, Profile
+from toolkit.remote.client import ApiClient, Profile, json_body, json_object, json_records
 
 LOOKUP_BATCH = 1000  # queries per request: well under the server's 10 MB body limit
 
@@ -44,9 +44,9 @@ class RemoteSite:
     def name(self) -> str:
         return self.profile.site
 
-    def _get_one(self, path: str, what: str) -> Any:
+    def _get_one(self, path: str, what: str) -> dict[str, Any]:
         try:
-            return self.client.get_json(path)
+            return self.client.get_object(path)
         except RemoteError as exc:
             if exc.status == 404:
                 raise NotFoundError(f"{what} does not exist on {self.profile.base_url}") from exc
@@ -60,7 +60,7 @@ class RemoteSite:
 
     def ping(self) -> dict[str, Any]:
         response = self.client.request("GET", "/api/json/ping", authenticated=False)
-        body = response.json()
+        body = json_body(response)
         # The spec allows a bare timestamp; give callers one shape.
         return body if isinstance(body, dict) else {"status": 200, "timestamp": body, "auth": None}
 
@@ -81,7 +81,7 @@ class RemoteSite:
                     if not isinstance(v, dict)
                 },
             }
-            return self.client.get_json("/api/json/asset-lookup", params)
+            return self.client.get_object("/api/json/asset-lookup", params)
         if len(queries) > LOOKUP_BATCH:
             # The server numbers queries without a code from 1 in each request; number them
             # across the whole list so the batches' answers do not overwrite each other.
@@ -93,9 +93,11 @@ class RemoteSite:
         for start in range(0, max(len(queries), 1), LOOKUP_BATCH):
             body = {"options": options, "query": queries[start : start + LOOKUP_BATCH]}
             result.update(
-                self.client.request(
-                    "POST", "/api/json/asset-lookup", json=body, params={"output": output}
-                ).json()
+                json_object(
+                    self.client.request(
+                        "POST", "/api/json/asset-lookup", json=body, params={"output": output}
+                    )
+                )
             )
         return result
 
@@ -103,7 +105,7 @@ class RemoteSite:
 
     def import_schedule(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Schedule an import job (``mode=schedule``); never blindly repeated."""
-        return self.client.post_json(
+        return self.client.post_object(
             "/api/json/import", {**body, "mode": "schedule"}, repeatable=False
         )
 
@@ -111,7 +113,8 @@ class RemoteSite:
         body: dict[str, Any] = {"mode": "status"}
         if job_id is not None:
             body["id"] = job_id
-        return self.client.post_json("/api/json/import", body)
+            return self.client.post_object("/api/json/import", body)
+        return json_records(self.client.request("POST", "/api/json/import", json=body))
 
     # --- events -------------------------------------------------------------------------
 
@@ -122,7 +125,7 @@ class RemoteSite:
         return self._get_one(f"/api/json/event/id/{_quoted(event_id)}", f"event {event_id}")
 
     def list_events(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/event", params)
+        return self.client.get_object("/api/json/event", params)
 
     def update_event(
         self,
@@ -133,14 +136,16 @@ class RemoteSite:
         message: str | None = None,
     ) -> dict[str, Any]:
         method = "PUT" if replace else "PATCH"
-        return self.client.request(
-            method, f"/api/json/event/id/{_quoted(event_id)}", json=dict(changes)
-        ).json()
+        return json_object(
+            self.client.request(
+                method, f"/api/json/event/id/{_quoted(event_id)}", json=dict(changes)
+            )
+        )
 
     def list_registers(self) -> list[dict[str, Any]]:
         """``GET /api/json/register``: offered by toolkit serve, not named by the spec."""
         try:
-            return self.client.get_json("/api/json/register")
+            return self.client.get_records("/api/json/register")
         except RemoteError as exc:
             if exc.status in (404, 405):
                 raise self._unsupported("list registers") from exc
@@ -149,7 +154,7 @@ class RemoteSite:
     # --- items --------------------------------------------------------------------------
 
     def list_items(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/item", params)
+        return self.client.get_object("/api/json/item", params)
 
     def get_item(self, item_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/item/id/{_quoted(item_id)}", f"item {item_id}")
@@ -157,37 +162,39 @@ class RemoteSite:
     # The API records its own audit message for REST writes; ``message`` is the embedded
     # site's, accepted here so both faces take the same call.
     def create_item(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
-        return self.client.post_json("/api/json/item", dict(values), repeatable=False)
+        return self.client.post_object("/api/json/item", dict(values), repeatable=False)
 
     def replace_item(
         self, item_id: int, values: Mapping[str, Any], message: str | None = None
     ) -> dict[str, Any]:
-        return self.client.request(
-            "PUT", f"/api/json/item/id/{_quoted(item_id)}", json=dict(values)
-        ).json()
+        return json_object(
+            self.client.request("PUT", f"/api/json/item/id/{_quoted(item_id)}", json=dict(values))
+        )
 
     def patch_item(
         self, item_id: int, changes: Mapping[str, Any], message: str | None = None
     ) -> dict[str, Any]:
-        return self.client.request(
-            "PATCH", f"/api/json/item/id/{_quoted(item_id)}", json=dict(changes)
-        ).json()
+        return json_object(
+            self.client.request(
+                "PATCH", f"/api/json/item/id/{_quoted(item_id)}", json=dict(changes)
+            )
+        )
 
     # --- assets -------------------------------------------------------------------------
 
     def list_assets(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/asset", params)
+        return self.client.get_object("/api/json/asset", params)
 
     def get_asset(self, asset_id: int | str) -> dict[str, Any]:
         return self._get_one(f"/api/json/asset/id/{_quoted(asset_id)}", f"asset {asset_id}")
 
     def asset_types(self) -> list[dict[str, Any]]:
-        return self.client.get_json("/api/json/asset-type")
+        return self.client.get_records("/api/json/asset-type")
 
     # --- audit log, media ---------------------------------------------------------------
 
     def list_audit_logs(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.client.get_json("/api/json/audit-log", params)
+        return self.client.get_object("/api/json/audit-log", params)
 
     def get_audit_log(self, audit_id: int) -> dict[str, Any]:
         return self._get_one(f"/api/json/audit-log/id/{_quoted(audit_id)}", f"audit log {audit_id}")
@@ -196,13 +203,15 @@ class RemoteSite:
         self, name: str, content: bytes, content_type: str | None = None
     ) -> dict[str, Any]:
         content_type = content_type or "application/octet-stream"
-        return self.client.request(
-            "POST",
-            "/api/binary/file",
-            data={"name": name},
-            files={"file": (name, content, content_type)},
-            repeatable=False,
-        ).json()
+        return json_object(
+            self.client.request(
+                "POST",
+                "/api/binary/file",
+                data={"name": name},
+                files={"file": (name, content, content_type)},
+                repeatable=False,
+            )
+        )
 
     def download_media(self, media_id: int) -> tuple[bytes, str]:
         response = self.client.request("GET", f"/api/binary/file/id/{_quoted(media_id)}")
@@ -211,10 +220,14 @@ class RemoteSite:
     # --- reports ------------------------------------------------------------------------
 
     def report_run(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return self.client.post_json("/api/json/report", {**body, "mode": "run"}, repeatable=False)
+        return self.client.post_object(
+            "/api/json/report", {**body, "mode": "run"}, repeatable=False
+        )
 
     def report_status(self, instance_id: int | str) -> dict[str, Any]:
-        return self.client.post_json("/api/json/report", {"mode": "status", "id": int(instance_id)})
+        return self.client.post_object(
+            "/api/json/report", {"mode": "status", "id": int(instance_id)}
+        )
 
     def report_list(self) -> list[dict[str, Any]]:
         raise OptionError(
@@ -247,7 +260,7 @@ class RemoteSite:
         return fetched
 
     def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]:
-        return self.client.post_json(
+        return self.client.post_object(
             "/api/json/report",
             {"mode": "fetch", "reportInstanceId": int(instance_id), "format": format},
         )
