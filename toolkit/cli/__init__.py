@@ -43,7 +43,8 @@ class UserFacingError(click.ClickException):
 
     def __init__(self, error: ToolkitError) -> None:
         super().__init__(str(error))
-        self.exit_code = error.exit_code
+        # Per instance, as click reads it; click's stubs declare it a ClassVar.
+        self.exit_code = error.exit_code  # type: ignore[misc]
 
 
 class ToolkitGroup(click.Group):

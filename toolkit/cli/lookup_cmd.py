@@ -198,7 +198,7 @@ def lookup(
                 progress("index", 0, None, detail="loading the site's asset index")
                 index = site.asset_index()
                 progress("index", len(index), len(index))
-                if decisions is not None:
+                if decisions is not None and links_file is not None:
                     kept = site.store.decisions.remember(decisions)
                     note(f"Remembered {kept} review decisions from {links_file.name}")
                 decisions = site.store.decisions.all()
