@@ -24,6 +24,8 @@ from toolkit.cli.context import (
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
+from toolkit.errors import OptionError
+from toolkit.importing.reject_limit import RejectLimit
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
 
 
@@ -41,6 +43,22 @@ def complete_rule_names(
         for name, rule in sorted(available_rules(paths).items())
         if name.startswith(incomplete)
     ]
+
+
+class RejectLimitType(click.ParamType[RejectLimit, Any]):
+    """``--max-rejects N`` or ``N%``; anything else is a usage error."""
+
+    name = "N|N%"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> RejectLimit:
+        if isinstance(value, RejectLimit):
+            return value
+        try:
+            return RejectLimit.parse(value, name="")
+        except OptionError as exc:
+            self.fail(str(exc).strip(), param, ctx)
 
 
 def _summary_lines(job: dict[str, Any]) -> list[str]:
@@ -107,6 +125,12 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @click.option("--dry-run", is_flag=True, help="Do everything but write; report what would happen.")
 @click.option(
     "--rollback-on-error", is_flag=True, help="Write nothing at all if any row is rejected."
+)
+@click.option(
+    "--max-rejects",
+    type=RejectLimitType(),
+    help="Fail the job, writing nothing, when more rows than N (or N% of the rows read) "
+    "are rejected. Default: write the good rows, whatever the rejects.",
 )
 @click.option("--tag", "import_tag", help="Tag every imported record with this tag.")
 @click.option("--message", help="Text recorded in the audit log with every change.")
@@ -396,6 +420,8 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
         )
         result = pusher.push(request, force=force)
     render(result.to_dict(), lines=lambda document: _push_lines(document, result))
+    if result.refused is not None:
+        raise JobFailed(f"push of {result.source} FAILED: {result.refused}")
     if not result.ok and not result.dry_run:
         failed = [c for c in result.chunks if c.get("status") != "COMPLETE"]
         raise JobFailed(
@@ -432,6 +458,13 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
     hidden = offline.get("problemCount", 0) - len(offline["rejected"])
     if hidden > 0:
         lines.append(f"    and {hidden} more problem(s)")
+    for check in document.get("serverCheck") or []:
+        lines.append(
+            f"  server dry run of chunk {check['index'] + 1}: job {check['jobId']} "
+            f"{check['status']}, rejected {check['rejected']}"
+        )
+    if document.get("reason"):
+        lines.append(f"  reason: {document['reason']}")
     for chunk in document["chunks"]:
         counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
         lines.append(

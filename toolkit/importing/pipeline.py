@@ -9,7 +9,8 @@ two imports never insert a key twice. A crash before that commit leaves the
 site as it was and the job ``RUNNING``, which the next opening of the site turns
 into ``FAILED``. A dry run is the write stage with ``dry_run=True``: it writes,
 counts and rolls back, so its counts are exactly a real run's; rollback-on-error
-writes nothing when any row is rejected. An unexpected failure is logged with the
+writes nothing when any row is rejected, maxRejects when more rows are rejected than
+it allows. An unexpected failure is logged with the
 name of the stage it happened in; the job's message is the same as ever.
 """
 
@@ -30,6 +31,7 @@ import pandas as pd
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.importing.linking import link_rows
 from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import (
     DATA_ENCODINGS,
     DATA_TYPES,
@@ -89,7 +91,8 @@ _NO_ROWS = np.empty(0, dtype=np.int64)
 
 
 class _Refused(Exception):
-    """rollbackOnError found a rejected row: the write transaction is rolled back."""
+    """More rows were rejected than rollbackOnError or maxRejects allow: the write
+    transaction is rolled back."""
 
 
 def _no_problems() -> pd.DataFrame:
@@ -150,7 +153,8 @@ class Planned:
 
 @dataclass(frozen=True)
 class Written:
-    """The write stage: whether rollbackOnError refused to write, and whether it rolled back."""
+    """The write stage: whether it refused to write (rollbackOnError, maxRejects), and
+    whether it rolled back."""
 
     refused: bool
     dry_run: bool
@@ -488,7 +492,8 @@ class ImportRunner:
     ) -> Written:
         """Plan and apply the overwrite rule in one transaction; a real run also records the
         job's outcome in it. A dry run writes for real and rolls back, so its counts are
-        exactly a real run's; rollbackOnError with a rejected row writes nothing."""
+        exactly a real run's; with more rejected rows than rollbackOnError or maxRejects
+        allow, nothing is written."""
         actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
@@ -533,7 +538,7 @@ class ImportRunner:
                 outcome.counts["rejected"] = planned.rejected_count
                 outcome.rejections = planned.rejections
                 self.progress("plan", len(kept.values), len(kept.values))
-            refused = bool(request.rollback_on_error and planned.rejected_count)
+            refused = _refusal(request, outcome.counts) is not None
             if refused:
                 # Nothing will be kept, but the updates are written (then rolled back) so
                 # that rows already as asked count as unchanged, exactly as a run of the
@@ -583,19 +588,16 @@ class ImportRunner:
         written: Written,
     ) -> None:
         """Record the job's outcome where the write stage did not (refused, dry run)."""
-        if written.refused:
-            outcome.notes.append("rollbackOnError: a row was rejected, so nothing was written")
+        reason = _refusal(request, outcome.counts) if written.refused else None
+        if reason is not None:
+            outcome.notes.append(
+                "rollbackOnError: a row was rejected, so nothing was written"
+                if request.rollback_on_error
+                else "maxRejects: more rows were rejected than allowed, so nothing was written"
+            )
             if written.dry_run:
                 outcome.notes.append("dry run: nothing was written")
-            self._fail(
-                job_id,
-                request,
-                rule,
-                outcome,
-                f"{outcome.counts['rejected']} row(s) rejected and rollbackOnError is set; "
-                "nothing was written",
-                code=400,
-            )
+            self._fail(job_id, request, rule, outcome, reason, code=400)
             return
         if written.dry_run:
             outcome.notes.append("dry run: nothing was written")
@@ -927,6 +929,17 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:
+    """Why the job writes nothing for its rejected rows (rollbackOnError, or more of them
+    than maxRejects allows), or None when it writes its good rows."""
+    return refusal(
+        request.reject_limit(),
+        counts.get("rejected", 0),
+        counts.get("read", 0),
+        rollback_on_error=request.rollback_on_error,
+    )
 
 
 def register_fields(rule: ImportRule) -> list[dict[str, object]]:

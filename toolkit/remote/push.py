@@ -11,6 +11,11 @@
    does nothing unless forced.
 4. Jobs are polled no more often than once a minute (the spec's limit), and their
    results combined.
+5. With a limit on rejected rows (``--max-rejects``, ``--rollback-on-error``) nothing is
+   sent when the offline rejects exceed it; otherwise every chunk is first dry-run on the
+   server (the spec's ``dryRun``), and nothing is sent when the offline and server-side
+   rejects together exceed it. Each chunk then carries the rest of the limit as
+   ``maxRejects`` (the toolkit's extension field), which ``toolkit serve`` enforces per job.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import pyarrow.compute as pc
 from toolkit.errors import OptionError, RemoteError, ToolkitError
 from toolkit.importing.linking import link_rows
 from toolkit.importing.pipeline import ImportRequest
+from toolkit.importing.reject_limit import refusal
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT
 from toolkit.importing.rules import apply_rule, load_rule
 from toolkit.matching import AssetIndex
@@ -231,6 +237,8 @@ class Journal:
     path: Path
     key: dict[str, Any]
     chunks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # False for the jobs of a server-side dry run: they are awaited, never kept.
+    kept: bool = True
 
     @classmethod
     def open(cls, source: Path, key: dict[str, Any]) -> Journal:
@@ -248,6 +256,8 @@ class Journal:
         return cls(path, key)
 
     def save(self) -> None:
+        if not self.kept:
+            return
         document = {"version": JOURNAL_VERSION, "key": self.key, "chunks": self.chunks}
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.write_text(json.dumps(document, indent=2), encoding="utf-8")
@@ -269,10 +279,15 @@ class PushResult:
     offline: dict[str, Any]
     dry_run: bool = False
     already_done: bool = False
+    # Why nothing was sent: more rows rejected (offline, or by the server's dry run of
+    # every chunk) than --max-rejects or --rollback-on-error allow.
+    refused: str | None = None
+    # The server's dry run of each chunk, when a limit on rejected rows asked for one.
+    check: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
-        return all(c.get("status") == "COMPLETE" for c in self.chunks)
+        return self.refused is None and all(c.get("status") == "COMPLETE" for c in self.chunks)
 
     def counts(self) -> dict[str, int]:
         """The whole file's counts: the chunks' jobs summed, with ``read`` the file's rows
@@ -293,11 +308,13 @@ class PushResult:
         return {
             "source": self.source,
             "status": "COMPLETE" if self.ok else "FAILED",
+            "reason": self.refused,
             "dryRun": self.dry_run,
             "alreadyPushed": self.already_done,
             "offline": self.offline,
             "counts": self.counts(),
             "chunks": self.chunks,
+            "serverCheck": self.check,
         }
 
 
@@ -392,9 +409,18 @@ class Pusher:
         return rows[keep], offline
 
     def push(self, request: ImportRequest, *, force: bool = False) -> PushResult:
+        """Check offline, cut into chunks, send each as a job and await them all.
+
+        With a limit on rejected rows (``--max-rejects``, ``--rollback-on-error``) the
+        whole file is refused, nothing sent, when the rows refused offline exceed it, or
+        those and the rows the server's dry run of every chunk rejects; each chunk then
+        carries what is left of the limit (the server's ``maxRejects``), so a chunk whose
+        rejects grew since the dry run fails whole on the server.
+        """
         rows, offline = self.prepare(request)
-        if request.dry_run:
-            return PushResult(request.name, [], offline, dry_run=True)
+        reason = self._refusal(request, offline, int(offline["rejectedRows"]))
+        if reason is not None or request.dry_run:
+            return PushResult(request.name, [], offline, dry_run=request.dry_run, refused=reason)
         if offline["dataType"] == "zip":
             chunks = plan_zip_chunks(rows, max_bytes=self.max_bytes)
         else:
@@ -415,6 +441,28 @@ class Pusher:
             return PushResult(request.name, result, offline, already_done=True)
 
         self._adopt_jobs_of_interrupted_sends(chunks, journal)
+        budgets: list[int | None] = [None] * len(chunks)
+        check = None
+        if request.reject_limit() is not None and not journal.chunks:
+            # A first send (a resumed one passed this check before sending anything).
+            check = self._server_check(request, chunks, journal, offline["importRule"])
+            rejected = int(offline["rejectedRows"]) + sum(c["rejected"] for c in check)
+            failed = [c for c in check if c["status"] != "COMPLETE"]
+            reason = self._refusal(request, offline, rejected, by_server=True)
+            if failed:
+                reason = (
+                    "; ".join(
+                        f"the server's dry run of chunk {c['index'] + 1} (job {c['jobId']}) "
+                        f"{c['status']}: {c['reason']}"
+                        for c in failed
+                    )
+                    + "; nothing was sent"
+                )
+            if reason is not None:
+                return PushResult(request.name, [], offline, refused=reason, check=check)
+            if request.max_rejects is not None:
+                spare = self._allowed(request, offline) - rejected
+                budgets = [c["rejected"] + spare for c in check]
         for chunk in chunks:
             entry = journal.entry(chunk)
             if entry is not None and entry.get("jobId") is not None:
@@ -427,6 +475,8 @@ class Pusher:
                 detail=f"rows {chunk.rows[0]}-{chunk.rows[1]}",
             )
             body = self._schedule_body(request, chunk, len(chunks), offline["importRule"])
+            if budgets[chunk.index] is not None:
+                body["maxRejects"] = budgets[chunk.index]
             # Recorded before sending: an interrupted send is resent, which repeats nothing
             # with a matching id (matches update to the same values, or are skipped).
             journal.chunks[chunk.sha256] = {
@@ -446,7 +496,68 @@ class Pusher:
         self.progress("send", len(chunks), len(chunks), unit="chunks")
         self._await(chunks, journal)
         results = [dict(journal.chunks[c.sha256], index=c.index) for c in chunks]
-        return PushResult(request.name, results, offline)
+        return PushResult(request.name, results, offline, check=check)
+
+    @staticmethod
+    def _allowed(request: ImportRequest, offline: dict[str, Any]) -> int:
+        limit = request.reject_limit()
+        assert limit is not None
+        return limit.allowed(int(offline["read"]))
+
+    @staticmethod
+    def _refusal(
+        request: ImportRequest, offline: dict[str, Any], rejected: int, *, by_server: bool = False
+    ) -> str | None:
+        """Why the file is not sent: more rows rejected than its limit allows (the limit
+        is against the whole file's rows read, as a local import's is)."""
+        reason = refusal(
+            request.reject_limit(),
+            rejected,
+            int(offline["read"]),
+            rollback_on_error=request.rollback_on_error,
+            outcome="nothing was sent",
+        )
+        if reason is None:
+            return None
+        where = (
+            f"{offline['rejectedRows']} offline and {rejected - int(offline['rejectedRows'])} "
+            "by the server's dry run"
+            if by_server
+            else "offline"
+        )
+        return reason.replace(" rejected", f" rejected ({where})", 1)
+
+    def _server_check(
+        self, request: ImportRequest, chunks: list[Chunk], journal: Journal, rule_name: str
+    ) -> list[dict[str, Any]]:
+        """Dry-run every chunk on the server (the spec's dryRun: nothing is written) and
+        await the jobs; each chunk's job, status and rows rejected."""
+        scratch = Journal(journal.path, journal.key, kept=False)
+        for chunk in chunks:
+            self.progress("check", chunk.index, len(chunks), unit="chunks", detail="dry run")
+            body = self._schedule_body(request, chunk, len(chunks), rule_name)
+            body.update(dryRun=1, rollbackOnError=0)
+            body["message"] = "dry run: " + body["message"]
+            answer = self.site.import_schedule(body)
+            if answer.get("id") is None:
+                raise RemoteError(f"the server scheduled chunk {chunk.index + 1} without a job id")
+            scratch.chunks[chunk.sha256] = {"jobId": answer["id"], "status": "NOT_STARTED"}
+        self._await(chunks, scratch, label="check")
+        checked = []
+        for chunk in chunks:
+            entry = scratch.chunks[chunk.sha256]
+            job = entry.get("job") or {}
+            summary = job.get("summary") or {}
+            checked.append(
+                {
+                    "index": chunk.index,
+                    "jobId": entry["jobId"],
+                    "status": entry.get("status"),
+                    "rejected": int((summary.get("counts") or {}).get("rejected") or 0),
+                    "reason": summary.get("reason"),
+                }
+            )
+        return checked
 
     @staticmethod
     def _schedule_body(
@@ -515,12 +626,12 @@ class Pusher:
         journal.save()
 
     def _report_wait(
-        self, chunks: list[Chunk], waiting: list[Chunk], journal: Journal, pause: float
+        self, chunks: list[Chunk], waiting: list[Chunk], journal: Journal, pause: float, label: str
     ) -> None:
         """Say which jobs the push waits for on the server and when it asks next."""
         at = (dt.datetime.now() + dt.timedelta(seconds=pause)).strftime("%H:%M:%S")
         self.progress(
-            "wait",
+            label,
             len(chunks) - len(waiting),
             len(chunks),
             unit="jobs",
@@ -528,7 +639,7 @@ class Pusher:
             + (f" (in {pause:.0f} s)" if pause >= 1 else ""),
         )
 
-    def _await(self, chunks: list[Chunk], journal: Journal) -> None:
+    def _await(self, chunks: list[Chunk], journal: Journal, label: str = "wait") -> None:
         """Poll every unfinished job, no more than once per poll interval.
 
         A round in which no status could be read counts as failed; after
@@ -540,7 +651,7 @@ class Pusher:
         failed_rounds = 0
         while waiting:
             pause = self.poll_interval_s - (self.clock() - last_poll)
-            self._report_wait(chunks, waiting, journal, max(pause, 0.0))
+            self._report_wait(chunks, waiting, journal, max(pause, 0.0), label)
             if pause > 0:
                 self.sleep(pause)
             last_poll = self.clock()
@@ -568,7 +679,7 @@ class Pusher:
                     f"({last_error}); the jobs were scheduled and are kept in {journal.path}: "
                     "run the same command again to resume"
                 )
-        self.progress("wait", len(chunks), len(chunks), unit="jobs", detail="every job finished")
+        self.progress(label, len(chunks), len(chunks), unit="jobs", detail="every job finished")
 
 
 def _waiting_for(chunks: list[Chunk], journal: Journal, limit: int = 3) -> str:

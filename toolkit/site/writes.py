@@ -52,6 +52,8 @@ SCHEDULE_FIELDS = (
     "rollbackOnError",
     "importTag",
     "message",
+    # The toolkit's extension: more rejected rows than this and the job writes nothing.
+    "maxRejects",
 )
 # How asset_friendly is looked up: the service's sounds-like search, words in any order.
 FRIENDLY_OPTIONS = {"mode": "soundex", "maxRank": 3, "useExternalLookups": False}
