@@ -399,7 +399,7 @@ CONTRACT = {
     "upload_media": "test_plumbing_agrees",
     "download_media": "test_plumbing_agrees",
     "import_schedule": "faces",  # the push schedules its chunks; the local face runs them
-    "asset_lookup": "test_reads_filters_and_lookups_agree",
+    "asset_lookup": "test_reads_filters_and_lookups_agree",  # and the tie test
     "list_items": "test_reads_filters_and_lookups_agree",
     "get_item": "test_reads_filters_and_lookups_agree",
     "list_assets": "test_reads_filters_and_lookups_agree",
@@ -505,3 +505,26 @@ def test_lookup_of_a_long_file_over_the_api_keeps_every_query(faces: Faces, tmp_
     assert remote.exit_code == local.exit_code == 0, (remote.stderr, local.stderr)
     remote_keys, local_keys = (list(json.loads(r.stdout)) for r in (remote, local))
     assert len(remote_keys) == 1001 and remote_keys == local_keys
+
+
+def test_a_tie_is_a_field_of_the_answer_not_a_word_of_its_error(faces: Faces) -> None:
+    """Several assets tied and none was chosen: ``tied`` says how many, on both faces, and
+    the command counts the query as ambiguous from it (not by searching ``err``)."""
+    local, remote = _both(faces, lambda s: s.asset_lookup("55 SMITH ROAD", {"mode": "soundex"}))
+    assert local == remote
+    assert local["1"]["asset"] is None and local["1"]["tied"] == 2
+    assert "tied" not in faces.local.asset_lookup("55 SMITH ROAD BUNINYONG 3357")["1"]
+    profile = faces.remote.profile
+    env = {"TOOLKIT_API_KEY": profile.credentials.api_key or ""}
+    command = ["--json", "lookup", "55 SMITH ROAD", "55 SMITH ROAD BUNINYONG 3357"]
+    remote_run = CliRunner(env=env).invoke(
+        cli, ["--url", profile.base_url, "--site", "contract", *command]
+    )
+    local_run = CliRunner().invoke(
+        cli, ["--store", str(faces.local.db.path), "--site", "contract", *command]
+    )
+    for run in (local_run, remote_run):
+        assert run.exit_code == 3, run.stderr
+        assert "2 queries: 1 matched" in run.stderr and "1 ambiguous, 0 unmatched" in run.stderr
+    assert json.loads(local_run.stdout) == json.loads(remote_run.stdout)
+    assert json.loads(local_run.stdout)["1"]["tied"] == 2

@@ -34,6 +34,7 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
+from toolkit.site.ties import mark_ties
 from toolkit.site.writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
 
@@ -193,19 +194,19 @@ class LocalSite(SiteWrites, SiteAdmin):
         output: str = "asset",
     ) -> dict[str, Any]:
         """The spec's asset lookup (4.3): one query string, or ``[{code, str}, ...]``."""
-        from toolkit.matching import (
-            checked_options,
-            lookup_one,
-            queries_from_spec,
-            resolve,
-            to_spec_result,
-        )
+        import pandas as pd
+
+        from toolkit.matching import checked_options, queries_from_spec, resolve, to_spec_result
 
         index = self.asset_index()
-        if isinstance(queries, str):
-            return lookup_one(index, queries, options, output)
-        resolved = resolve(index, queries_from_spec(queries), checked_options(index, options))
-        return to_spec_result(index, resolved, output)
+        if isinstance(queries, str):  # the GET form: one query, answered as "1"
+            checked = checked_options(index, options)
+            frame = pd.DataFrame({"query": pd.array([queries], dtype="str")})
+        else:
+            frame = queries_from_spec(queries)
+            checked = checked_options(index, options)
+        resolved = resolve(index, frame, checked)
+        return mark_ties(to_spec_result(index, resolved, output), resolved)
 
     def import_status(
         self, job_id: int | None = None, *, visibility: Visibility = EVERYTHING
