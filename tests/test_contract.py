@@ -23,11 +23,10 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.matching.lookup import index_from_file
 from toolkit.remote import RemoteSite
 from toolkit.remote.client import Credentials, Profile
-from toolkit.remote.push import Pusher
 from toolkit.server.app import create_app
 from toolkit.server.state import ServerSettings
 from toolkit.site import LocalSite
-from toolkit.site.protocol import operations
+from toolkit.site.protocol import Delivery, operations
 
 pytestmark = pytest.mark.slow
 
@@ -86,12 +85,14 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
         ):
             # Both faces import here, not in a test, so every test of the module sees the
             # items whichever worker (pytest-xdist) runs it and in whatever order.
-            job = local.run_import(
+            # One call on both faces: run in place, or checked offline and pushed.
+            job = local.import_file(
                 ImportRequest("item", "damage-assessments", items[0], event_id=event, region_id=1)
-            )
+            ).to_dict()
             index = index_from_file(SAMPLE / "parcels.zip")
-            pushed = Pusher(remote, asset_index=lambda: index, poll_interval_s=0.05).push(
-                ImportRequest("item", "damage-assessments", items[1], event_id=event, region_id=1)
+            pushed = remote.import_file(
+                ImportRequest("item", "damage-assessments", items[1], event_id=event, region_id=1),
+                delivery=Delivery(asset_index=lambda: index, poll_interval_s=0.05),
             )
             # REST writes here too, after the imports, so every test sees the same items.
             writes = (_item_writes(local, event), _item_writes(remote, event))
@@ -124,7 +125,7 @@ def _both(faces: Faces, call: Any) -> tuple[Any, Any]:
 
 def test_an_import_gives_the_same_items_and_counts(faces: Faces) -> None:
     job, pushed = faces.job, faces.pushed
-    assert job["status"] == "COMPLETE" and pushed.ok
+    assert job["status"] == "COMPLETE" and pushed.ok and pushed.failure() is None
     # Rows refused offline stay home, yet the push's counts are the whole file's.
     assert pushed.counts() == job["summary"]["counts"]
     params = {"registerId": "damage-assessment", "limit": "1000"}
@@ -399,6 +400,7 @@ CONTRACT = {
     "upload_media": "test_plumbing_agrees",
     "download_media": "test_plumbing_agrees",
     "import_schedule": "faces",  # the push schedules its chunks; the local face runs them
+    "import_file": "test_an_import_gives_the_same_items_and_counts",  # run in the fixture
     "asset_lookup": "test_reads_filters_and_lookups_agree",  # and the tie test
     "list_items": "test_reads_filters_and_lookups_agree",
     "get_item": "test_reads_filters_and_lookups_agree",

@@ -39,7 +39,7 @@ from toolkit.errors import OptionError, RemoteError, ToolkitError
 from toolkit.importing.linking import link_rows
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.importing.reject_limit import refusal
-from toolkit.importing.results import MAX_ERRORS_IN_RESULT
+from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_reason
 from toolkit.importing.rules import apply_rule, load_rule
 from toolkit.matching import AssetIndex
 from toolkit.names import JOB_COUNTS
@@ -303,6 +303,22 @@ class PushResult:
         total["read"] = int(self.offline["read"])
         total["rejected"] += int(self.offline["rejectedRows"])
         return total
+
+    def failure(self) -> str | None:
+        """Why the push failed (nothing sent, or chunks that did not complete), or None."""
+        if self.refused is not None:
+            return f"push of {self.source} FAILED: {self.refused}"
+        if self.ok or self.dry_run:
+            return None
+        failed = [c for c in self.chunks if c.get("status") != "COMPLETE"]
+        return (
+            f"{len(failed)} of {len(self.chunks)} chunk(s) of {self.source} did not complete: "
+            + "; ".join(
+                f"chunk {c['index'] + 1} (job {c.get('jobId')}) {c.get('status')}: "
+                + job_reason(c.get("job") or {"status": c.get("status")})
+                for c in failed
+            )
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

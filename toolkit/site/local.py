@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.importing.pipeline import ImportRequest, ImportRunner, job_object
+from toolkit.importing.results import JobOutcome
 from toolkit.importing.tasks import ImportExecutor
 from toolkit.importing.tasks import inline_executor as inline_import_executor
 from toolkit.model.shapes import (
@@ -34,6 +35,7 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
+from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
 from toolkit.site.ties import mark_ties
 from toolkit.site.writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
@@ -162,6 +164,16 @@ class LocalSite(SiteWrites, SiteAdmin):
         return {"status": 200, "timestamp": format_time(self.db.clock()), "auth": None}
 
     # --- rules and imports --------------------------------------------------------------
+
+    def import_file(
+        self,
+        request: ImportRequest,
+        *,
+        progress: Progress = no_progress,
+        delivery: Delivery = DEFAULT_DELIVERY,
+    ) -> JobOutcome:
+        """Import a file in place, as one job (``delivery`` is for a server: unused)."""
+        return JobOutcome(self.run_import(request, progress=progress))
 
     def run_import(
         self, request: ImportRequest, *, progress: Progress = no_progress
