@@ -10,6 +10,7 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    embedded_only,
     global_options,
     note,
     open_local_site,
@@ -141,7 +142,7 @@ def report_run(
         if isinstance(site, LocalSite):  # a server runs reports its own way
             site.report_executor = inline_executor if wait else DetachedProcessExecutor()
         queued = site.report_run(body)
-        instance = site.report_status(queued["id"]) if wait else None
+        instance = site.report_wait(queued["id"]) if wait else None
     if instance is None:
         render(queued, lines=lambda q: f"Report instance {q['id']}: {q['result']}")
         note(f"Follow it with: toolkit report status {queued['id']}")
@@ -217,6 +218,7 @@ def report_work(instance_id: int) -> None:
     Examples:
       toolkit report work 7
     """
+    embedded_only("report work runs a queued report of the embedded site file")
     with open_local_site(create=False) as site:
         instance = site.report_work(instance_id)
     _show(instance)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from toolkit.errors import NotFoundError, OptionError, RemoteError
 from toolkit.progress import Progress, no_progress
 from toolkit.remote.client import ApiClient, Profile, json_body, json_object, json_records
-from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
+from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery, wait_for_report
 
 if TYPE_CHECKING:
     from toolkit.importing.request import ImportRequest
@@ -265,6 +265,10 @@ class RemoteSite:
         return self.client.post_object(
             "/api/json/report", {"mode": "status", "id": int(instance_id)}
         )
+
+    def report_wait(self, instance_id: int | str) -> dict[str, Any]:
+        """The instance once the server has finished its run (asking for its status)."""
+        return wait_for_report(lambda: self.report_status(instance_id))
 
     def report_list(self) -> list[dict[str, Any]]:
         raise OptionError(

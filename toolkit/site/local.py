@@ -35,7 +35,7 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
-from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
+from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery, wait_for_report
 from toolkit.site.ties import mark_ties
 from toolkit.site.writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
@@ -533,6 +533,13 @@ class LocalSite(SiteWrites, SiteAdmin):
         """The spec's ``status``: the instance object (2.8)."""
         with self.lock:
             return self._reports(visibility).status(instance_id)
+
+    def report_wait(
+        self, instance_id: int | str, *, visibility: Visibility = EVERYTHING
+    ) -> dict[str, Any]:
+        """The instance once its run has finished: at once when this process ran it, else
+        (a detached worker runs it) when the worker is done."""
+        return wait_for_report(lambda: self.report_status(instance_id, visibility=visibility))
 
     def report_fetch(
         self, instance_id: int | str, format: str = "json", *, visibility: Visibility = EVERYTHING
