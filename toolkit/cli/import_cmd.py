@@ -218,7 +218,7 @@ def _import(
         from toolkit.matching.review import read_review
 
         with open_local_site(create=True) as site:
-            kept = site.store.decisions.remember(read_review(links_file))
+            kept = site.remember_decisions(read_review(links_file))
         note(f"Remembered {kept} review decisions from {links_file.name}")
     delivery = _delivery(assets_file, force, poll_interval)
     with open_site(create=True) as site, progress_bar() as progress:

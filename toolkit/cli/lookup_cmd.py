@@ -210,9 +210,9 @@ def lookup(
                 index = site.asset_index()
                 progress("index", len(index), len(index))
                 if decisions is not None and links_file is not None:
-                    kept = site.store.decisions.remember(decisions)
+                    kept = site.remember_decisions(decisions)
                     note(f"Remembered {kept} review decisions from {links_file.name}")
-                decisions = site.store.decisions.all()
+                decisions = site.match_decisions()
         result = run_lookup(index, frame, options, candidates, decisions, progress=progress)
     if review_file is not None:
         to_review = review_frame(index, result.resolved, asset_class)

@@ -41,6 +41,8 @@ from toolkit.site.writes import SiteWrites
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from toolkit.matching import AssetIndex
 
 ITEM_FILTERS = {
@@ -190,6 +192,15 @@ class LocalSite(SiteWrites, SiteAdmin):
             rule_names_only=self.rule_names_only,
         )
         return runner.run(request)
+
+    def remember_decisions(self, decisions: pd.DataFrame) -> int:
+        """Keep a reviewer's match decisions (columns ``query``, ``asset_id``) for every
+        later lookup and import of this site; returns how many were kept."""
+        return self.store.decisions.remember(decisions)
+
+    def match_decisions(self) -> pd.DataFrame:
+        """Every remembered match decision of this site (columns ``query``, ``asset_id``)."""
+        return self.store.decisions.all()
 
     def asset_index(self) -> AssetIndex:
         """The matching index of this site's active assets (cached beside the site file)."""
