@@ -63,7 +63,7 @@ class Faces:
 
 
 def _set_up(path: Path, items: Path) -> tuple[int, str]:
-    """Parcels, an event, an API user on duty, five items, one finished report."""
+    """Parcels, an event, an API user on duty, five items, one finished report, a file."""
     with LocalSite(path, SITE, user_id=USER) as site:
         site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
         event = int(site.create_event({"name": "Flood", "tags": ["flood"]})["id"])
@@ -73,6 +73,7 @@ def _set_up(path: Path, items: Path) -> tuple[int, str]:
         request = ImportRequest("item", "damage-assessments", items, event_id=event, region_id=1)
         assert site.run_import(request)["status"] == "COMPLETE"
         site.report_run({"reportId": 2, "params": {"eventId": event}})
+        site.upload_media("note.txt", b"faces", "text/plain")
         return event, key
 
 
@@ -121,6 +122,13 @@ def _instance(document: Any) -> Any:
     return {k: document[k] for k in ("id", "status", "reportId", "rowCount", "params")}
 
 
+def _written(document: Any) -> Any:
+    """A download's answer, with the file it wrote by name and content (each face writes
+    into a folder of its own)."""
+    path = Path(document["file"])
+    return {**document, "file": path.name, "content": path.read_bytes()}
+
+
 def _files(document: Any) -> Any:
     return sorted(Path(path).name for path in document["files"].values())
 
@@ -153,6 +161,16 @@ CASES: dict[str, Case] = {
     "register list": Case(("register", "list")),
     "item list": Case(("item", "list", "--register", "damage-assessment", "--limit", "3")),
     "item get": Case(("item", "get", "3")),
+    "item add": Case(
+        (
+            *("item", "add", "--register", "damage-assessment", "--event-id", "{event}"),
+            *("--field", "damageLevel=Severe"),
+        )
+    ),
+    "item update": Case(("item", "update", "3", "--status", "2")),
+    "item retire": Case(("item", "retire", "4")),
+    "media upload": Case(("media", "upload", "{sample}/users.csv")),
+    "media get": Case(("media", "get", "1", "-o", "{dir}/note.txt"), compare=_written),
     "asset list": Case(("asset", "list", "--impacted", "--limit", "3")),
     "asset get": Case(("asset", "get", "102559")),
     "asset types": Case(("asset", "types")),

@@ -23,6 +23,7 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.matching.lookup import index_from_file
 from toolkit.remote import RemoteSite
 from toolkit.remote.client import Credentials, Profile
+from toolkit.reports.waiting import wait_for_report
 from toolkit.server.app import create_app
 from toolkit.server.state import ServerSettings
 from toolkit.site import LocalSite
@@ -259,8 +260,7 @@ def test_reports_agree(faces: Faces) -> None:
     def run(site: Any) -> dict[str, Any]:
         started = site.report_run({"reportId": 2, "params": {"eventId": faces.event}})
         # The server runs reports in the background; the embedded site has run it already.
-        status = site.report_wait(started["id"])
-        assert status == site.report_status(started["id"])
+        status = wait_for_report(lambda: site.report_status(started["id"]))
         fetched = site.report_fetch(started["id"], "json")
         contents = fetched["contents"]
         # Metadata about when the data was read is a time like the others, and so are the
@@ -414,7 +414,6 @@ CONTRACT = {
     "replace_item": "test_item_writes_agree",
     "report_run": "test_reports_agree",
     "report_status": "test_reports_agree",
-    "report_wait": "test_reports_agree",
     "report_fetch": "test_reports_agree",
     "report_write": "test_report_files_agree",
     "report_list": "test_what_the_api_has_no_route_for_says_so",

@@ -38,6 +38,10 @@ class JobOutcome:
     def to_dict(self) -> dict[str, Any]:
         return self.job
 
+    def warnings(self) -> list[str]:
+        """What the job warns of (the import went on)."""
+        return list((self.job.get("summary") or {}).get("warnings", []))
+
     def failure(self) -> str | None:
         """Why the import failed, or None when it did not."""
         if self.ok:

@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 import pkgutil
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,22 @@ class ImportRule:
 
     def field_named(self, name: str) -> FieldRule | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    def matching_field(self, name: str) -> str | None:
+        """The field a matchingId names: a field's name (or ``id``), else the file's
+        heading for a field (its column or an alias, matched as headings are: any case,
+        spaces or underscores), so ``Reference`` names ``reference``; None if neither."""
+        if name == "id" or self.field_named(name) is not None:
+            return name
+        key = _heading_key(name)
+        return next(
+            (
+                f.name
+                for f in self.fields
+                if any(_heading_key(c) == key for c in (f.column, *f.aliases))
+            ),
+            None,
+        )
 
     def defaults(self) -> dict[str, Any]:
         """Values for fields left empty, applied to inserted rows only."""
@@ -260,6 +276,33 @@ def _reject(
 def _convert(spec: FieldRule, text: pd.Series) -> tuple[pd.Series, np.ndarray, str]:
     """Convert one column; returns the values, a mask of bad cells and the reason for them."""
     return convert_column(spec.type, text, choices=spec.choices, max_length=spec.max_length)
+
+
+def numbers_for_text(
+    rule: ImportRule,
+    column_of: Mapping[str, str],
+    number_columns: Mapping[str, Mapping[str, Any]],
+    *,
+    path: str,
+    sheet: str | None,
+) -> list[str]:
+    """A warning per column a text field of ``rule`` reads whose workbook cells are
+    numbers (``number_columns``, from the XLSX reader): a code typed as 007 in a number
+    cell is the number 7, and would overwrite a stored '007'."""
+    warnings = []
+    for spec in rule.fields:
+        heading = column_of.get(spec.name)
+        found = number_columns.get(heading) if heading is not None else None
+        if spec.type != "text" or not found:
+            continue
+        warnings.append(
+            f"{path}: sheet {sheet!r}, column {heading!r}: {found['count']} cell(s) are "
+            f"numbers in the workbook, e.g. {found['example']!r}, but field {spec.name!r} "
+            "is text: any leading zeros were lost in Excel (007 is stored as 7); format "
+            "the column as Text and retype them, or check them before they overwrite "
+            "stored values"
+        )
+    return warnings
 
 
 def apply_rule(

@@ -35,9 +35,9 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
-from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery, wait_for_report
+from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
 from toolkit.site.ties import mark_ties
-from toolkit.site.writes import SiteWrites
+from toolkit.site.writes import SiteWrites, checked_message
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         return self.store.decisions.all()
 
     def asset_index(self) -> AssetIndex:
-        """The matching index of this site's active assets (cached beside the site file)."""
+        """The matching index of this site's active assets (cached in the site file)."""
         if self.index_cache is not None:
             return self.index_cache.get(self.store)
         from toolkit.site.index_cache import site_asset_index
@@ -255,6 +255,7 @@ class LocalSite(SiteWrites, SiteAdmin):
     # --- events and registers -----------------------------------------------------------
 
     def create_event(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
+        message = checked_message(message)
         columns = self._event_columns(values)
         if not columns.get("name"):
             raise OptionError("an event needs a name")
@@ -305,6 +306,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         message: str | None = None,
     ) -> dict[str, Any]:
         """PATCH (a change-set) or, with ``replace``, PUT (missing fields become null)."""
+        message = checked_message(message)
         self.get_event(event_id)
         if replace:
             missing = [n for n in EVENT_REQUIRED if changes.get(n) in (None, "")]
@@ -544,13 +546,6 @@ class LocalSite(SiteWrites, SiteAdmin):
         """The spec's ``status``: the instance object (2.8)."""
         with self.lock:
             return self._reports(visibility).status(instance_id)
-
-    def report_wait(
-        self, instance_id: int | str, *, visibility: Visibility = EVERYTHING
-    ) -> dict[str, Any]:
-        """The instance once its run has finished: at once when this process ran it, else
-        (a detached worker runs it) when the worker is done."""
-        return wait_for_report(lambda: self.report_status(instance_id, visibility=visibility))
 
     def report_fetch(
         self, instance_id: int | str, format: str = "json", *, visibility: Visibility = EVERYTHING

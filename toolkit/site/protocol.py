@@ -10,7 +10,6 @@ used by ``toolkit serve``); callers that hold a ``Site`` never pass them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, Self
@@ -31,6 +30,7 @@ class Delivery:
     asset_index: Callable[[], AssetIndex | None] | None = None
     force: bool = False  # push again what the journal says was pushed
     poll_interval_s: float | None = None  # between status checks; None: the spec's minimum
+    server_dry_run: bool = False  # the server only plans each chunk; nothing is written
 
 
 DEFAULT_DELIVERY = Delivery()
@@ -43,6 +43,8 @@ class ImportOutcome(Protocol):
     def ok(self) -> bool: ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+    def warnings(self) -> list[str]: ...
 
     def failure(self) -> str | None: ...
 
@@ -150,10 +152,6 @@ class Site(Protocol):
 
     def report_status(self, instance_id: int | str) -> dict[str, Any]: ...
 
-    def report_wait(self, instance_id: int | str) -> dict[str, Any]:
-        """The instance once its run has finished (COMPLETED or FAILED)."""
-        ...
-
     def report_fetch(self, instance_id: int | str, format: str = "json") -> dict[str, Any]: ...
 
     def report_write(
@@ -210,28 +208,6 @@ class Site(Protocol):
     def put_on_duty(self, user: int | str, event_id: int, position: str) -> dict[str, Any]: ...
 
     def take_off_duty(self, user: int | str, event_id: int) -> dict[str, Any]: ...
-
-
-FINISHED = ("COMPLETED", "FAILED")  # the report states a run ends in
-
-
-def wait_for_report(
-    status: Callable[[], dict[str, Any]],
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    first_s: float = 0.1,
-    longest_s: float = 2.0,
-) -> dict[str, Any]:
-    """Ask ``status`` for a report instance until its run has finished; the waits grow
-    from ``first_s`` to ``longest_s``, so a short run is seen soon and a long one is not
-    asked about many times a second."""
-    wait_s = first_s
-    while True:
-        instance = status()
-        if instance["status"] in FINISHED:
-            return instance
-        sleep(wait_s)
-        wait_s = min(wait_s * 2, longest_s)
 
 
 def operations() -> list[str]:
