@@ -338,7 +338,7 @@ def test_cli_bad_input(site_path: Path, tmp_path: Path) -> None:
     )
     assert column.exit_code == 2 and "'number' is not ROLE=HEADING" in column.stderr
     remote = run("--url", "http://127.0.0.1:9", "gazetteer", "info")
-    assert remote.exit_code == 1 and "works on the embedded site file" in remote.stderr
+    assert remote.exit_code == 1 and "the API has no route for it" in remote.stderr
     upgrade = run("--store", str(site_path), "lookup", "x", "--upgrade", "--assets", str(bad))
     assert upgrade.exit_code == 2
     for command in (["gazetteer", "load", "--help"], ["gazetteer", "info", "--help"]):

@@ -28,6 +28,11 @@ DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
 # protocols of the geocoding services it may ask (toolkit.geocoding).
 GeocodingFeature = Literal["premise", "venue", "street", "locality", "postcode", "region"]
 GeocoderProtocol = Literal["nominatim", "pelias"]
+# How an import's data travels in its JSON body.
+DataEncoding = Literal["plain", "base64"]
+# Where an import job and a report instance stand (spec 2.7 and 5).
+JobStatus = Literal["NOT_STARTED", "RUNNING", "COMPLETE", "FAILED"]
+ReportStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED"]
 
 IMPORT_TYPES: tuple[ImportType, ...] = get_args(ImportType)
 OVERWRITE_RULES: tuple[OverwriteRule, ...] = get_args(OverwriteRule)
@@ -43,6 +48,9 @@ ROW_OUTCOMES: tuple[JobCount, ...] = ("inserted", "updated", "unchanged", "skipp
 DATA_TYPES: tuple[DataType, ...] = get_args(DataType)
 GEOCODING_FEATURES: tuple[GeocodingFeature, ...] = get_args(GeocodingFeature)
 GEOCODER_PROTOCOLS: tuple[GeocoderProtocol, ...] = get_args(GeocoderProtocol)
+DATA_ENCODINGS: tuple[DataEncoding, ...] = get_args(DataEncoding)
+JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
+REPORT_STATUSES: tuple[ReportStatus, ...] = get_args(ReportStatus)
 
 
 _Name = TypeVar("_Name", bound=str)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import global_options, is_remote, open_local_site, progress_bar
+from toolkit.cli.context import embedded_only, global_options, open_local_site, progress_bar
 from toolkit.cli.render import render
 
 
@@ -26,13 +26,7 @@ def gazetteer() -> None:
 
 
 def _local_only(what: str) -> None:
-    if is_remote():
-        from toolkit.errors import OptionError
-
-        raise OptionError(
-            f"gazetteer {what} works on the embedded site file; the API has no route for it "
-            "(run it without --url or --profile, with --store)"
-        )
+    embedded_only(f"gazetteer {what} is an operation of the embedded site file")
 
 
 def _columns(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -85,15 +79,11 @@ def load(files: tuple[Path, ...], name: str | None, columns: tuple[str, ...]) ->
       toolkit gazetteer load points.gpkg --column number=HOUSE_NO --column locality=SUBURB
       toolkit --json gazetteer load points.parquet
     """
-    from toolkit.geocoding import describe, load_files
-
     _local_only("load")
     with open_local_site() as site, progress_bar() as progress:
-        _, report = load_files(
-            site.store, list(files), name=name, columns=_columns(columns), progress=progress
+        result = site.load_gazetteer(
+            list(files), name=name, columns=_columns(columns), progress=progress
         )
-        info = describe(site.store) or {}
-    result = {**info, "read": report.read, "kept": report.kept, "examples": report.examples}
     render(result, lines=_load_lines)
 
 
@@ -123,11 +113,9 @@ def info() -> None:
       toolkit gazetteer info
       toolkit --json gazetteer info
     """
-    from toolkit.geocoding import describe
-
     _local_only("info")
     with open_local_site() as site:
-        result = describe(site.store)
+        result = site.gazetteer_info()
         where = f"site {site.name!r} of {site.db.path}"
     render(result, lines=lambda r: _info_lines(r, where))
 
@@ -157,7 +145,7 @@ def remove() -> None:
     """
     _local_only("remove")
     with open_local_site() as site:
-        removed = site.store.gazetteers.remove()
+        removed = site.remove_gazetteer()
     render(
         {"removed": removed},
         lines=lambda r: ["Removed the gazetteer" if r["removed"] else "There was no gazetteer"],

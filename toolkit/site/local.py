@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.geocoding import LazyGeocoder
 from toolkit.importing.pipeline import ImportRequest, ImportRunner, job_object
+from toolkit.importing.results import JobOutcome
 from toolkit.importing.tasks import ImportExecutor
 from toolkit.importing.tasks import inline_executor as inline_import_executor
 from toolkit.model.shapes import (
@@ -35,10 +36,14 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
+from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
+from toolkit.site.ties import mark_ties
 from toolkit.site.writes import SiteWrites, checked_message
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from toolkit.geocoding import GazetteerCache
     from toolkit.matching import AssetIndex, Geocoder, LookupOptions
 
@@ -168,6 +173,16 @@ class LocalSite(SiteWrites, SiteAdmin):
 
     # --- rules and imports --------------------------------------------------------------
 
+    def import_file(
+        self,
+        request: ImportRequest,
+        *,
+        progress: Progress = no_progress,
+        delivery: Delivery = DEFAULT_DELIVERY,
+    ) -> JobOutcome:
+        """Import a file in place, as one job (``delivery`` is for a server: unused)."""
+        return JobOutcome(self.run_import(request, progress=progress))
+
     def run_import(
         self, request: ImportRequest, *, progress: Progress = no_progress
     ) -> dict[str, Any]:
@@ -184,6 +199,15 @@ class LocalSite(SiteWrites, SiteAdmin):
             geocoder=LazyGeocoder(self.geocoder),
         )
         return runner.run(request)
+
+    def remember_decisions(self, decisions: pd.DataFrame) -> int:
+        """Keep a reviewer's match decisions (columns ``query``, ``asset_id``) for every
+        later lookup and import of this site; returns how many were kept."""
+        return self.store.decisions.remember(decisions)
+
+    def match_decisions(self) -> pd.DataFrame:
+        """Every remembered match decision of this site (columns ``query``, ``asset_id``)."""
+        return self.store.decisions.all()
 
     def asset_index(self) -> AssetIndex:
         """The matching index of this site's active assets (cached in the site file)."""
@@ -205,15 +229,15 @@ class LocalSite(SiteWrites, SiteAdmin):
         from toolkit.matching import checked_options, queries_from_spec, resolve, to_spec_result
 
         index = self.asset_index()
-        checked = checked_options(index, options)
-        frame = (
-            pd.DataFrame({"query": pd.array([queries], dtype="str")})
-            if isinstance(queries, str)
-            else queries_from_spec(queries)
-        )
+        if isinstance(queries, str):  # the GET form: one query, answered as "1"
+            checked = checked_options(index, options)
+            frame = pd.DataFrame({"query": pd.array([queries], dtype="str")})
+        else:
+            frame = queries_from_spec(queries)
+            checked = checked_options(index, options)
         resolved = resolve(index, frame, checked, geocoder=self.geocoder())
         index, resolved = self.upgrade_places(index, resolved, checked)
-        return to_spec_result(index, resolved, output)
+        return mark_ties(to_spec_result(index, resolved, output), resolved)
 
     def geocoder(self) -> Geocoder:
         """Where a lookup turns when no asset matches: the site's gazetteer, then the
@@ -223,6 +247,35 @@ class LocalSite(SiteWrites, SiteAdmin):
         if self.gazetteer_cache is None:
             self.gazetteer_cache = GazetteerCache()
         return site_sources(self.store, self.gazetteer_cache, self.geocoding_service)
+
+    def load_gazetteer(
+        self,
+        paths: list[Path],
+        *,
+        name: str | None = None,
+        columns: Mapping[str, str] | None = None,
+        progress: Progress = no_progress,
+    ) -> dict[str, Any]:
+        """Make the address points of ``paths`` the site's gazetteer (``toolkit.geocoding``);
+        what it holds and what was left out."""
+        from toolkit.geocoding import describe, load_files
+
+        with self.lock:
+            _, report = load_files(self.store, paths, name=name, columns=columns, progress=progress)
+            info = describe(self.store) or {}
+        return {**info, "read": report.read, "kept": report.kept, "examples": report.examples}
+
+    def gazetteer_info(self) -> dict[str, Any] | None:
+        """The site's gazetteer (name, files, points by feature, size), or None."""
+        from toolkit.geocoding import describe
+
+        with self.lock:
+            return describe(self.store)
+
+    def remove_gazetteer(self) -> bool:
+        """Drop the site's gazetteer; whether there was one."""
+        with self.lock:
+            return self.store.gazetteers.remove()
 
     def upgrade_places(
         self, index: AssetIndex, resolved: Any, options: LookupOptions
