@@ -167,7 +167,7 @@ def import_command(
           --event-id 1 --region-id 1 --dry-run --rejects rejects.csv
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
-      export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
+      ./export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
     """
     with input_file(file, options["file_format"]) as (source, name):
         _import(source, name, assets_file, force, poll_interval, links_file, options)
