@@ -14,6 +14,7 @@ import threading
 import time
 
 import geopandas as gpd
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -48,7 +49,7 @@ def site_asset_frame(store: SiteStore) -> gpd.GeoDataFrame:
             column = f"{name} (extra)" if name in ASSET_FIELDS else str(name)
             values = extra[name]
             frame[column] = values.astype("str").where(values.notna(), None)
-    geometry = shapely.from_wkb(raw["geometry"].to_numpy()) if len(raw) else []
+    geometry = shapely.from_wkb(raw["geometry"].to_numpy()) if len(raw) else np.empty(0, object)
     return gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geometry, crs=4326))
 
 
@@ -56,7 +57,8 @@ def _extra_columns(extra_info: pd.Series) -> pd.DataFrame:
     """Every asset's extraInfo object as columns, parsed by Arrow's multithreaded reader."""
     lines = ("\n".join(extra_info.tolist()) + "\n").encode("utf-8")
     try:
-        return pa_json.read_json(io.BytesIO(lines)).to_pandas()
+        frame: pd.DataFrame = pa_json.read_json(io.BytesIO(lines)).to_pandas()
+        return frame
     except pa.ArrowInvalid:
         # A code that is a number in one asset and text in another: the slower, lenient way.
         return pd.read_json(io.StringIO(lines.decode("utf-8")), lines=True, dtype=False)

@@ -22,7 +22,7 @@ import pandas as pd
 from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
-from toolkit.store.sql import Where, json_path
+from toolkit.store.sql import SqlValue, Where, json_path, one_row
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
@@ -144,14 +144,16 @@ class ReportStore:
             )
 
     def get(self, instance_id: int) -> sqlite3.Row | None:
-        return self.db.connection.execute(
-            "SELECT * FROM report_instance WHERE id = ? AND site_id = ?",
-            (instance_id, self.site_id),
-        ).fetchone()
+        return one_row(
+            self.db.connection.execute(
+                "SELECT * FROM report_instance WHERE id = ? AND site_id = ?",
+                (instance_id, self.site_id),
+            )
+        )
 
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
-    def _chunks(self, sql: str, params: Sequence[object]) -> Iterator[pd.DataFrame]:
+    def _chunks(self, sql: str, params: Sequence[SqlValue]) -> Iterator[pd.DataFrame]:
         yield from pd.read_sql_query(
             sql, self.db.connection, params=list(params), chunksize=CHUNK_ROWS
         )
@@ -187,7 +189,7 @@ class ReportStore:
             where.add("i.date_created <= ?", created_to)
         if is_template is not None:
             where.add("i.is_template = ?", int(is_template))
-        extract_params: list[object] = [json_path(name) for name in register_fields]
+        extract_params: list[SqlValue] = [json_path(name) for name in register_fields]
         extracted = "".join(
             f", json_extract(i.fields, ?) AS f{n}" for n in range(len(register_fields))
         )
