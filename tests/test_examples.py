@@ -5,9 +5,10 @@ Each README command line (the ``sh`` blocks that run ``toolkit``) and each comma
 ``sample_data/`` and stand-ins for the reader's own files that examples name
 (``legacy.csv``, ``backup.zip``, ...; made from the sample below). The README is run top to
 bottom in one folder, as a reader following the tour would; each command's examples in a
-fresh copy. A line must exit 0, write the file it names, print something, find something
-where it looks something up (never ``0 of 0`` or ``0 matched``) and never print Python's
-``None``. Lines that cannot run in a test (a server that runs until stopped, one at an
+fresh copy that also holds what a reader made first (an API key, an uploaded photo). A line
+must exit 0 (or a documented status), write the file it names, print something, find
+something where it looks something up (never ``0 of 0`` or ``0 matched``) and never print
+Python's ``None``. Lines that cannot run in a test (a server that runs until stopped, one at an
 address of the reader's, a million-row workload) are listed in ``NOT_RUN`` with the reason;
 Click still parses them, so their options and choices are checked.
 """
@@ -222,8 +223,15 @@ def demo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    # What a reader has made before the examples that use it: an API key to revoke and a
-    # photo uploaded (media file 1).
+    return folder
+
+
+@pytest.fixture(scope="module")
+def prepared_folder(demo_folder: Path) -> Path:
+    """The demo folder with what a reader made before the help examples that use it (the
+    README makes its own as it goes): an API key to revoke, a photo uploaded (file 1)."""
+    folder = demo_folder.with_name("prepared")
+    shutil.copytree(demo_folder, folder, symlinks=True)
     store = str(folder / "toolkit.sqlite")
     for made in (["api-key", "issue", "apiuser"], ["media", "upload", str(folder / "roof.jpg")]):
         done = CliRunner().invoke(cli, ["--store", store, *made])
@@ -379,11 +387,10 @@ def run_script(lines: list[str], folder: Path) -> list[str]:
     return failures
 
 
-@pytest.fixture
-def work(demo_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh copy of the demo folder, as the current folder, with no TOOLKIT_ settings."""
+def _work(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh copy of ``source``, as the current folder, with no TOOLKIT_ settings."""
     folder = tmp_path / "work"
-    shutil.copytree(demo_folder, folder, symlinks=True)
+    shutil.copytree(source, folder, symlinks=True)
     for name in list(os.environ):
         if name.startswith("TOOLKIT_"):
             monkeypatch.delenv(name)
@@ -401,14 +408,20 @@ def test_not_run_lines_are_examples_that_still_exist() -> None:
 
 
 @pytest.mark.slow
-def test_the_readme_examples_work_in_order_on_a_demo_site(work: Path) -> None:
+def test_the_readme_examples_work_in_order_on_a_demo_site(
+    demo_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = _work(demo_folder, tmp_path, monkeypatch)
     failures = run_script(readme_examples(), work)
     assert not failures, "\n".join(failures)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(help_examples()), ids=lambda c: c or "toolkit")
-def test_each_commands_help_examples_work_on_a_demo_site(command: str, work: Path) -> None:
+def test_each_commands_help_examples_work_on_a_demo_site(
+    command: str, prepared_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = _work(prepared_folder, tmp_path, monkeypatch)
     failures = run_script(help_examples()[command], work)
     assert not failures, "\n".join(failures)
 
