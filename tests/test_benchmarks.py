@@ -41,6 +41,10 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ["--size", "300"],
         [
             r"item import: COMPLETE in " + N + " s",
+            rf"  read +{N} s +{N} s +{N}   pyarrow.csv.read_csv",
+            rf"  store +{N} s +{N} s +{N}   bare executemany",
+            rf" +{N} s +{N} s +{N}   bare executemany \+ the store's set-wise audit statement",
+            rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) {N} s: ratio {N}",
             rf"store stage {N} s vs bare executemany of the same {N} rows {N} s: ratio {N} "
             r"\(target <= [\d.]+\)",
             rf"whole item import {N} s \(target <= {N} s\); peak memory {N} MiB \(target < {N}\)",
