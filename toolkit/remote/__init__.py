@@ -39,7 +39,9 @@ def open_site(
         from toolkit.remote.client import load_profile
         from toolkit.remote.site import RemoteSite
 
-        return RemoteSite(load_profile(profile, base_url=url, site=remote_site))
+        return RemoteSite(
+            load_profile(profile, base_url=url, site=remote_site), rule_paths=rule_paths
+        )
     return LocalSite(store, site, user_id=user_id, create=create, rule_paths=rule_paths)
 
 
