@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from toolkit.cli.context import (
     open_local_site,
     progress_bar,
     settings,
+    toolkit_invocation,
 )
 from toolkit.cli.render import counts_line, render
 
@@ -53,7 +55,7 @@ def demo(sample_dir: Path | None, out_dir: Path) -> None:
     \b
     Examples:
       toolkit demo
-      toolkit --store /tmp/demo.sqlite demo --out /tmp/demo-output
+      toolkit --store demo.sqlite demo --out demo-output
       toolkit --json demo --quiet
     """
     from toolkit.sample.demo import check_sample_dir, packaged_sample_dir, run_demo
@@ -116,9 +118,10 @@ def _demo_lines(document: dict[str, Any]) -> list[str]:
     lines.append("Outputs:")
     for label, path in document["outputs"].items():
         lines.append(f"  {label}: {path}")
-    store = settings().store
+    # Whole commands that run as printed, with or without the environment activated.
+    toolkit = f"{toolkit_invocation()} --store {shlex.quote(str(settings().store))}"
     lines.append(
-        f"Next: toolkit --store {store} item list --register damage-assessment --limit 5\n"
-        f"      toolkit --store {store} asset list --impacted --limit 5"
+        f"Next: {toolkit} item list --register damage-assessment --limit 5\n"
+        f"      {toolkit} asset list --impacted --limit 5"
     )
     return lines

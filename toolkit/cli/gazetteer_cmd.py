@@ -75,6 +75,8 @@ def load(files: tuple[Path, ...], name: str | None, columns: tuple[str, ...]) ->
     \b
     Examples:
       toolkit gazetteer load VIC_ADDRESS_DETAIL_GNAF_CORE.psv --name gnaf-2026-02
+      toolkit lookup "12 Avalon Crt Buninyong" --required-feature premise \\
+          --upgrade --asset-class Property   # no asset: the gazetteer's, made one
       toolkit gazetteer load vic.csv nsw.csv --name openaddresses
       toolkit gazetteer load points.gpkg --column number=HOUSE_NO --column locality=SUBURB
       toolkit --json gazetteer load points.parquet

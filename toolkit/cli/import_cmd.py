@@ -208,8 +208,8 @@ def import_command(
           --event-id 1 --region-id 1 --dry-run --rejects rejects.csv
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
-      export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
-      toolkit --url https://staging.example.org import damage.csv --type item \
+      ./export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
+      toolkit --url https://staging.example.org import damage.csv --type item \\
           --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
     """
     if server_dry_run:

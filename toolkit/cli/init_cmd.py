@@ -22,7 +22,7 @@ def init() -> None:
     \b
     Examples:
       toolkit init
-      toolkit --store /srv/toolkit/council.sqlite --site staging init
+      toolkit --store council.sqlite --site staging init
       toolkit --json init
     """
     from toolkit.site import init_site

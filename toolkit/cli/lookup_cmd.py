@@ -168,14 +168,13 @@ def lookup(
 
     \b
     Examples:
-      toolkit lookup "12 SMITH ST BALLARAT" --mode soundex --max-rank 3
-      toolkit lookup 005123 --mode code --code-field propnum --assets sample_data/parcels.zip
+      toolkit lookup "11 SMITH ST BALLARAT CENTRAL" --mode soundex --max-rank 3
+      toolkit lookup 003938 --mode code --code-field propnum --assets sample_data/parcels.zip
       toolkit lookup --file sample_data/damage_assessments.csv --column Address \\
-          --code-column Reference --assets sample_data/parcels.zip --index /tmp/parcels.idx \\
+          --code-column Reference --assets sample_data/parcels.zip --index parcels.idx \\
           --max-rank 3 --fallback-mode fuzzy -o matches.csv
       toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
       cut -d, -f1,2 damage.csv | toolkit lookup --file - --column Address -o - > matches.csv
-      toolkit lookup "12 Smtih St Kew" --required-feature premise --upgrade --asset-class Property
 
     Where no asset matches, the site's gazetteer (`toolkit gazetteer load`) and then the
     geocoding service (the config file's geocoder, or TOOLKIT_GEOCODER) are asked.
