@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.reports.catalogue import band_counts
+from toolkit.reports.charts import severity_colours, stacked_bars, time_series
 from toolkit.reports.csv_file import iso_text
 from toolkit.reports.snapshot import Snapshot
 
@@ -135,9 +137,53 @@ def _map(snapshot: Snapshot, title: str) -> str:
     )
 
 
-def _chart(snapshot: Snapshot, chart: Mapping[str, Any] | None) -> str:
+def _stack_labels(header: Mapping[str, Any], stacks: list[str]) -> list[str]:
+    labels = {f["key"]: f["label"] for f in header["spec"]}
+    return [str(labels.get(s, s)) for s in stacks]
+
+
+def _stacked(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, Any]) -> str:
+    """Bars per value of the chart's key, made of its count columns, largest first."""
+    stacks = list(chart.get("stacks") or [])
+    frame = pd.DataFrame(
+        {k: snapshot.column(k).to_pandas() for k in [chart["key"], *stacks]}
+    ).fillna({chart["key"]: "(empty)"})
+    sums = frame.groupby(chart["key"])[stacks].sum()
+    sums = sums.loc[sums.sum(axis=1).sort_values(ascending=False).index][:MAX_BARS]
+    return stacked_bars(
+        chart["title"],
+        [str(c) for c in sums.index],
+        _stack_labels(header, stacks),
+        {
+            label: sums[key].tolist()
+            for key, label in zip(stacks, _stack_labels(header, stacks), strict=True)
+        },
+        severity_colours(len(stacks)),
+    )
+
+
+def _series(header: Mapping[str, Any], chart: Mapping[str, Any]) -> str:
+    """Stacked columns per date from the metadata table the chart names."""
+    rows = next((m["value"] for m in header["meta"] if m["key"] == chart["key"]), None) or []
+    stacks = list(chart.get("stacks") or [])
+    labels = _stack_labels(header, stacks)
+    dated = [r for r in rows if str(r.get("date", "")).startswith(("1", "2"))]
+    return time_series(
+        chart["title"],
+        [str(r["date"]) for r in dated],
+        labels,
+        {label: [int(r.get(k, 0)) for r in dated] for k, label in zip(stacks, labels, strict=True)},
+        severity_colours(len(stacks)),
+    )
+
+
+def _chart(snapshot: Snapshot, chart: Mapping[str, Any] | None, header: Mapping[str, Any]) -> str:
     if not chart or snapshot.row_count == 0:
         return ""
+    if chart["kind"] == "stacked":
+        return _stacked(snapshot, header, chart)
+    if chart["kind"] == "series":
+        return _series(header, chart)
     if chart["kind"] == "map":
         return _map(snapshot, chart["title"])
     if chart["kind"] == "bands":
@@ -148,6 +194,8 @@ def _chart(snapshot: Snapshot, chart: Mapping[str, Any] | None) -> str:
 def _cell_text(column: pa.Array, kind: str) -> list[str]:
     if kind == "timestamp":
         column = iso_text(column)
+    elif kind == "date":
+        column = column.cast(pa.string())
     values = column.to_pylist()
     if kind == "boolean":
         return ["" if v is None else ("yes" if v else "no") for v in values]
@@ -202,8 +250,8 @@ def write_html(
         f"<h1>{name}</h1><p class='sub'>{total:,} rows; generated {_e(generated)}</p>"
         f"<h2>Filters</h2>{_facts(header['filter'])}"
         f"<h2>Data quality</h2>{_facts(header['meta'])}"
-        f"{_chart(snapshot, header.get('chart'))}"
-        f"{''.join(_chart(snapshot, chart) for chart in header.get('charts', []))}"
+        f"{_chart(snapshot, header.get('chart'), header)}"
+        f"{''.join(_chart(snapshot, chart, header) for chart in header.get('charts', []))}"
         f"<h2>Rows</h2>{note}{_table(snapshot, list(header['spec']), max_rows)}"
         "</body></html>"
     )

@@ -215,7 +215,7 @@ class ReportRunner:
         narrowed = bool(scope) and None not in scope
         drawn = sorted(scope) if narrowed else visible
         path = self.store.reports.snapshot_path(instance_id)
-        with SnapshotWriter(path, gathered.spec) as writer:
+        with SnapshotWriter(path, gathered.spec, geometry=gathered.geometry) as writer:
             for frame in gathered.chunks:
                 writer.write(frame)
         generated = self.store.db.clock()
@@ -241,18 +241,21 @@ class ReportRunner:
                     )
                 )
             rows = snapshot.row_count
-        chart = definition.chart
+        charts = (
+            gathered.charts
+            if gathered.charts is not None
+            else tuple(c for c in (definition.chart, *definition.more_charts) if c is not None)
+        )
         header = {
             "name": definition.name,
             "meta": [m.describe() for m in meta],
             "filter": definition.filters(typed),
             "spec": [f.describe() for f in gathered.spec],
-            "chart": None
-            if chart is None
-            else {"kind": chart.kind, "title": chart.title, "key": chart.key},
-            "charts": [
-                {"kind": c.kind, "title": c.title, "key": c.key} for c in definition.more_charts
-            ],
+            # How the other formats draw and lay out the rows (not part of the JSON).
+            "chart": charts[0].describe() if charts else None,
+            "charts": [c.describe() for c in charts[1:]],
+            "levels": list(gathered.levels),
+            "tables": [{"key": k, "title": t} for k, t in gathered.tables],
             # Not part of the contents: who may read them (see _readable).
             "visibility": None if drawn is None else [int(e) for e in drawn],
         }

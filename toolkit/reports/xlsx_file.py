@@ -32,7 +32,7 @@ WORKBOOK_OPTIONS = {
     "strings_to_numbers": False,
 }
 MIN_WIDTH, MAX_WIDTH = 8, 60
-TYPE_WIDTHS = {"integer": 10, "number": 14, "timestamp": 20, "boolean": 9}
+TYPE_WIDTHS = {"integer": 10, "number": 14, "timestamp": 20, "boolean": 9, "date": 11}
 
 
 def _excel_days(column: pa.Array) -> pa.Array:
@@ -81,6 +81,7 @@ class _DataSheets:
             {"bold": True, "font_color": "#FFFFFF", "bg_color": "#1F4E78", "border": 1}
         )
         self.date = workbook.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
+        self.day = workbook.add_format({"num_format": "yyyy-mm-dd"})
         self.quoted = workbook.add_format({"quote_prefix": True})
         self.sheets = []
         for number in range(count):
@@ -112,6 +113,9 @@ class _DataSheets:
             kind = field["type"]
             if kind == "timestamp":
                 cells.append((sheet.write_number, _excel_days(column).to_pylist(), self.date, None))
+            elif kind == "date":
+                days = pc.add(column.cast(pa.int32()).cast(pa.float64()), EXCEL_EPOCH_DAYS)
+                cells.append((sheet.write_number, days.to_pylist(), self.day, None))
             elif kind in ("integer", "number"):
                 cells.append((sheet.write_number, column.to_pylist(), None, None))
             elif kind == "boolean":

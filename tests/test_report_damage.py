@@ -1,0 +1,169 @@
+"""The damage summary (report 6) and impacted assets (report 2) on the demo site built
+from sample_data/: every number is checked against the items and assets themselves,
+counted here independently with pandas; unknown names make a run FAILED."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from toolkit.sample.demo import run_demo
+from toolkit.site import LocalSite
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+LEVELS = ["None", "Minor", "Moderate", "Severe", "Destroyed"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    folder = tmp_path_factory.mktemp("demo")
+    site = LocalSite(folder / "site.sqlite", "default")
+    result = run_demo(site, SAMPLE, folder / "out")
+    assert result.ok
+    yield site, result
+    site.close()
+
+
+def _all(site: LocalSite, method: str, params: dict[str, str]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    while True:
+        page = getattr(site, method)({**params, "limit": "1000", "offset": str(len(records))})
+        models = list(page["models"].values())
+        records += models
+        if not models or len(records) >= int(page["total"]):
+            return records
+
+
+def _contents(site: LocalSite, report_id: int, **params: Any) -> dict[str, Any]:
+    queued = site.report_run({"reportId": report_id, "params": params})
+    instance = site.report_status(queued["id"])
+    assert instance["status"] == "COMPLETED", instance["result"]
+    contents: dict[str, Any] = site.report_fetch(queued["id"])["contents"]
+    return contents
+
+
+def _failed(site: LocalSite, report_id: int, **params: Any) -> str:
+    queued = site.report_run({"reportId": report_id, "params": params})
+    instance = site.report_status(queued["id"])
+    assert instance["status"] == "FAILED", instance
+    return str(instance["result"])
+
+
+@pytest.fixture(scope="module")
+def items(demo: Any) -> pd.DataFrame:
+    """The event's active items with their parcel's locality, counted independently."""
+    site, result = demo
+    event = str(result.event["id"])
+    records = _all(site, "list_items", {"registerId": "damage-assessment", "eventId": event})
+    frame = pd.DataFrame(records)
+    frame = frame[frame["status"] > 0]
+    assets = pd.DataFrame(_all(site, "list_assets", {"type": "Property"}))
+    locality = {
+        int(a["id"]): {e["key"]: e["value"] for e in a["extraInfo"]}.get("locality")
+        for a in assets.to_dict("records")
+    }
+    frame["locality"] = [
+        "(no parcel)" if pd.isna(a) else locality[int(a)] for a in frame["assetId"]
+    ]
+    frame["rank"] = frame["damageLevel"].map({lv: n for n, lv in enumerate(LEVELS)})
+    return frame
+
+
+def test_summary_counts_match_the_items(demo: Any, items: pd.DataFrame) -> None:
+    site, result = demo
+    contents = _contents(site, 6, eventId=result.event["id"])
+    rows = {r["locality"]: r for r in contents["data"]}
+    assert set(rows) == set(items["locality"])
+    for locality, group in items.groupby("locality"):
+        row = rows[locality]
+        counts = group["damageLevel"].value_counts()
+        for level in LEVELS:
+            assert row[f"level{level}"] == counts.get(level, 0), (locality, level)
+        assert row["items"] == len(group)
+        assert row["damagedItems"] == int((group["rank"] > 0).sum())
+        unhoused = group["habitable"].eq(False)
+        assert row["uninhabitable"] == int(unhoused.sum())
+        assert row["occupantsDisplaced"] == int(group.loc[unhoused, "occupants"].fillna(0).sum())
+        parcels = group.dropna(subset=["assetId"]).groupby("assetId")["rank"].max()
+        assert row["assessedParcels"] == len(parcels)
+        assert row["damagedParcels"] == int((parcels > 0).sum())
+        assert row["event"] == "Sample flood 2026"
+    meta = {m["key"]: m["value"] for m in contents["meta"]}
+    assert meta["items"] == len(items)
+    assert meta["byLevel"] == {lv: int((items["damageLevel"] == lv).sum()) for lv in LEVELS}
+    assert meta["uninhabitable"] == int(items["habitable"].eq(False).sum())
+    parcels = items.dropna(subset=["assetId"]).groupby("assetId")["rank"].max()
+    assert (meta["assessedParcels"], meta["damagedParcels"]) == (
+        len(parcels),
+        int((parcels > 0).sum()),
+    )
+    by_date = pd.DataFrame(meta["byInspectionDate"]).set_index("date")
+    expected = items.groupby(["inspectionDate", "damageLevel"]).size().unstack(fill_value=0)
+    for day, row in expected.iterrows():
+        for level in LEVELS:
+            assert by_date.loc[day, f"level{level}"] == row.get(level, 0)
+    assert by_date[[f"level{lv}" for lv in LEVELS]].to_numpy().sum() == len(items)
+
+
+def test_summary_filters_on_inspection_date(demo: Any, items: pd.DataFrame) -> None:
+    site, result = demo
+    contents = _contents(
+        site, 6, eventId=result.event["id"], inspectedFrom="2026-02-10", inspectedTo="2026-02-20"
+    )
+    inside = items["inspectionDate"].between("2026-02-10", "2026-02-20")
+    assert sum(r["items"] for r in contents["data"]) == int(inside.sum()) > 0
+    assert int(inside.sum()) < len(items)
+
+
+def test_impacted_assets_are_the_damaged_ones_with_address_and_worst_level(
+    demo: Any, items: pd.DataFrame
+) -> None:
+    site, result = demo
+    contents = _contents(site, 2, eventId=result.event["id"])
+    linked = items.dropna(subset=["assetId"])
+    worst = linked.groupby("assetId")["rank"].max()
+    damaged = worst[worst > 0]
+    rows = {r["id"]: r for r in contents["data"]}
+    assert set(rows) == {int(a) for a in damaged.index}
+    for asset_id, rank in damaged.items():
+        row = rows[int(asset_id)]
+        assert row["worstLevel"] == LEVELS[int(rank)]
+        assert row["address"] and row["locality"] and row["regionId"] == 1
+    meta = {m["key"]: m["value"] for m in contents["meta"]}
+    assert (meta["assessedAssets"], meta["damagedAssets"]) == (len(worst), len(damaged))
+    assert meta["impactMeans"] is True
+    every = _contents(site, 2, eventId=result.event["id"], impact="any")
+    assert len(every["data"]) == len(worst) > len(damaged)
+
+
+def test_register_fields_are_columns_and_names_replace_codes(demo: Any) -> None:
+    site, result = demo
+    contents = _contents(site, 1, eventId=result.event["id"])  # no registerId: the only one
+    spec = {f["key"]: f["type"] for f in contents["spec"]}
+    assert spec["damageLevel"] == "text" and spec["inspectionDate"] == "date"
+    assert "fields" not in spec
+    first = contents["data"][0]
+    assert (first["event"], first["register"], first["status"]) == (
+        "Sample flood 2026",
+        "Damage assessments",
+        "active",
+    )
+    assert first["inspectionDate"] == "2026-02-17"
+
+
+def test_unknown_names_make_the_run_failed(demo: Any) -> None:
+    site, result = demo
+    event = result.event["id"]
+    reason = _failed(site, 1, eventId=event, registerId="damage-assesment")
+    assert "registerId 'damage-assesment': no such register" in reason
+    assert "damage-assessment" in reason
+    assert "import job 999 does not exist" in _failed(site, 4, jobId=999)
+    assert "no such register" in _failed(site, 6, registerId="nope")
+    assert "no such register" in _failed(site, 2, registerId="nope")
+    assert "no such asset class; classes:" in _failed(site, 2, type="Parcel")
+    assert "import job 999 does not exist" in _failed(site, 5, importJobId=999)
+    assert "no such item" in _failed(site, 5, itemId=99999)
+    assert "event 77 does not exist" in _failed(site, 6, eventId=77)
