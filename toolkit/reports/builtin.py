@@ -479,7 +479,7 @@ def _probability_meta(snapshot: Snapshot) -> list[MetaEntry]:
 
 def _job_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
     job = store.jobs.get(params["jobId"])
-    return set() if job is None else job_events(job)
+    return set() if job is None else job_events(dict(zip(job.keys(), job, strict=True)))
 
 
 def _matching_quality(
@@ -570,7 +570,7 @@ def _audit_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]
     if params["importJobId"] is not None:
         job = store.jobs.get(params["importJobId"])
         if job is not None:
-            events |= job_events(job)
+            events |= job_events(dict(zip(job.keys(), job, strict=True)))
     return events
 
 

@@ -40,7 +40,8 @@ def iso_text(column: pa.Array) -> pa.Array:
 def labels(header: Mapping[str, Any]) -> list[str]:
     """Column headings: the fields' labels, themselves made safe (labels can come from rules)."""
     names = pa.array([f["label"] for f in header["spec"]], pa.string())
-    return safe_text(names).to_pylist()
+    safe: list[str] = safe_text(names).to_pylist()
+    return safe
 
 
 def _csv_batch(batch: pa.RecordBatch, names: list[str]) -> pa.RecordBatch:

@@ -10,7 +10,7 @@ are read by the damage-assessment names (``damageLevel``, ``inspectionDate``,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +77,7 @@ class Register:
         )
 
 
-def _register(row: Mapping[str, Any]) -> Register:
+def _register(row: Any) -> Register:  # a sqlite3.Row
     return Register(str(row["id"]), str(row["name"]), tuple(json.loads(row["fields"])))
 
 

@@ -213,7 +213,7 @@ class ReportRunner:
         # The events the snapshot drew on: those the parameters name when they name
         # some (the rows are theirs alone), else every visible one (None: every event).
         narrowed = bool(scope) and None not in scope
-        drawn = sorted(scope) if narrowed else visible
+        drawn = sorted(e for e in scope if e is not None) if narrowed else visible
         path = self.store.reports.snapshot_path(instance_id)
         with SnapshotWriter(path, gathered.spec, geometry=gathered.geometry) as writer:
             for frame in gathered.chunks:

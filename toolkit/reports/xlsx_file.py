@@ -49,7 +49,8 @@ def _risky(column: pa.Array) -> list[bool] | None:
     suspects = pd.Series(pc.filter(column, starts).to_pandas(), dtype="string")
     mask = starts.to_numpy(zero_copy_only=False).copy()
     mask[mask] = (neutralise_formulas(suspects) != suspects).fillna(False).to_numpy(dtype=bool)
-    return mask.tolist()
+    risky: list[bool] = mask.tolist()
+    return risky
 
 
 def _widths(spec: list[dict[str, Any]], first: pa.RecordBatch | None) -> list[int]:

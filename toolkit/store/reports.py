@@ -14,6 +14,7 @@ import socket
 import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -161,14 +162,15 @@ class ReportStore:
             )
 
     def get(self, instance_id: int) -> sqlite3.Row | None:
-        return self.db.connection.execute(
+        row: sqlite3.Row | None = self.db.connection.execute(
             "SELECT * FROM report_instance WHERE id = ? AND site_id = ?",
             (instance_id, self.site_id),
         ).fetchone()
+        return row
 
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
-    def _chunks(self, sql: str, params: Sequence[object]) -> Iterator[pd.DataFrame]:
+    def _chunks(self, sql: str, params: Sequence[Any]) -> Iterator[pd.DataFrame]:
         yield from pd.read_sql_query(
             sql, self.db.connection, params=list(params), chunksize=CHUNK_ROWS
         )
