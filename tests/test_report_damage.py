@@ -167,3 +167,69 @@ def test_unknown_names_make_the_run_failed(demo: Any) -> None:
     assert "import job 999 does not exist" in _failed(site, 5, importJobId=999)
     assert "no such item" in _failed(site, 5, itemId=99999)
     assert "event 77 does not exist" in _failed(site, 6, eventId=77)
+
+
+# --- dates, times and the site's time zone ---------------------------------------------
+
+
+def _file(site: LocalSite, instance: str, fmt: str, **options: Any) -> bytes:
+    import io
+
+    out = io.BytesIO()
+    site.report_write(instance, fmt, out, **options)
+    return out.getvalue()
+
+
+def _run(site: LocalSite, report_id: int, **params: Any) -> str:
+    queued = site.report_run({"reportId": report_id, "params": params})
+    assert site.report_status(queued["id"])["status"] == "COMPLETED"
+    return str(queued["id"])
+
+
+def test_times_are_in_the_sites_zone_and_dates_are_typed(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import csv
+    import io
+    from datetime import date, datetime, timedelta
+
+    import openpyxl
+
+    site, result = demo
+    monkeypatch.setenv("TOOLKIT_TIMEZONE", "Australia/Melbourne")
+    instance = _run(site, 1, eventId=result.event["id"])
+    item = site.get_item(1)
+    utc = datetime.fromisoformat(item["dateCreated"])
+    text = _file(site, instance, "csv").decode("utf-8")
+    row = next(csv.DictReader(io.StringIO(text)))
+    local = datetime.fromisoformat(row["Created (Australia/Melbourne)"])
+    assert local == utc and local.utcoffset() in (timedelta(hours=10), timedelta(hours=11))
+    assert row["Inspection Date"] == "2026-02-17"
+    path = tmp_path / "items.xlsx"
+    path.write_bytes(_file(site, instance, "xlsx"))
+    sheet = openpyxl.load_workbook(path)["Data"]
+    heads = [c.value for c in sheet[1]]
+    first = [c.value for c in sheet[2]]
+    assert first[heads.index("Inspection Date")] == datetime(2026, 2, 17)
+    assert sheet.cell(2, heads.index("Inspection Date") + 1).number_format == "yyyy-mm-dd"
+    created = first[heads.index("Created (Australia/Melbourne)")]
+    assert abs(created - local.replace(tzinfo=None)) < timedelta(milliseconds=1)
+    contents = site.report_fetch(instance)["contents"]
+    meta = {m["key"]: m["value"] for m in contents["meta"]}
+    assert meta["timeZone"] == "Australia/Melbourne"
+    assert contents["data"][0]["dateCreated"] == int(utc.timestamp())  # JSON: epoch seconds
+    assert date.fromisoformat(contents["data"][0]["inspectionDate"]) == date(2026, 2, 17)
+    page = _file(site, instance, "html").decode()
+    assert "Created (Australia/Melbourne)" in page and local.strftime("%Y-%m-%d %H:%M") in page
+
+
+def test_an_unknown_time_zone_is_an_error_naming_the_variable(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site, result = demo
+    monkeypatch.setenv("TOOLKIT_TIMEZONE", "Melbourne")
+    queued = site.report_run({"reportId": 3})
+    instance = site.report_status(queued["id"])
+    assert instance["status"] == "FAILED"
+    assert "TOOLKIT_TIMEZONE 'Melbourne' is not an IANA time zone" in instance["result"]
+    assert "Australia/Melbourne" in instance["result"]  # the close names are offered

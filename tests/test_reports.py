@@ -458,7 +458,10 @@ def test_csv_neutralises_formulas_and_leaves_numbers_alone(loaded: Loaded) -> No
     assert rows["R2"]["Asset"] == '\'=HYPERLINK("x")'
     assert rows["R4"]["Notes"] == "<script>alert(1)</script>"
     item = loaded.site.get_item(int(rows["R1"]["Item id"]))
-    assert rows["R1"]["Created"] == item["dateCreated"].replace("+00:00", "Z")
+    # Times in the site's zone (UTC unless TOOLKIT_TIMEZONE says), named in the heading.
+    created = datetime.fromisoformat(rows["R1"]["Created (UTC)"])
+    assert created == datetime.fromisoformat(item["dateCreated"])
+    assert rows["R1"]["Created (UTC)"].endswith("+00:00")
     impacted = loaded.run(2, impact="any")
     coordinates = list(csv.DictReader(io.StringIO(loaded.file(impacted["id"], "csv").decode())))
     assert [r["Latitude"] for r in coordinates] == ["-37.56", "-37.57"]
@@ -488,7 +491,7 @@ def test_xlsx_has_typed_cells_a_frozen_filtered_header_and_an_about_sheet(
     r2 = rows["R2"]
     assert isinstance(r2[heads.index("Item id")], int)
     assert r2[heads.index("Count")] == -1
-    assert isinstance(r2[heads.index("Created")], datetime)
+    assert isinstance(r2[heads.index("Created (UTC)")], datetime)
     assert r2[heads.index("Template")] is False
     assert rows["R4"][heads.index("Asset id")] is None
     notes = sheet.cell(row=3, column=heads.index("Notes") + 1)

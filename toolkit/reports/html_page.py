@@ -19,8 +19,9 @@ import pyarrow.compute as pc
 
 from toolkit.reports.catalogue import band_counts
 from toolkit.reports.charts import severity_colours, stacked_bars, time_series
-from toolkit.reports.csv_file import iso_text
+from toolkit.reports.csv_file import header_zone, labels
 from toolkit.reports.snapshot import Snapshot
+from toolkit.reports.times import iso_local
 
 MAX_TABLE_ROWS = 1_000
 MAX_BARS = 20
@@ -191,9 +192,9 @@ def _chart(snapshot: Snapshot, chart: Mapping[str, Any] | None, header: Mapping[
     return _bars(snapshot, chart["key"], chart["title"])
 
 
-def _cell_text(column: pa.Array, kind: str) -> list[str]:
+def _cell_text(column: pa.Array, kind: str, zone: str) -> list[str]:
     if kind == "timestamp":
-        column = iso_text(column)
+        column = iso_local(column, zone, excel=True)
     elif kind == "date":
         column = column.cast(pa.string())
     values = column.to_pylist()
@@ -202,14 +203,16 @@ def _cell_text(column: pa.Array, kind: str) -> list[str]:
     return ["" if v is None else _e(v) for v in values]
 
 
-def _table(snapshot: Snapshot, spec: list[dict[str, Any]], limit: int) -> str:
-    heads = "".join(f"<th>{_e(f['label'])}</th>" for f in spec)
+def _table(snapshot: Snapshot, header: Mapping[str, Any], limit: int) -> str:
+    spec = list(header["spec"])
+    zone = header_zone(header)
+    heads = "".join(f"<th>{_e(label)}</th>" for label in labels(header))
     numeric = [f["type"] in ("integer", "number") for f in spec]
     body: list[str] = []
     shown = 0
     for batch in snapshot.batches(rows=min(limit, 65_536)):
         part = batch.slice(0, limit - shown)
-        columns = [_cell_text(part.column(i), f["type"]) for i, f in enumerate(spec)]
+        columns = [_cell_text(part.column(i), f["type"], zone) for i, f in enumerate(spec)]
         for row in zip(*columns, strict=True):
             cells = "".join(
                 f"<td class='num'>{v}</td>" if numeric[i] else f"<td>{v}</td>"
@@ -252,6 +255,6 @@ def write_html(
         f"<h2>Data quality</h2>{_facts(header['meta'])}"
         f"{_chart(snapshot, header.get('chart'), header)}"
         f"{''.join(_chart(snapshot, chart, header) for chart in header.get('charts', []))}"
-        f"<h2>Rows</h2>{note}{_table(snapshot, list(header['spec']), max_rows)}"
+        f"<h2>Rows</h2>{note}{_table(snapshot, header, max_rows)}"
         "</body></html>"
     )

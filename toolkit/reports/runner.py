@@ -32,11 +32,12 @@ from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import format_time, parse_int
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
-from toolkit.reports.csv_file import write_csv
+from toolkit.reports.csv_file import header_zone, write_csv
 from toolkit.reports.html_page import write_html
 from toolkit.reports.json_contents import write_json
 from toolkit.reports.schema import schema_url
 from toolkit.reports.snapshot import Snapshot, SnapshotWriter
+from toolkit.reports.times import local_text, site_zone
 from toolkit.reports.xlsx_file import write_xlsx
 from toolkit.store import SiteStore
 
@@ -82,8 +83,12 @@ class ReportRunner:
         user_id: str | None = None,
         visibility: Visibility = EVERYTHING,
         catalogue: Catalogue = CATALOGUE,
+        time_zone: str | None = None,
     ) -> None:
         self.store = store
+        # The site's zone (TOOLKIT_TIMEZONE, else UTC) unless given: read when a run
+        # executes, kept in its header.
+        self.time_zone = time_zone
         self.user_id = user_id
         self.visibility = visibility
         self.catalogue = catalogue
@@ -219,6 +224,7 @@ class ReportRunner:
             for frame in gathered.chunks:
                 writer.write(frame)
         generated = self.store.db.clock()
+        zone = self.time_zone or site_zone()
         with Snapshot(path, gathered.spec) as snapshot:
             meta = [
                 MetaEntry.count("rowCount", "Rows", snapshot.row_count),
@@ -226,8 +232,9 @@ class ReportRunner:
                     "dateGenerated",
                     "Data as of",
                     generated // 1000,
-                    str(format_time(generated)),
+                    f"{local_text(generated, zone)} ({zone})",
                 ),
+                MetaEntry("timeZone", "Times in", zone, zone),
                 *gathered.meta(snapshot),
             ]
             if visible is not None and not narrowed:  # duty limited the rows: say so
@@ -256,6 +263,7 @@ class ReportRunner:
             "charts": [c.describe() for c in charts[1:]],
             "levels": list(gathered.levels),
             "tables": [{"key": k, "title": t} for k, t in gathered.tables],
+            "timeZone": zone,
             # Not part of the contents: who may read them (see _readable).
             "visibility": None if drawn is None else [int(e) for e in drawn],
         }
@@ -315,7 +323,9 @@ class ReportRunner:
                 options = {} if rows_per_sheet is None else {"rows_per_sheet": rows_per_sheet}
                 write_xlsx(snapshot, header, out, **options)
             else:
-                page = write_html(snapshot, header, generated=str(format_time(row["date_run"])))
+                zone = header_zone(header)
+                generated = f"{local_text(row['date_run'], zone)} ({zone})"
+                page = write_html(snapshot, header, generated=generated)
                 out.write(page.encode("utf-8"))
         return instance_object(row, self.catalogue)
 

@@ -17,8 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xlsxwriter
 
-from toolkit.reports.csv_file import labels
+from toolkit.reports.csv_file import header_zone, labels
 from toolkit.reports.snapshot import Snapshot
+from toolkit.reports.times import local_time
 from toolkit.safe_output import neutralise_formulas
 
 MAX_DATA_ROWS = 1_048_575  # Excel's 1,048,576 rows, less the header
@@ -77,6 +78,7 @@ class _DataSheets:
     ) -> None:
         self.spec = list(header["spec"])
         self.labels = labels(header)
+        self.zone = header_zone(header)
         count = max(1, math.ceil(total_rows / rows_per_sheet))
         self.heading = workbook.add_format(
             {"bold": True, "font_color": "#FFFFFF", "bg_color": "#1F4E78", "border": 1}
@@ -113,7 +115,8 @@ class _DataSheets:
         for field, column in zip(self.spec, batch.columns, strict=True):
             kind = field["type"]
             if kind == "timestamp":
-                cells.append((sheet.write_number, _excel_days(column).to_pylist(), self.date, None))
+                days = _excel_days(local_time(column, self.zone)).to_pylist()
+                cells.append((sheet.write_number, days, self.date, None))
             elif kind == "date":
                 days = pc.add(column.cast(pa.int32()).cast(pa.float64()), EXCEL_EPOCH_DAYS)
                 cells.append((sheet.write_number, days.to_pylist(), self.day, None))
