@@ -9,20 +9,20 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from report_demo import contents as _contents
+from report_demo import demo_site
+from report_demo import failed as _failed
+from report_demo import file as _file
+from report_demo import run as _run
 
-from toolkit.sample.demo import run_demo
 from toolkit.site import LocalSite
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 LEVELS = ["None", "Minor", "Moderate", "Severe", "Destroyed"]
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    folder = tmp_path_factory.mktemp("demo")
-    site = LocalSite(folder / "site.sqlite", "default")
-    result = run_demo(site, SAMPLE, folder / "out")
-    assert result.ok
+    site, result = demo_site(tmp_path_factory.mktemp("demo"))
     yield site, result
     site.close()
 
@@ -35,21 +35,6 @@ def _all(site: LocalSite, method: str, params: dict[str, str]) -> list[dict[str,
         records += models
         if not models or len(records) >= int(page["total"]):
             return records
-
-
-def _contents(site: LocalSite, report_id: int, **params: Any) -> dict[str, Any]:
-    queued = site.report_run({"reportId": report_id, "params": params})
-    instance = site.report_status(queued["id"])
-    assert instance["status"] == "COMPLETED", instance["result"]
-    contents: dict[str, Any] = site.report_fetch(queued["id"])["contents"]
-    return contents
-
-
-def _failed(site: LocalSite, report_id: int, **params: Any) -> str:
-    queued = site.report_run({"reportId": report_id, "params": params})
-    instance = site.report_status(queued["id"])
-    assert instance["status"] == "FAILED", instance
-    return str(instance["result"])
 
 
 @pytest.fixture(scope="module")
@@ -172,20 +157,6 @@ def test_unknown_names_make_the_run_failed(demo: Any) -> None:
 # --- dates, times and the site's time zone ---------------------------------------------
 
 
-def _file(site: LocalSite, instance: str, fmt: str, **options: Any) -> bytes:
-    import io
-
-    out = io.BytesIO()
-    site.report_write(instance, fmt, out, **options)
-    return out.getvalue()
-
-
-def _run(site: LocalSite, report_id: int, **params: Any) -> str:
-    queued = site.report_run({"reportId": report_id, "params": params})
-    assert site.report_status(queued["id"])["status"] == "COMPLETED"
-    return str(queued["id"])
-
-
 def test_times_are_in_the_sites_zone_and_dates_are_typed(
     demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,7 +197,7 @@ def test_times_are_in_the_sites_zone_and_dates_are_typed(
 def test_an_unknown_time_zone_is_an_error_naming_the_variable(
     demo: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    site, result = demo
+    site, _result = demo
     monkeypatch.setenv("TOOLKIT_TIMEZONE", "Melbourne")
     queued = site.report_run({"reportId": 3})
     instance = site.report_status(queued["id"])

@@ -22,6 +22,9 @@ from toolkit.cli.files import STDIO, is_stdio, output_file, refuse_binary_on_a_t
 from toolkit.cli.render import Columns, render
 from toolkit.names import REPORT_FORMATS as FORMATS
 
+# Formats that are not text: never written to a terminal.
+BINARY_FORMATS = ("xlsx", "gpkg", "parquet")
+
 
 def _params(pairs: tuple[str, ...]) -> dict[str, str]:
     params: dict[str, str] = {}
@@ -174,30 +177,48 @@ def report_status(instance_id: int) -> None:
     type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     help="Write the file itself here (streamed; - for stdout).",
 )
+@click.option(
+    "--excel",
+    is_flag=True,
+    help="With --format csv: CSV for Excel (UTF-8 BOM, CRLF, local times Excel reads as "
+    "dates, codes like 007 and formula-looking text kept as text, no visible apostrophe).",
+)
 @global_options
-def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
+def report_fetch(instance_id: int, format_: str, output: Path | None, excel: bool) -> None:
     """Fetch the contents of COMPLETED report instance INSTANCE_ID.
 
-    The file itself (CSV, XLSX, HTML, or the JSON contents) goes to -o FILE, or to
-    stdout with -o -; a large report streams. Without -o a CSV or HTML goes to stdout
-    (an XLSX only when stdout is not a terminal), and JSON prints the spec's fetch
-    object: the instance plus `contents`. --json always prints the fetch object
-    (`contents` in Base64 for the file formats).
+    The file itself (CSV, XLSX, HTML, a GIS layer, or the JSON contents) goes to
+    -o FILE, or to stdout with -o -; a large report streams. Without -o a CSV or HTML
+    goes to stdout (XLSX, GeoPackage and GeoParquet only when stdout is not a
+    terminal), and JSON prints the spec's fetch object: the instance plus `contents`.
+    --json always prints the fetch object (`contents` in Base64 for the file formats).
+
+    CSV is plain RFC 4180 text for programs; --excel makes it for Excel. gpkg,
+    geojson and parquet (GeoParquet) export reports whose rows are assets (impacted
+    assets) with their geometry in EPSG:4326, for QGIS or ArcGIS.
 
     \b
     Examples:
       toolkit report fetch 7 --format xlsx -o items.xlsx
       toolkit report fetch 7 --format csv > items.csv
+      toolkit report fetch 7 --format csv --excel -o items.csv
+      toolkit report fetch 8 --format gpkg -o impacted.gpkg
       toolkit report fetch 7 --format csv -o - | csvstat
       toolkit report fetch 7 > contents.json
     """
+    if excel:
+        if format_ not in ("csv", "csv-excel"):
+            raise click.BadParameter(
+                f"--excel is for --format csv, not {format_}", param_hint="--excel"
+            )
+        format_ = "csv-excel"
     if output is None and (settings().json or format_ == "json"):
         with open_site() as site:
             print_json(site.report_fetch(instance_id, format_))
         return
     target = output if output is not None else Path(STDIO)
-    if is_stdio(target) and format_ == "xlsx":
-        refuse_binary_on_a_terminal("An XLSX report")
+    if is_stdio(target) and format_ in BINARY_FORMATS:
+        refuse_binary_on_a_terminal(f"A report as {format_}")
     with open_site() as site, progress_bar() as progress, output_file(target) as out:
         instance = site.report_write(instance_id, format_, out, progress=progress)
     if is_stdio(target):

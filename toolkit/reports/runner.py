@@ -37,6 +37,7 @@ from toolkit.reports.html_page import write_html
 from toolkit.reports.json_contents import write_json
 from toolkit.reports.schema import schema_url
 from toolkit.reports.snapshot import Snapshot, SnapshotWriter
+from toolkit.reports.spatial_file import SPATIAL_FORMATS, write_spatial
 from toolkit.reports.times import local_text, site_zone
 from toolkit.reports.xlsx_file import write_xlsx
 from toolkit.store import SiteStore
@@ -49,8 +50,12 @@ Format = ReportFormat
 MEDIA_TYPES = {
     "json": "application/json",
     "csv": "text/csv; charset=utf-8",
+    "csv-excel": "text/csv; charset=utf-8",
     "html": "text/html; charset=utf-8",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "gpkg": "application/geopackage+sqlite3",
+    "geojson": "application/geo+json",
+    "parquet": "application/vnd.apache.parquet",
 }
 
 
@@ -317,8 +322,10 @@ class ReportRunner:
         with snapshot:
             if format == "json":
                 write_json(snapshot, header, schema_url(schema_base_url), out)
-            elif format == "csv":
-                write_csv(snapshot, header, out)
+            elif format in ("csv", "csv-excel"):
+                write_csv(snapshot, header, out, excel=format == "csv-excel")
+            elif format in SPATIAL_FORMATS:
+                write_spatial(snapshot, header, out, format)
             elif format == "xlsx":
                 options = {} if rows_per_sheet is None else {"rows_per_sheet": rows_per_sheet}
                 write_xlsx(snapshot, header, out, **options)
