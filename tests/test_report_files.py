@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import geopandas as gpd
+import openpyxl
 import pyogrio
 import pytest
 import shapely
@@ -124,3 +125,65 @@ def test_fetch_object_of_a_spatial_format_is_base64(demo: Any) -> None:
 
     collection = json.loads(base64.b64decode(fetched["contents"]))
     assert fetched["format"] == "geojson" and collection["type"] == "FeatureCollection"
+
+
+def test_html_prints_on_a4_landscape_and_has_an_interactive_table(demo: Any) -> None:
+    site, result = demo
+    page = file(site, run(site, 6, eventId=result.event["id"]), "html").decode()
+    style = page.split("<style>")[1].split("</style>")[0]
+    assert "@page{size:A4 landscape" in style
+    assert 'counter(page) " of " counter(pages)' in style  # page numbers
+    assert "thead{display:table-header-group}" in style  # the heading on every page
+    assert "@media print" in style and ".wrap{overflow:visible" in style  # nothing cut
+    assert "table.data{width:100%;white-space:normal" in style
+    # Sort, search and filter: an inline script over the table, a box, a filter per column.
+    assert "<input id='search'" in page and page.count("data-col=") == page.count("scope='col'")
+    assert "aria-sort" in page and "localeCompare" in page
+    # The summary's figures: tiles, stacked bars by locality, a time series, totals.
+    assert "class='tile'" in page and "Occupants displaced" in page
+    assert "Items by damage level and locality" in page
+    assert "Items by damage level over inspection date" in page
+    assert "<tfoot><tr><td>Total</td>" in page
+    totals = page.split("<tfoot>")[1].split("</tfoot>")[0]
+    items = sum(r["items"] for r in site.report_fetch(run(site, 6))["contents"]["data"])
+    assert f"<td class='num'>{items:,}</td>" in totals
+    # Severity colours (YlOrRd, grey for None), each bar with its count as a tooltip.
+    assert "#bdbdbd" in page and "#800026" in page and "<title>LAKE GARDENS, Minor:" in page
+
+
+def test_html_map_draws_parcels_by_worst_level_with_legend_scale_and_north(demo: Any) -> None:
+    site, result = demo
+    instance = run(site, 2, eventId=result.event["id"])
+    page = file(site, instance, "html").decode()
+    svg = page.split("<figure class='chart map'>")[1].split("</figure>")[0]
+    rows = site.report_fetch(instance)["contents"]["data"]
+    assert f"{len(rows)} of {len(rows)} located assets drawn" in svg
+    levels = {r["worstLevel"] for r in rows}
+    assert levels == {"Minor", "Moderate", "Severe", "Destroyed"}
+    assert svg.count("<path d='M") >= len(levels) and "Z" in svg  # closed polygons
+    for name in ("BALLARAT CENTRAL", "WENDOUREE", "SEBASTOPOL", "BUNINYONG"):
+        assert f"class='place'>{name}</text>" in svg
+    assert "class='scale'" in svg and (" m</text>" in svg or " km</text>" in svg)
+    assert "aria-label='north'" in svg and ">N</text>" in svg
+    for level in ("None", "Minor", "Destroyed"):
+        assert f">{level}</text>" in svg  # the legend
+
+
+def test_xlsx_prints_to_the_page_width_with_the_heading_repeated(demo: Any, tmp_path: Path) -> None:
+    site, result = demo
+    instance = run(site, 6, eventId=result.event["id"])
+    path = tmp_path / "summary.xlsx"
+    path.write_bytes(file(site, instance, "xlsx"))
+    book = openpyxl.load_workbook(path)
+    assert book.sheetnames == ["Data", "By inspection date", "About"]
+    for name in ("Data", "By inspection date"):
+        sheet = book[name]
+        setup = sheet.page_setup
+        assert (setup.orientation, setup.paperSize) == ("landscape", 9)
+        # One page wide (1, OOXML's default when left out), as many pages down as needed.
+        assert setup.fitToWidth in (None, 1) and setup.fitToHeight == 0
+        assert sheet.sheet_properties.pageSetUpPr.fitToPage is True
+        assert sheet.print_title_rows == "$1:$1"
+        assert "&P of &N" in sheet.oddFooter.right.text
+    dates = list(book["By inspection date"].iter_rows(min_row=2, values_only=True))
+    assert isinstance(dates[0][1], int) and dates[0][0] == "2026-02-01"

@@ -65,7 +65,8 @@ def describe_change(action: str, changes: Any) -> str:
             for key, pair in data.items()
             if isinstance(pair, list) and len(pair) == 2
         )
-    values = _flat(data.get("after") if set(data) == {"after"} else data)
+    created = data.get("after") if set(data) == {"after"} else data  # an event's create
+    values = _flat(created if isinstance(created, Mapping) else data)
     return "; ".join(f"{key}: {_value(v)}" for key, v in values.items() if v is not None)
 
 

@@ -21,7 +21,7 @@ import shapely
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.model.visibility import job_events
-from toolkit.names import IMPORT_TYPES, JOB_COUNTS
+from toolkit.names import IMPORT_TYPES, JOB_COUNTS, ROW_OUTCOMES
 from toolkit.reports.audit_text import readable_changes
 from toolkit.reports.catalogue import (
     Catalogue,
@@ -179,7 +179,18 @@ def _register_items(
             MetaEntry.count("registers", "Registers", len(pc.unique(snapshot.column("register")))),
         ]
 
-    return Gathered(spec, _keyed(chunks, renames), meta)
+    severity = None if register is None else register.severity
+    charts = None
+    if severity is not None:
+        label = str(severity.get("label") or severity["name"])
+        charts = (Chart("bars", f"Items per {label.lower()}", str(severity["name"])),)
+    return Gathered(
+        spec,
+        _keyed(chunks, renames),
+        meta,
+        charts=charts,
+        levels=() if register is None else register.levels,
+    )
 
 
 # --- 2 impacted assets ------------------------------------------------------------------
@@ -334,6 +345,7 @@ def _impacted_assets(
         geometry=True,
         levels=levels,
         charts=(Chart("map", "Impacted assets by worst damage level", "worstLevel"),),
+        headline=("damagedAssets", "assessedAssets", "impactedShare") if levels else (),
     )
 
 
@@ -674,7 +686,13 @@ CATALOGUE = Catalogue(
                 Param("importType", "Import type", "choice", IMPORT_TYPES),
             ),
             _import_jobs,
-            Chart("bars", "Jobs per status", "status"),
+            Chart(
+                "stacked",
+                "Rows of each job by outcome",
+                "id",
+                ROW_OUTCOMES,
+                palette="categorical",
+            ),
         ),
         ReportDefinition(
             4,

@@ -121,6 +121,8 @@ class Chart:
     title: str
     key: str | None = None
     stacks: tuple[str, ...] = ()
+    # Severity: grey then light to dark; categorical: Okabe-Ito (unordered kinds).
+    palette: Literal["severity", "categorical"] = "severity"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -128,6 +130,7 @@ class Chart:
             "title": self.title,
             "key": self.key,
             "stacks": list(self.stacks),
+            "palette": self.palette,
         }
 
 
@@ -158,6 +161,10 @@ class Gathered:
     # Metadata entries whose value is a list of row objects: extra tables (XLSX sheets,
     # HTML tables), as (key, title).
     tables: tuple[tuple[str, str], ...] = ()
+    # The HTML table ends with a row of totals of its count columns.
+    totals: bool = False
+    # Metadata keys shown large at the top of the HTML page.
+    headline: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ YLORRD = (
     "#800026",
 )
 NO_DAMAGE = "#bdbdbd"
+# Okabe-Ito: distinguishable with every common colour-vision deficiency.
+OKABE_ITO = ("#0072b2", "#009e73", "#e69f00", "#56b4e9", "#d55e00", "#cc79a7", "#f0e442")
 UNKNOWN = "#f0f0f0"
 
 
@@ -44,6 +46,10 @@ def severity_colours(count: int) -> list[str]:
     if damaged == 1:
         picks = [len(ramp) - 2]
     return [NO_DAMAGE, *(ramp[p] for p in picks)]
+
+
+def categorical_colours(count: int) -> list[str]:
+    return [OKABE_ITO[i % len(OKABE_ITO)] for i in range(count)]
 
 
 def legend(labels: Sequence[str], colours: Sequence[str], x: float, y: float) -> str:
@@ -118,7 +124,7 @@ def time_series(
     step = _nice_step(top)
     ceiling = step * -(-top // step)
     left, plot_w, plot_h, top_pad = 48, 720, 220, 30
-    width, height = left + plot_w + 20, top_pad + plot_h + 60
+    width, height = left + plot_w + 70, top_pad + plot_h + 70
     column = plot_w / len(dates)
     parts = [legend(stacks, colours, left, 4)]
     for tick in range(0, ceiling + 1, step):

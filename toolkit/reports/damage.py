@@ -263,4 +263,13 @@ def damage_summary(
         ),
         levels=levels,
         tables=((BY_DATE, "By inspection date"),),
+        totals=True,
+        headline=(
+            "damagedParcels",
+            "damagedShare",
+            "uninhabitable",
+            "occupantsDisplaced",
+            "damagedItems",
+            "items",
+        ),
     )

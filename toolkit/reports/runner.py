@@ -78,6 +78,18 @@ def instance_object(row: Mapping[str, Any], catalogue: Catalogue = CATALOGUE) ->
     }
 
 
+def _named_filters(store: SiteStore, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Filters naming an event show its name beside its id: ``1 (Sample flood 2026)``."""
+    named = []
+    for entry in filters:
+        if entry["key"] == "eventId" and isinstance(entry["value"], int):
+            event = store.events.get(entry["value"])
+            if event is not None:
+                entry = {**entry, "display": f"{entry['value']} ({event['name']})"}
+        named.append(entry)
+    return named
+
+
 class ReportRunner:
     """Report runs of one site."""
 
@@ -261,7 +273,7 @@ class ReportRunner:
         header = {
             "name": definition.name,
             "meta": [m.describe() for m in meta],
-            "filter": definition.filters(typed),
+            "filter": _named_filters(self.store, definition.filters(typed)),
             "spec": [f.describe() for f in gathered.spec],
             # How the other formats draw and lay out the rows (not part of the JSON).
             "chart": charts[0].describe() if charts else None,
@@ -269,6 +281,8 @@ class ReportRunner:
             "levels": list(gathered.levels),
             "tables": [{"key": k, "title": t} for k, t in gathered.tables],
             "timeZone": zone,
+            "totals": gathered.totals,
+            "headline": list(gathered.headline),
             # Not part of the contents: who may read them (see _readable).
             "visibility": None if drawn is None else [int(e) for e in drawn],
         }

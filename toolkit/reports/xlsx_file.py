@@ -97,6 +97,7 @@ class _DataSheets:
                 sheet.write_string(0, position, label, self.heading)
             sheet.freeze_panes(1, 0)
             sheet.autofilter(0, 0, max(rows, 1), len(self.spec) - 1)
+            print_setup(sheet, str(header["name"]), repeat_header=True)
             self.sheets.append(sheet)
         self.rows_per_sheet = rows_per_sheet
         self.names = [s.get_name() for s in self.sheets]
@@ -139,6 +140,47 @@ class _DataSheets:
                     write(row, position, value, cell_format)
 
 
+def print_setup(sheet: Any, title: str, *, repeat_header: bool) -> None:
+    """A4 landscape, every column on the page's width (as many pages down as needed),
+    the heading row on every page, the report's name and "page N of M" on each."""
+    sheet.set_landscape()
+    sheet.set_paper(9)  # A4
+    sheet.fit_to_pages(1, 0)
+    sheet.set_margins(left=0.4, right=0.4, top=0.6, bottom=0.6)
+    if repeat_header:
+        sheet.repeat_rows(0)
+    # '&' starts a code in Excel's header text: a name's own '&' is doubled.
+    sheet.set_header(f"&L&8{title.replace('&', '&&')}")
+    sheet.set_footer("&R&8Page &P of &N")
+
+
+def _table_sheets(workbook: xlsxwriter.Workbook, header: Mapping[str, Any]) -> None:
+    """A sheet for each extra table of the metadata (e.g. items per inspection date)."""
+    labels_of = {f["key"]: f["label"] for f in header["spec"]}
+    bold = workbook.add_format({"bold": True, "font_color": "#FFFFFF", "bg_color": "#1F4E78"})
+    for table in header.get("tables") or []:
+        rows = next((m["value"] for m in header["meta"] if m["key"] == table["key"]), None)
+        if not rows:
+            continue
+        sheet = workbook.add_worksheet(str(table["title"])[:31])
+        keys = list(rows[0])
+        for col, key in enumerate(keys):
+            sheet.write_string(0, col, str(labels_of.get(key, key)), bold)
+            sheet.set_column(col, col, max(12, len(str(labels_of.get(key, key))) + 3))
+        for number, row in enumerate(rows, start=1):
+            for col, key in enumerate(keys):
+                value = row.get(key)
+                if isinstance(value, bool) or value is None:
+                    continue
+                if isinstance(value, int | float):
+                    sheet.write_number(number, col, value)
+                else:
+                    sheet.write_string(number, col, str(value))
+        sheet.freeze_panes(1, 0)
+        sheet.autofilter(0, 0, len(rows), len(keys) - 1)
+        print_setup(sheet, f"{header['name']}: {table['title']}", repeat_header=True)
+
+
 def _about_sheet(
     workbook: xlsxwriter.Workbook, header: Mapping[str, Any], rows: int, sheets: list[str]
 ) -> None:
@@ -149,6 +191,7 @@ def _about_sheet(
     text = workbook.add_format({"quote_prefix": True, "text_wrap": True, "valign": "top"})
     sheet.set_column(0, 0, 34)
     sheet.set_column(1, 1, 70)
+    print_setup(sheet, str(header["name"]), repeat_header=False)
     sheet.write_string(0, 0, str(header["name"]), title)
     sheet.write_string(1, 0, "Data rows", bold)
     sheet.write_number(1, 1, rows)
@@ -182,6 +225,7 @@ def write_xlsx(
     workbook.set_properties({"title": str(header["name"]), "comments": "written by toolkit"})
     try:
         data = _DataSheets(workbook, header, total, rows_per_sheet, _widths(header["spec"], first))
+        _table_sheets(workbook, header)
         _about_sheet(workbook, header, total, data.names)
         start = 0
         if first is not None:
