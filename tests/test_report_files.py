@@ -186,4 +186,4 @@ def test_xlsx_prints_to_the_page_width_with_the_heading_repeated(demo: Any, tmp_
         assert sheet.print_title_rows == "$1:$1"
         assert "&P of &N" in sheet.oddFooter.right.text
     dates = list(book["By inspection date"].iter_rows(min_row=2, values_only=True))
-    assert isinstance(dates[0][1], int) and dates[0][0] == "2026-02-01"
+    assert isinstance(dates[0][1], int | float) and dates[0][0] == "2026-02-01"

@@ -341,8 +341,10 @@ class ReportRunner:
             elif format in SPATIAL_FORMATS:
                 write_spatial(snapshot, header, out, format)
             elif format == "xlsx":
-                options = {} if rows_per_sheet is None else {"rows_per_sheet": rows_per_sheet}
-                write_xlsx(snapshot, header, out, **options)
+                if rows_per_sheet is None:
+                    write_xlsx(snapshot, header, out)
+                else:
+                    write_xlsx(snapshot, header, out, rows_per_sheet=rows_per_sheet)
             else:
                 zone = header_zone(header)
                 generated = f"{local_text(row['date_run'], zone)} ({zone})"

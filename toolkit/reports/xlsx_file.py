@@ -8,19 +8,23 @@ program does), with everything that can be done on whole columns done first.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import xlsxwriter
 
+from toolkit.reports import xlsx_fast
 from toolkit.reports.csv_file import header_zone, labels
 from toolkit.reports.snapshot import Snapshot
 from toolkit.reports.times import local_time
 from toolkit.safe_output import neutralise_formulas
+
+log = logging.getLogger(__name__)
 
 MAX_DATA_ROWS = 1_048_575  # Excel's 1,048,576 rows, less the header
 EXCEL_EPOCH_DAYS = 25_569.0  # 1970-01-01 as an Excel serial day
@@ -208,18 +212,84 @@ def _about_sheet(
         row += 1
 
 
+def _plain(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Dictionary-encoded (category) columns as their values: written as what they say."""
+    if not any(pa.types.is_dictionary(c.type) for c in batch.columns):
+        return batch
+    columns = [
+        c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def table_records(header: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The extra tables of the metadata as (title, rows keyed by heading)."""
+    labels_of = {"date": "Date", **{f["key"]: f["label"] for f in header["spec"]}}
+    tables = []
+    for table in header.get("tables") or []:
+        rows = next((m["value"] for m in header["meta"] if m["key"] == table["key"]), None)
+        if rows:
+            named = [{str(labels_of.get(k, k)): v for k, v in row.items()} for row in rows]
+            tables.append((str(table["title"]), named))
+    return tables
+
+
+def about_records(header: Mapping[str, Any], rows: int, sheets: list[str]) -> list[dict[str, Any]]:
+    """The About sheet as two columns (what, value) under the report's name."""
+    name = str(header["name"])
+    records: list[dict[str, Any]] = [
+        {"About": "Data rows", name: rows},
+        {"About": "Data sheets", name: ", ".join(sheets)},
+    ]
+    for heading, entries in (("Filters", header["filter"]), ("Metadata", header["meta"])):
+        records.append({"About": "", name: ""})
+        records.append({"About": heading, name: ""})
+        records += [{"About": str(e["label"]), name: str(e["display"])} for e in entries]
+    return records
+
+
+Engine = Literal["auto", "rust", "xlsxwriter"]
+
+
 def write_xlsx(
     snapshot: Snapshot,
     header: Mapping[str, Any],
     out: BinaryIO | str,
     *,
     rows_per_sheet: int = MAX_DATA_ROWS,
+    engine: Engine = "auto",
 ) -> None:
-    """Write the workbook to ``out`` (a path or a binary file)."""
+    """Write the workbook to ``out`` (a path or a binary file): with the pinned
+    rustpy-xlsxwriter behind its guards when installed (``auto``), else, or when a
+    guard refuses, with typed constant-memory xlsxwriter."""
     if not 1 <= rows_per_sheet <= MAX_DATA_ROWS:
         raise ValueError(f"rows_per_sheet {rows_per_sheet} is not in 1..{MAX_DATA_ROWS}")
+    if engine != "xlsxwriter" and xlsx_fast.available():
+        first_rows = next(snapshot.batches(rows=1000), None)
+        try:
+            xlsx_fast.check_columns(list(header["spec"]), snapshot.file.schema_arrow)
+            xlsx_fast.write_fast(
+                snapshot,
+                header,
+                out,
+                rows_per_sheet=rows_per_sheet,
+                widths=_widths(header["spec"], first_rows),
+            )
+            return
+        except xlsx_fast.Unsupported as exc:
+            if engine == "rust":
+                raise
+            log.info("XLSX by xlsxwriter: %s", exc)
+    elif engine == "rust":
+        raise ValueError(f"rustpy-xlsxwriter {xlsx_fast.PINNED} is not installed")
+    _write_typed(snapshot, header, out, rows_per_sheet)
+
+
+def _write_typed(
+    snapshot: Snapshot, header: Mapping[str, Any], out: BinaryIO | str, rows_per_sheet: int
+) -> None:
     total = snapshot.row_count
-    batches = snapshot.batches()
+    batches = (_plain(batch) for batch in snapshot.batches())
     first = next(batches, None)
     workbook = xlsxwriter.Workbook(out, WORKBOOK_OPTIONS)
     workbook.set_properties({"title": str(header["name"]), "comments": "written by toolkit"})
