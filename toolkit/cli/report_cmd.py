@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,35 @@ from toolkit.names import REPORT_FORMATS as FORMATS
 
 # Formats that are not text: never written to a terminal.
 BINARY_FORMATS = ("xlsx", "gpkg", "parquet")
+
+
+def _use_reports(ctx: click.Context, _param: click.Parameter, value: tuple[Path, ...]) -> None:
+    """Analysts' report definitions: checked now (an error names the file and the key),
+    then handed on through TOOLKIT_REPORTS to the runner and any background worker."""
+    if not value:
+        return
+    from toolkit.errors import OptionError
+    from toolkit.reports import CATALOGUE
+    from toolkit.reports.definitions import REPORTS_ENV, load_catalogue
+
+    try:
+        load_catalogue(list(value), CATALOGUE)
+    except OptionError as exc:
+        raise click.ClickException(str(exc)) from None
+    os.environ[REPORTS_ENV] = os.pathsep.join(str(Path(p).resolve()) for p in value)
+
+
+def reports_option(func: Any) -> Any:
+    return click.option(
+        "--reports",
+        type=click.Path(exists=True, path_type=Path),
+        multiple=True,
+        expose_value=False,
+        callback=_use_reports,
+        envvar="TOOLKIT_REPORTS",
+        help="A folder (or file) of report definitions (TOML) added to the built-in "
+        "reports (repeatable; env TOOLKIT_REPORTS).",
+    )(func)
 
 
 def _params(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -76,6 +106,7 @@ def report_group() -> None:
 
 
 @report_group.command("list")
+@reports_option
 @global_options
 def report_list() -> None:
     """List the reports: id, name, parameters (* = required) and what each shows.
@@ -104,6 +135,7 @@ def _report_rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @report_group.command("run")
+@reports_option
 @click.argument("report_id", type=int, required=False)
 @click.option("--instance", "instance_id", type=int, help="Repeat this earlier run instead.")
 @click.option(
@@ -154,6 +186,7 @@ def report_run(
 
 
 @report_group.command("status")
+@reports_option
 @click.argument("instance_id", type=int)
 @global_options
 def report_status(instance_id: int) -> None:
@@ -169,6 +202,7 @@ def report_status(instance_id: int) -> None:
 
 
 @report_group.command("fetch")
+@reports_option
 @click.argument("instance_id", type=int)
 @click.option("--format", "format_", type=click.Choice(FORMATS), default="json", show_default=True)
 @click.option(
@@ -229,6 +263,7 @@ def report_fetch(instance_id: int, format_: str, output: Path | None, excel: boo
 
 
 @report_group.command("work", hidden=True)
+@reports_option
 @click.argument("instance_id", type=int)
 @global_options
 def report_work(instance_id: int) -> None:

@@ -116,6 +116,8 @@ def _draw_bars(pairs: list[tuple[str, int]], title: str, colours: list[str] | No
 def _map(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, Any]) -> str:
     """Parcels coloured by the chart's key (worst level) when the rows carry geometry."""
     if not snapshot.has_geometry:
+        if "longitude" not in {f["key"] for f in header["spec"]}:
+            return f"<h2>{_e(chart['title'])}</h2><p class='sub'>The rows have no geometry.</p>"
         return _points(snapshot, chart["title"])
     wkb: list[bytes | None] = []
     values: list[str | None] = []

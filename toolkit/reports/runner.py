@@ -33,6 +33,7 @@ from toolkit.query.filters import format_time, parse_int
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
 from toolkit.reports.csv_file import header_zone, write_csv
+from toolkit.reports.definitions import active_catalogue
 from toolkit.reports.html_page import write_html
 from toolkit.reports.json_contents import write_json
 from toolkit.reports.schema import schema_url
@@ -59,8 +60,9 @@ MEDIA_TYPES = {
 }
 
 
-def instance_object(row: Mapping[str, Any], catalogue: Catalogue = CATALOGUE) -> dict[str, Any]:
+def instance_object(row: Mapping[str, Any], catalogue: Catalogue | None = None) -> dict[str, Any]:
     """The spec's report instance (2.8), plus ``reportId`` and ``name``."""
+    catalogue = catalogue or active_catalogue(CATALOGUE)
     definition = catalogue.by_id.get(row["report_id"])
     return {
         "code": row["code"],
@@ -99,7 +101,7 @@ class ReportRunner:
         *,
         user_id: str | None = None,
         visibility: Visibility = EVERYTHING,
-        catalogue: Catalogue = CATALOGUE,
+        catalogue: Catalogue | None = None,
         time_zone: str | None = None,
     ) -> None:
         self.store = store
@@ -108,7 +110,8 @@ class ReportRunner:
         self.time_zone = time_zone
         self.user_id = user_id
         self.visibility = visibility
-        self.catalogue = catalogue
+        # The built-in reports and the analysts' (TOOLKIT_REPORTS) unless given.
+        self.catalogue = catalogue or active_catalogue(CATALOGUE)
 
     # --- queueing -------------------------------------------------------------------------
 

@@ -447,3 +447,91 @@ class ReportStore:
             f"WHERE {where.sql()} ORDER BY l.id"
         )
         return self._chunks(sql, where.params)
+
+
+# --- analysts' queries: read-only SQL over views of one site ----------------------------
+
+# The views an analyst's query may read, each one site's rows with friendly names. Items,
+# audit entries and item import jobs are further kept to the events the caller sees.
+ANALYST_VIEWS: dict[str, str] = {
+    "events": "SELECT id, name, description, status, start_date AS startDate, tags, "
+    "date_created AS dateCreated FROM main.event WHERE site_id = {site}{events_id}",
+    "registers": "SELECT id, name, fields FROM main.register WHERE site_id = {site}",
+    "assets": "SELECT id, type, code, name, friendly, region_id AS regionId, status, "
+    "extra_info AS extraInfo, geometry, date_created AS dateCreated, "
+    "date_modified AS dateModified FROM main.asset WHERE site_id = {site}",
+    "items": "SELECT id, register_id AS registerId, event_id AS eventId, region_id AS regionId, "
+    "asset_id AS assetId, status, is_template AS isTemplate, tags, fields, "
+    "import_job_id AS importJobId, date_created AS dateCreated, date_modified AS dateModified "
+    "FROM main.item WHERE site_id = {site}{events}",
+    "audit": "SELECT id, date_created AS dateCreated, user_id AS userId, action, "
+    "record_type AS recordType, record_id AS recordId, item_id AS itemId, event_id AS eventId, "
+    "import_job_id AS importJobId, message, changes FROM main.audit_log "
+    "WHERE site_id = {site}{events_or_none}",
+    "jobs": "SELECT id, status, import_type AS importType, import_rule AS importRule, "
+    "user_id AS userId, summary, date_created AS dateCreated, "
+    "date_completed AS dateCompleted FROM main.import_job WHERE site_id = {site}",
+}
+# What an analyst's statement may do besides reading the views (SQLite action codes).
+_ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+
+
+class AnalystQueryError(ValueError):
+    """The analyst's SQL is not a read-only query of the views, or SQLite refused it."""
+
+
+def _view_sql(name: str, site_id: int, events: Collection[int] | None) -> str:
+    listed = ", ".join(str(int(e)) for e in sorted(events or ()))
+    only = "" if events is None else f" AND event_id IN ({listed or 'NULL'})"
+    return ANALYST_VIEWS[name].format(
+        site=int(site_id),
+        events=only,
+        events_id="" if events is None else f" AND id IN ({listed or 'NULL'})",
+        events_or_none=""
+        if events is None
+        else f" AND (event_id IS NULL{only.replace(' AND', ' OR')})",
+    )
+
+
+def analyst_rows(
+    db: Database,
+    site_id: int,
+    sql: str,
+    params: dict[str, Any],
+    within_events: Collection[int] | None = None,
+) -> Iterator[pd.DataFrame]:
+    """Run an analyst's SELECT over this site's views (``events``, ``registers``,
+    ``assets``, ``items``, ``audit``, ``jobs``) in chunks; anything else it names (another
+    table, another site's rows, a write, a pragma, an attached file) is refused."""
+    connection = sqlite3.connect(f"file:{db.path}?mode=ro", uri=True)
+    try:
+        for name in ANALYST_VIEWS:
+            connection.execute(
+                f"CREATE TEMP VIEW {name} AS {_view_sql(name, site_id, within_events)}"
+            )
+        connection.execute("PRAGMA query_only = 1")
+
+        def authorise(
+            action: int,
+            arg1: str | None,
+            arg2: str | None,
+            database: str | None,
+            source: str | None,
+        ) -> int:
+            if action in _ALLOWED_ACTIONS:
+                return sqlite3.SQLITE_OK
+            if action == sqlite3.SQLITE_READ:
+                # A view's own columns, or the tables under one of our views.
+                if database == "temp" and arg1 in ANALYST_VIEWS:
+                    return sqlite3.SQLITE_OK
+                if source in ANALYST_VIEWS:
+                    return sqlite3.SQLITE_OK
+            return sqlite3.SQLITE_DENY
+
+        connection.set_authorizer(authorise)
+        try:
+            yield from pd.read_sql_query(sql, connection, params=params, chunksize=CHUNK_ROWS)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
+            raise AnalystQueryError(str(exc)) from exc
+    finally:
+        connection.close()
