@@ -55,7 +55,7 @@ def test_a_tie_is_never_guessed_and_candidates_are_listed() -> None:
         "id",
     )
     entry = json.loads(out)["1"]
-    assert code == 0
+    assert code == 4  # the one query found no asset: a tie is no asset
     assert entry["asset"] is None
     assert "2 assets tied" in entry["err"]
     assert entry["candidates"].count(":100.0") == 2
@@ -84,7 +84,7 @@ def test_a_file_resolves_to_a_csv_and_the_saved_index_is_reused(tmp_path: Path) 
         str(out_file),
     ]
     code, _, err = _run(*args)
-    assert code == 0, err
+    assert code == 3, err  # some addresses found no asset
     assert (index_dir / "index.json").exists()
     built = (index_dir / "index.json").stat().st_mtime_ns
     with out_file.open(encoding="utf-8") as handle:
@@ -98,7 +98,7 @@ def test_a_file_resolves_to_a_csv_and_the_saved_index_is_reused(tmp_path: Path) 
     assert len(matched) > 650
     assert all(truth[r["reference"]] == r["asset_id"] for r in matched)
     code, _, _ = _run(*args)
-    assert code == 0
+    assert code == 3
     assert (index_dir / "index.json").stat().st_mtime_ns == built  # reloaded, not rebuilt
 
 
@@ -135,7 +135,7 @@ def test_fuzzy_explains_its_links_in_json_and_with_explain() -> None:
         "--output",
         "id",
     )
-    assert code == 0, err
+    assert code == 3, err  # one linked, one tied
     linked, tied = json.loads(out)["1"], json.loads(out)["2"]
     # The spec's keys are unchanged; the explanation sits beside them.
     assert list(linked)[:4] == ["reference", "query", "asset", "err"]
@@ -154,3 +154,83 @@ def test_fuzzy_explains_its_links_in_json_and_with_explain() -> None:
     assert code == 0
     assert "best candidate 100441: probability 0.9" in out
     assert "evidence in bits: number +5.4" in out
+
+
+FOUND = "55 SMITH ROAD BUNINYONG 3357"
+NOT_FOUND = "ZZZ QQQ NOWHERE"
+
+
+def test_the_exit_status_says_whether_every_some_or_no_query_found_an_asset() -> None:
+    assets = ("--assets", str(PARCELS))
+    code, out, err = _run("lookup", FOUND, *assets)
+    assert code == 0, err
+    assert out.startswith(f"1\t{FOUND}\t102559 {FOUND} (accuracy 100")
+    code, out, err = _run("lookup", FOUND, NOT_FOUND, *assets)
+    assert code == 3, err
+    assert "2 queries: 1 matched (soundex 1), 0 ambiguous, 1 unmatched" in err
+    assert out.splitlines()[1].startswith(f"2\t{NOT_FOUND}\t-\tno asset name sounds like this")
+    code, out, err = _run("--json", "lookup", NOT_FOUND, *assets)
+    assert code == 4, err
+    assert json.loads(out)["1"]["asset"] is None  # the answer is still printed whole
+    # A tie gives no asset: it counts as not found (with one that is found: some).
+    code, _, err = _run("lookup", FOUND, "55 SMITH RD", *assets)
+    assert code == 3 and "1 ambiguous" in err
+    code, _, err = _run("lookup", "x", "--assets", str(SAMPLE / "missing.zip"))
+    assert code == 2  # a usage error stays 2
+
+
+def test_the_exit_statuses_are_in_the_help() -> None:
+    code, out, _ = _run("lookup", "--help")
+    assert code == 0
+    assert "0  every query found an asset" in out
+    assert "3  some queries found none: unmatched, or ambiguous" in out
+    assert "4  no query found an asset" in out
+
+
+def test_candidates_are_listed_in_the_text_output_too() -> None:
+    code, out, err = _run("lookup", "55 SMITH RD", "--assets", str(PARCELS), "--candidates", "3")
+    assert code == 4, err
+    lines = out.splitlines()
+    assert lines[0].startswith("1\t55 SMITH RD\t-\t") and "2 assets tied" in lines[0]
+    # The two that tied, and no third: no other asset sounds like it.
+    assert [line.strip() for line in lines[1:]] == [
+        "candidate 1: 101552 55 SMITH ROAD LAKE GARDENS 3355 (soundex, score 100.0)",
+        "candidate 2: 102559 55 SMITH ROAD BUNINYONG 3357 (soundex, score 100.0)",
+    ]
+    # Without --candidates, one line per query.
+    code, out, _ = _run("lookup", "55 SMITH RD", "--assets", str(PARCELS))
+    assert code == 4 and len(out.splitlines()) == 1
+
+
+def test_a_lookup_on_a_server_exits_with_the_same_statuses(tmp_path: Path) -> None:
+    from serving import running
+
+    from toolkit.importing.pipeline import ImportRequest
+    from toolkit.server.app import create_app
+    from toolkit.server.state import ServerSettings
+    from toolkit.site import LocalSite
+
+    path = tmp_path / "server.sqlite"
+    with LocalSite(path, "staging") as site:
+        assert site.run_import(ImportRequest("asset", "property-assets", PARCELS))["status"] == (
+            "COMPLETE"
+        )
+        site.add_user("looker", positions=["API User"], approved=True, terms_accepted=True)
+        key = site.issue_api_key("looker")["key"]
+    settings = ServerSettings(rate_limit=None, auth_rate_limit=None)
+    with running(create_app(path, settings=settings)) as url:
+        runner = CliRunner(env={"TOOLKIT_API_KEY": key})
+        remote = ("--url", url, "--site", "staging", "lookup")
+        statuses = [
+            runner.invoke(cli, [*remote, *queries]).exit_code
+            for queries in ([FOUND], [FOUND, NOT_FOUND], [NOT_FOUND])
+        ]
+        assert statuses == [0, 3, 4]
+        refused = runner.invoke(cli, [*remote, FOUND, "--candidates", "2"])
+        assert refused.exit_code == 2
+        assert "--candidates work offline" in refused.stderr
+        # The server's message names the API's option; the command shows the CLI's.
+        bad = runner.invoke(cli, [*remote, "123", "--mode", "code", "--code-field", "nope"])
+        assert bad.exit_code == 1
+        assert "HTTP 400: --code-field is 'nope'; this asset index has" in bad.stderr
+        assert "codeField" not in bad.stderr

@@ -187,6 +187,71 @@ def test_the_cli_pushes_with_url_and_a_dry_run_sends_nothing(staging: Staging) -
     assert len(_items_on_server(staging)) == 992
 
 
+def test_a_server_dry_run_plans_on_the_server_and_writes_nothing(staging: Staging) -> None:
+    env = {"TOOLKIT_API_KEY": staging.api_key, "TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
+    args = [
+        *("--site", "staging", "import", str(staging.items), "--type", "item"),
+        *("--rule", "damage-assessments", "--event-id", str(staging.event), "--region-id", "1"),
+        *("--assets", str(SAMPLE / "parcels.zip"), "--poll-interval", "0.05"),
+    ]
+    journal = staging.items.with_name(staging.items.name + ".push.json")
+    with running(create_app(staging.path, settings=staging.settings())) as url:
+        remote = [*args, "--url", url]
+        dry = CliRunner(env=env).invoke(cli, ["--json", *remote, "--server-dry-run"])
+        assert dry.exit_code == 0, dry.output
+        planned = json.loads(dry.stdout)
+        assert planned["serverDryRun"] is True and planned["status"] == "COMPLETE"
+        assert (planned["counts"]["inserted"], planned["counts"]["rejected"]) == (992, 8)
+        job = planned["chunks"][0]["job"]
+        assert job["summary"]["dryRun"] is True and job["params"]["dryRun"] == 1
+        assert _items_on_server(staging).empty  # the server wrote nothing
+        assert not journal.exists()  # and nothing was recorded as pushed
+
+        # The real push then sends everything, and does what the dry run said it would.
+        real = CliRunner(env=env).invoke(cli, ["--json", *remote])
+        assert real.exit_code == 0, real.output
+        assert json.loads(real.stdout)["counts"] == planned["counts"]
+        assert len(_items_on_server(staging)) == 992
+
+        # Planned against the site as it is now: every row would be unchanged.
+        again = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run"])
+        assert again.exit_code == 0, again.output
+        assert "(server dry run: the server checked and planned every chunk" in again.stdout
+        assert "  would be: read 1000, inserted 0, updated 0, unchanged 992," in again.stdout
+
+        # A limit the offline checks already break is told at once, nothing sent.
+        limited = CliRunner(env=env).invoke(
+            cli, [*remote, "--server-dry-run", "--max-rejects", "5"]
+        )
+        assert limited.exit_code == 1
+        assert limited.stderr.startswith("Error: server dry run of damage_assessments.csv FAILED: ")
+        # With room for the offline rejects, the server's plan is within the limit too.
+        within = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run", "--max-rejects", "8"])
+        assert within.exit_code == 0, within.output
+
+        both = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run", "--dry-run"])
+        assert both.exit_code == 2 and "not both" in both.stderr
+    local = CliRunner().invoke(cli, [*args, "--store", str(staging.path), "--server-dry-run"])
+    assert local.exit_code == 2 and "--server-dry-run asks a server (--url)" in local.stderr
+    assert len(_items_on_server(staging)) == 992
+
+
+def test_a_server_dry_run_in_chunks_sums_what_each_would_do(staging: Staging) -> None:
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        result = _pusher(remote).push(_request(staging), server_dry_run=True)
+        assert result.ok and result.server_dry_run
+        assert len(result.chunks) >= 3
+        assert all(c["job"]["summary"]["dryRun"] for c in result.chunks)
+        assert result.counts()["inserted"] == 992
+        # A real push afterwards is not taken for done: nothing was journalled.
+        real = _pusher(remote).push(_request(staging))
+        assert not real.already_done and real.counts() == result.counts()
+    assert len(_items_on_server(staging)) == 992
+
+
 def test_a_pushed_job_that_fails_says_why_on_stderr(staging: Staging, tmp_path: Path) -> None:
     # A key repeated in the file passes the offline checks; the server's plan refuses it,
     # and with --rollback-on-error its job FAILS.
@@ -204,12 +269,115 @@ def test_a_pushed_job_that_fails_says_why_on_stderr(staging: Staging, tmp_path: 
         )
     assert result.exit_code == 1, result.output
     assert "Push of repeated.csv: FAILED" in result.stdout
-    assert result.stderr.startswith("Error: 1 of 1 chunk(s) of repeated.csv did not complete: ")
-    assert result.stderr.rstrip().endswith(
-        "FAILED: 1 row(s) rejected and rollbackOnError is set; nothing was written"
+    # The server's dry run found the rejected row before anything was sent.
+    assert "server dry run of chunk 1: job " in result.stdout
+    assert result.stderr == (
+        "Error: push of repeated.csv FAILED: 1 row(s) rejected (0 offline and 1 by the "
+        "server's dry run) and --rollback-on-error is set; nothing was sent\n"
     )
     with staging.site() as site:
         assert site.list_registers() == []  # nothing was written, not even the register
+
+
+def _push_args(url: str, staging: Staging, source: Path, *extra: str) -> list[str]:
+    return [
+        *("--url", url, "--site", "staging", "import", str(source)),
+        *("--type", "item", "--rule", "damage-assessments"),
+        *("--event-id", str(staging.event), "--region-id", "1", "--poll-interval", "0.05"),
+        *extra,
+    ]
+
+
+def test_max_rejects_refuses_a_push_whose_offline_rejects_are_too_many(staging: Staging) -> None:
+    env = {"TOOLKIT_API_KEY": staging.api_key, "TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        for limit, shown in (("5", "5"), ("0.5%", "0.5% (5 of 1000 rows read)")):
+            result = CliRunner(env=env).invoke(
+                cli, _push_args(url, staging, staging.items, "--max-rejects", limit)
+            )
+            assert result.exit_code == 1, result.output
+            assert result.stderr == (
+                "Error: push of damage_assessments.csv FAILED: 8 row(s) rejected (offline), "
+                f"more than --max-rejects {shown} allows; nothing was sent\n"
+            )
+            assert "Push of damage_assessments.csv: FAILED" in result.stdout
+        assert _push_jobs(remote) == []  # not even a dry run was sent
+    assert _items_on_server(staging).empty
+
+
+def test_max_rejects_counts_the_rows_the_servers_dry_run_rejects(
+    staging: Staging, tmp_path: Path
+) -> None:
+    # DA-1 twice: the offline checks pass it, the server's plan rejects the repeat.
+    repeated = tmp_path / "repeated.csv"
+    repeated.write_text(
+        "Reference,Address\nDA-1,1 MAIN ST\nDA-1,2 MAIN ST\nDA-2,3 MAIN ST\n", encoding="utf-8"
+    )
+    env = {"TOOLKIT_API_KEY": staging.api_key, "TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        refused = CliRunner(env=env).invoke(
+            cli, _push_args(url, staging, repeated, "--max-rejects", "0", "--json")
+        )
+        assert refused.exit_code == 1, refused.output
+        document = json.loads(refused.stdout)
+        assert (document["status"], document["chunks"]) == ("FAILED", [])
+        [check] = document["serverCheck"]
+        assert (check["status"], check["rejected"]) == ("COMPLETE", 1)
+        assert refused.stderr == (
+            "Error: push of repeated.csv FAILED: 1 row(s) rejected (0 offline and 1 by the "
+            "server's dry run), more than --max-rejects 0 allows; nothing was sent\n"
+        )
+        [dry] = _push_jobs(remote)
+        assert dry["summary"]["dryRun"] is True and dry["id"] == check["jobId"]
+        assert _items_on_server(staging).empty
+
+        allowed = CliRunner(env=env).invoke(
+            cli, _push_args(url, staging, repeated, "--max-rejects", "1", "--json")
+        )
+        assert allowed.exit_code == 0, allowed.output
+        document = json.loads(allowed.stdout)
+        assert document["status"] == "COMPLETE"
+        counts = document["counts"]
+        assert (counts["read"], counts["rejected"]) == (3, 1)
+        assert counts["inserted"] + counts["updated"] == 2
+        # The chunk's job carried what is left of the limit, for the server to enforce.
+        [chunk] = document["chunks"]
+        job = remote.import_status(chunk["jobId"])
+        assert job["params"]["maxRejects"] == "1"
+    assert sorted(_items_on_server(staging)["reference"]) == ["DA-1", "DA-2"]
+
+
+def test_the_server_honours_max_rejects_and_refuses_a_bad_one(staging: Staging) -> None:
+    body = {
+        "importType": "item",
+        "importRule": "damage-assessments",
+        "data": "Reference,Address\nDA-1,1 MAIN ST\nDA-1,2 MAIN ST\n",
+        "eventId": staging.event,
+        "regionId": 1,
+    }
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        job_id = remote.import_schedule({**body, "maxRejects": "0"})["id"]
+        deadline = time.monotonic() + 30
+        while (job := remote.import_status(job_id))["status"] not in ("COMPLETE", "FAILED"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert job["status"] == "FAILED"
+        assert job["summary"]["reason"] == (
+            "1 row(s) rejected, more than maxRejects 0 allows; nothing was written"
+        )
+        with pytest.raises(RemoteError, match="maxRejects '50 rows' is not a whole number") as bad:
+            remote.import_schedule({**body, "maxRejects": "50 rows"})
+        assert bad.value.status == 400
+    assert _items_on_server(staging).empty
 
 
 def test_a_push_interrupted_by_the_server_stopping_resumes_without_resending(

@@ -376,8 +376,13 @@ def test_a_run_that_cannot_complete_fails_with_its_reason(loaded: Loaded) -> Non
     wrong_job = loaded.run(4, jobId=loaded.asset_job)
     assert wrong_job["status"] == "FAILED"
     assert "only item imports link rows to assets" in wrong_job["result"]
-    assert not loaded.site.store.reports.snapshot_path(int(failed["id"])).exists()
-    assert list(loaded.site.store.reports.folder.glob("*.partial")) == []
+    # A failed run keeps no snapshot, in the file or beside it.
+    assert loaded.site.store.reports.snapshot(int(failed["id"])) is None
+    assert loaded.site.store.reports.snapshot(int(wrong_job["id"])) is None
+    site_file = loaded.site.db.path
+    beside = {p.name for p in site_file.parent.iterdir() if p.name.startswith(site_file.name)}
+    assert beside <= {site_file.name, f"{site_file.name}-shm", f"{site_file.name}-wal"}
+    assert not [p for p in site_file.parent.iterdir() if p.name.startswith(".report-")]
 
 
 def test_repeating_a_run_keeps_its_parameters_and_applies_overrides(loaded: Loaded) -> None:
@@ -550,8 +555,9 @@ def test_html_caps_the_table_and_says_so(loaded: Loaded) -> None:
     row = loaded.site.store.reports.get(int(instance["id"]))
     header = json.loads(row["header"])
     spec = header["spec"]
-    path = loaded.site.store.reports.snapshot_path(int(instance["id"]))
-    with Snapshot(path, [Field(f["key"], f["label"], f["type"]) for f in spec]) as snapshot:
+    stored = loaded.site.store.reports.snapshot(int(instance["id"]))
+    assert stored is not None
+    with Snapshot(stored, [Field(f["key"], f["label"], f["type"]) for f in spec]) as snapshot:
         page = write_html(snapshot, header, generated="now", max_rows=2)
         total = snapshot.row_count
     assert f"shows the first 2 of {total:,} rows" in page

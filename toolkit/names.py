@@ -7,7 +7,7 @@ Imports nothing of the toolkit: the command line reads these without loading pan
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
 
 ImportType = Literal["item", "asset", "user"]
 OverwriteRule = Literal["updateOnly", "insertOnly", "updateAndInsert", "deleteAndInsert"]
@@ -27,15 +27,26 @@ JobCount = Literal["read", "inserted", "updated", "unchanged", "skipped", "retir
 # A file's format: the API's import dataType, and the CLI's --format of what it reads.
 DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
 
-IMPORT_TYPES: tuple[str, ...] = get_args(ImportType)
-OVERWRITE_RULES: tuple[str, ...] = get_args(OverwriteRule)
-LOOKUP_MODES: tuple[str, ...] = get_args(LookupMode)
-LOOKUP_OUTPUTS: tuple[str, ...] = get_args(LookupOutput)
-OPERATORS: tuple[str, ...] = get_args(Operator)
-ORDER_COLUMNS: tuple[str, ...] = get_args(Order)
-DIRECTIONS: tuple[str, ...] = get_args(Direction)
-FULLTEXT_OPERATORS: tuple[str, ...] = get_args(FulltextOperator)
-REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
-JOB_COUNTS: tuple[str, ...] = get_args(JobCount)
-ROW_OUTCOMES: tuple[str, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")
-DATA_TYPES: tuple[str, ...] = get_args(DataType)
+IMPORT_TYPES: tuple[ImportType, ...] = get_args(ImportType)
+OVERWRITE_RULES: tuple[OverwriteRule, ...] = get_args(OverwriteRule)
+LOOKUP_MODES: tuple[LookupMode, ...] = get_args(LookupMode)
+LOOKUP_OUTPUTS: tuple[LookupOutput, ...] = get_args(LookupOutput)
+OPERATORS: tuple[Operator, ...] = get_args(Operator)
+ORDER_COLUMNS: tuple[Order, ...] = get_args(Order)
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+FULLTEXT_OPERATORS: tuple[FulltextOperator, ...] = get_args(FulltextOperator)
+REPORT_FORMATS: tuple[ReportFormat, ...] = get_args(ReportFormat)
+JOB_COUNTS: tuple[JobCount, ...] = get_args(JobCount)
+ROW_OUTCOMES: tuple[JobCount, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")
+DATA_TYPES: tuple[DataType, ...] = get_args(DataType)
+
+
+_Name = TypeVar("_Name", bound=str)
+
+
+def member(value: str, allowed: tuple[_Name, ...]) -> _Name | None:
+    """``value`` as one of ``allowed`` (so typed as its ``Literal``), or None if it is not."""
+    for name in allowed:
+        if name == value:
+            return name
+    return None

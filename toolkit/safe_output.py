@@ -35,10 +35,10 @@ def neutralise_formulas(column: pd.Series) -> pd.Series:
         return column
     text = column.astype("string")
     risky = text.str.contains(_FORMULA_START, regex=True) & ~text.str.fullmatch(_PLAIN_NUMBER)
-    risky = risky.fillna(False).to_numpy(dtype=bool)
-    if not risky.any():
+    mask = risky.fillna(False).to_numpy(dtype=bool)
+    if not mask.any():
         return column
-    return text.where(~risky, "'" + text)
+    return text.where(~mask, "'" + text)
 
 
 def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:

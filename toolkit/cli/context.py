@@ -6,6 +6,7 @@ This module (with the command modules) is the only place that prints.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -164,6 +165,9 @@ def _set_global(option: _GlobalOption) -> Callable[[click.Context, click.Paramet
         elif option.kwargs.get("is_flag"):
             if value:
                 setattr(current, option.attribute, True)
+                if option.attribute == "verbose":
+                    # -v after the command too: debug logging from here on.
+                    logging.getLogger().setLevel(logging.DEBUG)
         else:
             earlier = current.given.get(option.attribute)
             if not top and earlier is not None and earlier != value:
@@ -232,6 +236,13 @@ def json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def warn(message: str) -> None:
+    """``Warning: <message>`` on stderr: something done to the data that its user must
+    know (curves made straight, numbers where text was expected). Shown with --json
+    and --quiet too, which silence progress and summaries, not this."""
+    click.echo(f"Warning: {message}", err=True)
 
 
 def note(message: str) -> None:

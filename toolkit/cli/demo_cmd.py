@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +21,17 @@ from toolkit.cli.context import (
 )
 from toolkit.cli.render import counts_line, render
 
+# What SQLite makes beside a site file in WAL mode.
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
 
 @cli.command("demo")
 @click.option(
     "--sample-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("sample_data"),
-    show_default=True,
-    help="The sample data folder of the repository.",
+    default=None,
+    help="A folder of sample files to use instead of the sample installed with the toolkit "
+    "(the same file names as sample_data/).",
 )
 @click.option(
     "--out",
@@ -37,12 +42,13 @@ from toolkit.cli.render import counts_line, render
     help="Where rejected rows and other outputs are written.",
 )
 @global_options
-def demo(sample_dir: Path, out_dir: Path) -> None:
+def demo(sample_dir: Path | None, out_dir: Path) -> None:
     """Build a demo site from the sample data: an event, parcels, assets, users, and
     damage assessments linked to their parcels, each as an import job.
 
-    Safe to repeat: a second run finds every row unchanged. Exit status 0 when every
-    job is COMPLETE.
+    The sample is installed with the toolkit, so this works from any folder. Safe to
+    repeat: a second run finds every row unchanged. Exit status 0 when every job is
+    COMPLETE; a demo that fails before its first job leaves no site file behind.
 
     \b
     Examples:
@@ -51,14 +57,20 @@ def demo(sample_dir: Path, out_dir: Path) -> None:
       toolkit --json demo --quiet
     """
     from toolkit.errors import OptionError
-    from toolkit.sample.demo import run_demo
+    from toolkit.sample.demo import check_sample_dir, packaged_sample_dir, run_demo
 
     if is_remote():
         raise OptionError(
             "demo builds an embedded site from the sample data; the API has no route for it "
             "(run it without --url)"
         )
-    with open_local_site(create=True) as site, progress_bar() as progress:
+    sample_dir = sample_dir or packaged_sample_dir()
+    check_sample_dir(sample_dir)  # before the site file is made
+    with (
+        _site_file_kept_only_on_success(settings().store),
+        open_local_site(create=True) as site,
+        progress_bar() as progress,
+    ):
         result = run_demo(site, sample_dir, out_dir, progress=progress)
     document = {"event": result.event, "jobs": result.jobs, "outputs": result.outputs}
     render(document, lines=_demo_lines)
@@ -71,6 +83,21 @@ def demo(sample_dir: Path, out_dir: Path) -> None:
                 if job["status"] != "COMPLETE"
             )
         )
+
+
+@contextmanager
+def _site_file_kept_only_on_success(store: Path) -> Iterator[None]:
+    """A site file this run makes is removed again when the run raises: a failed demo
+    must not leave an empty ``toolkit.sqlite`` that later commands would take for a site.
+    A file that was there before is left alone (its transactions keep it whole)."""
+    existed = store.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            for path in (store, *(store.with_name(store.name + s) for s in SQLITE_SIDE_FILES)):
+                path.unlink(missing_ok=True)
+        raise
 
 
 def _demo_lines(document: dict[str, Any]) -> list[str]:

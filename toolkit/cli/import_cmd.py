@@ -20,10 +20,14 @@ from toolkit.cli.context import (
     print_table,
     progress_bar,
     settings,
+    warn,
 )
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
+from toolkit.cli.words import in_cli_words
+from toolkit.errors import OptionError
+from toolkit.importing.reject_limit import RejectLimit
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
 
 
@@ -43,6 +47,22 @@ def complete_rule_names(
     ]
 
 
+class RejectLimitType(click.ParamType[RejectLimit, Any]):
+    """``--max-rejects N`` or ``N%``; anything else is a usage error."""
+
+    name = "N|N%"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> RejectLimit:
+        if isinstance(value, RejectLimit):
+            return value
+        try:
+            return RejectLimit.parse(value, name="")
+        except OptionError as exc:
+            self.fail(str(exc).strip(), param, ctx)
+
+
 def _summary_lines(job: dict[str, Any]) -> list[str]:
     summary = job.get("summary") or {}
     params = job.get("params") or {}
@@ -60,14 +80,16 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     if summary.get("source") or params.get("source"):
         lines.append(f"  source: {summary.get('source') or params.get('source')}")
     if summary.get("reason"):
-        lines.append(f"  reason: {summary['reason']}")
+        lines.append(f"  reason: {in_cli_words(summary['reason'])}")
     if counts:
         lines.append("  " + counts_line(counts))
     if summary.get("linking"):
         linking = summary["linking"]
         lines.append("  assets: " + ", ".join(f"{k} {v}" for k, v in linking.items()))
+    for warning in summary.get("warnings", []):
+        lines.append(f"  warning: {warning}")
     for note_text in summary.get("notes", []):
-        lines.append(f"  note: {note_text}")
+        lines.append(f"  note: {in_cli_words(note_text)}")
     errors = summary.get("errors", [])
     if errors:
         lines.append(f"  first {len(errors)} of {summary.get('errorCount', len(errors))} problems:")
@@ -96,7 +118,11 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     shell_complete=complete_rule_names,
     help="Import rule by name (see `toolkit rules list`) or a rule file (.py).",
 )
-@click.option("--matching-id", help="Field that matches existing records (default: the rule's).")
+@click.option(
+    "--matching-id",
+    help="Field that matches existing records, by its name in the rule or the file's "
+    "heading for it (default: the rule's).",
+)
 @click.option(
     "--overwrite-rule",
     type=click.Choice(OVERWRITE_RULES),
@@ -106,7 +132,19 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @click.option("--region-id", type=int, help="Region the items belong to (item imports).")
 @click.option("--dry-run", is_flag=True, help="Do everything but write; report what would happen.")
 @click.option(
+    "--server-dry-run",
+    is_flag=True,
+    help="With --url: send every chunk with the API's dryRun=1, so the server checks, "
+    "links and plans it and writes nothing; prints the counts a real push would give.",
+)
+@click.option(
     "--rollback-on-error", is_flag=True, help="Write nothing at all if any row is rejected."
+)
+@click.option(
+    "--max-rejects",
+    type=RejectLimitType(),
+    help="Fail the job, writing nothing, when more rows than N (or N% of the rows read) "
+    "are rejected. Default: write the good rows, whatever the rejects.",
 )
 @click.option("--tag", "import_tag", help="Tag every imported record with this tag.")
 @click.option("--message", help="Text recorded in the audit log with every change.")
@@ -147,6 +185,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @global_options
 def import_command(
     file: Path,
+    server_dry_run: bool,
     assets_file: Path | None,
     force: bool,
     poll_interval: float | None,
@@ -168,9 +207,24 @@ def import_command(
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
       export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
+      toolkit --url https://staging.example.org import damage.csv --type item \
+          --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
     """
+    if server_dry_run:
+        if options["dry_run"]:
+            raise click.UsageError(
+                "give --dry-run (checks here, sends nothing) or --server-dry-run (the "
+                "server checks and plans), not both"
+            )
+        if not is_remote():
+            raise click.UsageError(
+                "--server-dry-run asks a server (--url); on the embedded site --dry-run "
+                "does the same"
+            )
     with input_file(file, options["file_format"]) as (source, name):
-        _import(source, name, assets_file, force, poll_interval, links_file, options)
+        _import(
+            source, name, assets_file, force, poll_interval, links_file, options, server_dry_run
+        )
 
 
 def _import(
@@ -181,6 +235,7 @@ def _import(
     poll_interval: float | None,
     links_file: Path | None,
     options: dict[str, Any],
+    server_dry_run: bool = False,
 ) -> None:
     from toolkit.importing.pipeline import ImportRequest
 
@@ -188,7 +243,7 @@ def _import(
     if is_remote():
         if links_file is not None:
             raise click.UsageError("--links works on the embedded site, not with --url")
-        _push(request, assets_file, force, poll_interval)
+        _push(request, assets_file, force, poll_interval, server_dry_run)
         return
     if links_file is not None:
         from toolkit.matching.review import read_review
@@ -198,6 +253,8 @@ def _import(
         note(f"Remembered {kept} review decisions from {links_file.name}")
     with open_local_site(create=True) as site, progress_bar() as progress:
         job = site.run_import(request, progress=progress)
+    for warning in (job.get("summary") or {}).get("warnings", []):
+        warn(warning)
     render(job, lines=_summary_lines)
     if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(
         "rejected"
@@ -245,7 +302,7 @@ def import_status(job_id: int | None, as_csv: bool, as_nl: bool) -> None:
 
 def _job_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row a job: what it ran and its counts (every count a column, blank if none)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for job in jobs:
         summary = job.get("summary") or {}
         counts = summary.get("counts") or {}
@@ -362,7 +419,13 @@ def _show_rule(rule: dict[str, Any]) -> None:
         click.echo("  other columns are kept as text fields under their heading")
 
 
-def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: float | None) -> None:
+def _push(
+    request: Any,
+    assets_file: Path | None,
+    force: bool,
+    poll_interval: float | None,
+    server_dry_run: bool = False,
+) -> None:
     """``toolkit import --url ...``: check and link offline, then push in chunks."""
     import os
 
@@ -394,8 +457,13 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
             poll_interval_s=interval,
             progress=progress,
         )
-        result = pusher.push(request, force=force)
+        result = pusher.push(request, force=force, server_dry_run=server_dry_run)
+    for warning in result.offline.get("warnings", []):
+        warn(warning)
     render(result.to_dict(), lines=lambda document: _push_lines(document, result))
+    if result.refused is not None:
+        what = "server dry run" if result.server_dry_run else "push"
+        raise JobFailed(f"{what} of {result.source} FAILED: {result.refused}")
     if not result.ok and not result.dry_run:
         failed = [c for c in result.chunks if c.get("status") != "COMPLETE"]
         raise JobFailed(
@@ -416,6 +484,11 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
     lines.append(
         f"Push of {document['source']}: {document['status']}"
         + (" (dry run: nothing sent)" if result.dry_run else "")
+        + (
+            " (server dry run: the server checked and planned every chunk, nothing written)"
+            if result.server_dry_run
+            else ""
+        )
         + (" (already pushed: nothing sent; --force to push again)" if result.already_done else "")
     )
     lines.append(
@@ -432,6 +505,13 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
     hidden = offline.get("problemCount", 0) - len(offline["rejected"])
     if hidden > 0:
         lines.append(f"    and {hidden} more problem(s)")
+    for check in document.get("serverCheck") or []:
+        lines.append(
+            f"  server dry run of chunk {check['index'] + 1}: job {check['jobId']} "
+            f"{check['status']}, rejected {check['rejected']}"
+        )
+    if document.get("reason"):
+        lines.append(f"  reason: {in_cli_words(document['reason'])}")
     for chunk in document["chunks"]:
         counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
         lines.append(
@@ -440,5 +520,6 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
         )
     if document["counts"]:
         # The file's rows: those sent, and those refused offline (counted as rejected).
-        lines.append("  total: " + counts_line(document["counts"]))
+        label = "would be" if result.server_dry_run else "total"
+        lines.append(f"  {label}: " + counts_line(document["counts"]))
     return lines

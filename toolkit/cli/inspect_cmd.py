@@ -13,6 +13,7 @@ from toolkit.cli.context import (
     note,
     print_renderable,
     progress_bar,
+    warn,
 )
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.render import render
@@ -81,6 +82,8 @@ def inspect(
             lon_column=lon_column,
             progress=progress,
         )
+    for warning in report.warnings:
+        warn(warning)
     document = report.to_dict()
     if head:
         document["head"] = head_rows(frame, head)

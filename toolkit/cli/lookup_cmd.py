@@ -136,6 +136,13 @@ def lookup(
     (matched, ambiguous, unmatched, per mode) goes to stderr.
 
     \b
+    Exit status, so a scheduled run can tell:
+      0  every query found an asset (or there was no query)
+      3  some queries found none: unmatched, or ambiguous (a tie gives no asset)
+      4  no query found an asset
+      1  an error (nothing looked up); 2 a usage error
+
+    \b
     Examples:
       toolkit lookup "12 SMITH ST BALLARAT" --mode soundex --max-rank 3
       toolkit lookup 005123 --mode code --code-field propnum --assets sample_data/parcels.zip
@@ -185,8 +192,11 @@ def lookup(
         if value is not None:
             options[key] = value
     if assets is None and is_remote():
-        if review_file is not None or links_file is not None:
-            raise click.UsageError("--review and --links work offline, not with --url")
+        if review_file is not None or links_file is not None or candidates:
+            raise click.UsageError(
+                "--review, --links and --candidates work offline (the embedded site or "
+                "--assets), not with --url"
+            )
         _remote_lookup(frame, options, output, out_file)
         return
     decisions = None if links_file is None else read_review(links_file)
@@ -220,13 +230,57 @@ def lookup(
         for entry, why in zip(document.values(), explanations(index, result.resolved), strict=True):
             if why is not None:
                 entry["explain"] = why
-        render(document, lines=lambda d: _entry_lines(d.values(), explain))
+        shortlists = _shortlists(result) if candidates else None
+        render(document, lines=lambda d: _entry_lines(d.values(), explain, shortlists))
     by_mode = ", ".join(f"{k} {v}" for k, v in summary["byMode"].items())
     note(
         f"{summary['queries']} queries: {summary['matched']} matched"
         + (f" ({by_mode})" if by_mode else "")
         + f", {summary['ambiguous']} ambiguous, {summary['unmatched']} unmatched"
     )
+    _exit_with_status(summary["queries"], summary["matched"])
+
+
+# The exit statuses of a lookup that ran: every query found an asset, some, none.
+ALL_FOUND, SOME_NOT_FOUND, NONE_FOUND = 0, 3, 4
+
+
+def lookup_status(queries: int, matched: int) -> int:
+    """0 when every query found an asset, 3 when some found none, 4 when none found one."""
+    if matched == queries:
+        return ALL_FOUND
+    return NONE_FOUND if matched == 0 else SOME_NOT_FOUND
+
+
+def _exit_with_status(queries: int, matched: int) -> None:
+    status = lookup_status(queries, matched)
+    if status != ALL_FOUND:
+        click.get_current_context().exit(status)
+
+
+def _shortlists(result: Any) -> list[list[str]]:
+    """Each query's candidates as text lines: rank, asset id, name, mode and score."""
+    top = result.candidates
+    lists: list[list[str]] = [[] for _ in range(len(result.resolved))]
+    if top.empty:
+        return lists
+    names = result.index.assets["name"].to_numpy(dtype=object)[top["asset_position"].to_numpy()]
+    text = (
+        "candidate "
+        + top["rank"].astype("string")
+        + ": "
+        + top["asset_id"].astype("string")
+        + " "
+        + names.astype(str)
+        + " ("
+        + top["mode"].astype("string")
+        + ", score "
+        + top["score"].round(1).astype("string")
+        + ")"
+    )
+    for row, lines in text.groupby(top["row"].to_numpy()).agg(list).items():
+        lists[int(row)] = lines
+    return lists
 
 
 def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: Path | None) -> None:
@@ -276,6 +330,7 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
         f"{len(entries)} queries: {matched} matched, {ambiguous} ambiguous, "
         f"{len(entries) - matched - ambiguous} unmatched"
     )
+    _exit_with_status(len(entries), matched)
 
 
 def _write_rows(rows: Any, out_file: Path) -> None:
@@ -285,11 +340,14 @@ def _write_rows(rows: Any, out_file: Path) -> None:
     note(f"Wrote {len(rows)} rows to {'stdout' if is_stdio(out_file) else out_file}")
 
 
-def _entry_lines(entries: Any, explain: bool = False) -> list[str]:
+def _entry_lines(
+    entries: Any, explain: bool = False, shortlists: list[list[str]] | None = None
+) -> list[str]:
     """One line per lookup entry: reference, query, the asset (or -), the error; with
-    ``explain``, a second line for mode fuzzy's best candidate and its evidence."""
+    ``explain``, a line for mode fuzzy's best candidate and its evidence; with
+    ``shortlists`` (``--candidates``), a line per candidate."""
     lines = []
-    for entry in entries:
+    for position, entry in enumerate(entries):
         asset = entry["asset"]
         if isinstance(asset, dict):
             label = f"{asset['id']} {asset['name']} (accuracy {asset['accuracy']})"
@@ -303,4 +361,6 @@ def _entry_lines(entries: Any, explain: bool = False) -> list[str]:
                 f"\t  best candidate {why['assetId']}: probability {why['probability']:.4f}; "
                 f"evidence in bits: {parts or 'none'}"
             )
+        if shortlists is not None:
+            lines.extend(f"\t  {text}" for text in shortlists[position])
     return lines

@@ -286,12 +286,15 @@ def register_list() -> None:
 @cli.group("item")
 @global_options
 def item_group() -> None:
-    """Read register items with the spec's filters.
+    """Read, add, change and retire register items.
 
     \b
     Examples:
       toolkit item list --register damage-assessment --cql 'damageLevel:Severe'
       toolkit item get 42
+      toolkit item add --register damage-assessment --event-id 1 --field damageLevel=Severe
+      toolkit item update 42 --field damageLevel=Minor --message "re-inspected"
+      toolkit item retire 42 --message "duplicate of 41"
     """
 
 

@@ -145,42 +145,72 @@ def _report_rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     metavar="KEY=VALUE",
     help="A report parameter (repeatable); with --instance, overrides the earlier run's.",
 )
-@click.option("--wait", is_flag=True, help="Run now and return when the run has finished.")
+@click.option("--wait", is_flag=True, help="Return only when the run has ended.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="With --wait: give up waiting after this long (exit status 1; the run goes on).",
+)
 @global_options
 def report_run(
-    report_id: int | None, instance_id: int | None, pairs: tuple[str, ...], wait: bool
+    report_id: int | None,
+    instance_id: int | None,
+    pairs: tuple[str, ...],
+    wait: bool,
+    timeout_s: float | None,
 ) -> None:
     """Run report REPORT_ID (or repeat --instance ID) and print the new instance's id.
 
     Without --wait the run is QUEUED and a background worker executes it after this
-    command returns; follow it with `toolkit report status ID`. With --wait the run
-    happens now and its final state is printed; exit status 1 when it FAILED.
+    command returns; follow it with `toolkit report status ID`. With --wait the command
+    returns when the run has ended (on a server, asking its status until then) and
+    prints its final state; exit status 1 when it FAILED, or when --timeout passed
+    first.
 
     \b
     Examples:
       toolkit report run 1 --param eventId=1 --param status=active
       toolkit report run 2 --wait --json
+      toolkit --url https://staging.example.org report run 1 --param eventId=1 \\
+          --wait --timeout 600
       toolkit report run --instance 7 --param dateFrom=2026-02-01 --wait
     """
     if (report_id is None) == (instance_id is None):
         raise click.UsageError("give a REPORT_ID or --instance ID (one of them)")
+    if timeout_s is not None and not wait:
+        raise click.UsageError("--timeout is how long --wait waits; give --wait too")
     body: dict[str, Any] = {"params": _params(pairs)}
     if report_id is not None:
         body["reportId"] = report_id
     else:
         body["reportInstanceId"] = instance_id
     from toolkit.reports import DetachedProcessExecutor, inline_executor
+    from toolkit.reports.waiting import ReportWaitTimedOut, wait_for_report
     from toolkit.site import LocalSite
 
     with open_site() as site:
         if isinstance(site, LocalSite):  # a server runs reports its own way
-            site.report_executor = inline_executor if wait else DetachedProcessExecutor()
+            # Waited without a limit, the run happens here and now; with a limit it runs
+            # in a worker of its own, so that waiting can stop.
+            inline = wait and timeout_s is None
+            site.report_executor = inline_executor if inline else DetachedProcessExecutor()
         queued = site.report_run(body)
-        instance = site.report_status(queued["id"]) if wait else None
-    if instance is None:
-        render(queued, lines=lambda q: f"Report instance {q['id']}: {q['result']}")
-        note(f"Follow it with: toolkit report status {queued['id']}")
-        return
+        if not wait:
+            render(queued, lines=lambda q: f"Report instance {q['id']}: {q['result']}")
+            note(f"Follow it with: toolkit report status {queued['id']}")
+            return
+        with progress_bar() as progress:
+            try:
+                instance = wait_for_report(
+                    lambda: site.report_status(queued["id"]),
+                    timeout_s=timeout_s,
+                    progress=progress,
+                )
+            except ReportWaitTimedOut as exc:
+                _show(exc.instance)
+                raise JobFailed(str(exc)) from exc
     _show(instance)
     _fail_if_failed(instance)
 

@@ -21,16 +21,17 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError
-from toolkit.names import OVERWRITE_RULES, OverwriteRule
+from toolkit.names import OVERWRITE_RULES, OverwriteRule, member
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
 def check_overwrite_rule(value: str) -> OverwriteRule:
     """Return ``value`` as an :data:`OverwriteRule`, or raise naming the allowed set."""
-    if value not in OVERWRITE_RULES:
+    rule = member(value, OVERWRITE_RULES)
+    if rule is None:
         raise OptionError(f"overwriteRule {value!r} is not one of: {', '.join(OVERWRITE_RULES)}")
-    return value  # type: ignore[return-value]
+    return rule
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ two imports never insert a key twice. A crash before that commit leaves the
 site as it was and the job ``RUNNING``, which the next opening of the site turns
 into ``FAILED``. A dry run is the write stage with ``dry_run=True``: it writes,
 counts and rolls back, so its counts are exactly a real run's; rollback-on-error
-writes nothing when any row is rejected. An unexpected failure is logged with the
+writes nothing when any row is rejected, maxRejects when more rows are rejected than
+it allows. An unexpected failure is logged with the
 name of the stage it happened in; the job's message is the same as ever.
 """
 
@@ -18,11 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ import pandas as pd
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.importing.linking import link_rows
 from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import (
     DATA_ENCODINGS,
     DATA_TYPES,
@@ -38,8 +40,15 @@ from toolkit.importing.request import (
     request_from_spec,
 )
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
-from toolkit.importing.rules import IMPORT_TYPES, ImportRule, Prepared, apply_rule, load_rule
-from toolkit.model.fieldjson import as_python, fields_json
+from toolkit.importing.rules import (
+    ImportRule,
+    Prepared,
+    apply_rule,
+    load_rule,
+    numbers_for_text,
+)
+from toolkit.model.fieldjson import as_python, fields_json, id_list
+from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
 from toolkit.sources import SourceReport, read_source
@@ -88,7 +97,8 @@ _NO_ROWS = np.empty(0, dtype=np.int64)
 
 
 class _Refused(Exception):
-    """rollbackOnError found a rejected row: the write transaction is rolled back."""
+    """More rows were rejected than rollbackOnError or maxRejects allow: the write
+    transaction is rolled back."""
 
 
 def _no_problems() -> pd.DataFrame:
@@ -149,7 +159,8 @@ class Planned:
 
 @dataclass(frozen=True)
 class Written:
-    """The write stage: whether rollbackOnError refused to write, and whether it rolled back."""
+    """The write stage: whether it refused to write (rollbackOnError, maxRejects), and
+    whether it rolled back."""
 
     refused: bool
     dry_run: bool
@@ -252,6 +263,8 @@ class _Outcome:
     )
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # What the read did to the data that its user must know (see SourceReport.warnings).
+    warnings: list[str] = field(default_factory=list)
     linking: dict[str, int] = field(default_factory=dict)
     failed_stage: str | None = None
 
@@ -332,13 +345,7 @@ class ImportRunner:
                 )
             if self.store.events.get(request.event_id) is None:
                 raise NotFoundError(f"eventId {request.event_id} is not an event of this site")
-        matching_id = request.matching_id or rule.matching_id
-        if not self._is_matching_field(rule, matching_id):
-            allowed = sorted({f.name for f in rule.fields} | {"id"})
-            raise OptionError(
-                f"matchingId {matching_id!r} is not a field of rule {rule.name!r}; "
-                f"one of: {', '.join(allowed)}"
-            )
+        matching_field(rule, request.matching_id)
         return rule
 
     def _keep_own_account(self, plan: OverwritePlan, outcome: _Outcome) -> OverwritePlan:
@@ -351,10 +358,6 @@ class ImportRunner:
             return plan
         outcome.notes.append(f"the account running the import ({self.user_id}) was not retired")
         return replace(plan, retirements=plan.retirements[kept])
-
-    @staticmethod
-    def _is_matching_field(rule: ImportRule, name: str) -> bool:
-        return name == "id" or rule.field_named(name) is not None
 
     # --- running --------------------------------------------------------------------------
 
@@ -447,8 +450,18 @@ class ImportRunner:
         with self._stage(outcome, "read"):
             source = _read(request, self.progress)
         outcome.counts["read"] = source.records
+        outcome.warnings.extend(source.report.warnings)
         with self._stage(outcome, "validate"):
             ruled = _apply(rule, request, source, self.progress)
+        outcome.warnings.extend(
+            numbers_for_text(
+                rule,
+                ruled.prepared.column_of,
+                source.report.number_columns,
+                path=request.name,
+                sheet=source.report.layer,
+            )
+        )
         if ruled.prepared.ignored_columns:
             outcome.notes.append(
                 "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)
@@ -487,7 +500,8 @@ class ImportRunner:
     ) -> Written:
         """Plan and apply the overwrite rule in one transaction; a real run also records the
         job's outcome in it. A dry run writes for real and rolls back, so its counts are
-        exactly a real run's; rollbackOnError with a rejected row writes nothing."""
+        exactly a real run's; with more rejected rows than rollbackOnError or maxRejects
+        allow, nothing is written."""
         actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
@@ -516,7 +530,7 @@ class ImportRunner:
         with self.store.db.transaction(commit=not dry_run) as conn:
             with self._stage(outcome, "plan"):
                 self.progress("plan", 0, len(kept.values))
-                matching_id = request.matching_id or rule.matching_id
+                matching_id = matching_field(rule, request.matching_id)
                 planned = plan_rows(
                     kept.values,
                     self._existing_keys(rule, request, matching_id),
@@ -532,7 +546,7 @@ class ImportRunner:
                 outcome.counts["rejected"] = planned.rejected_count
                 outcome.rejections = planned.rejections
                 self.progress("plan", len(kept.values), len(kept.values))
-            refused = bool(request.rollback_on_error and planned.rejected_count)
+            refused = _refusal(request, outcome.counts) is not None
             if refused:
                 # Nothing will be kept, but the updates are written (then rolled back) so
                 # that rows already as asked count as unchanged, exactly as a run of the
@@ -582,19 +596,16 @@ class ImportRunner:
         written: Written,
     ) -> None:
         """Record the job's outcome where the write stage did not (refused, dry run)."""
-        if written.refused:
-            outcome.notes.append("rollbackOnError: a row was rejected, so nothing was written")
+        reason = _refusal(request, outcome.counts) if written.refused else None
+        if reason is not None:
+            outcome.notes.append(
+                "rollbackOnError: a row was rejected, so nothing was written"
+                if request.rollback_on_error
+                else "maxRejects: more rows were rejected than allowed, so nothing was written"
+            )
             if written.dry_run:
                 outcome.notes.append("dry run: nothing was written")
-            self._fail(
-                job_id,
-                request,
-                rule,
-                outcome,
-                f"{outcome.counts['rejected']} row(s) rejected and rollbackOnError is set; "
-                "nothing was written",
-                code=400,
-            )
+            self._fail(job_id, request, rule, outcome, reason, code=400)
             return
         if written.dry_run:
             outcome.notes.append("dry run: nothing was written")
@@ -747,7 +758,7 @@ class ImportRunner:
             else pd.Series(pd.NA, index=filled.index, dtype="Int64")
         ).reindex(filled.index)
         tags = json.dumps([request.import_tag] if request.import_tag else [])
-        self.store.items.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        self.store.items.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
         if len(plan.inserts):
             inserts = filled.iloc[plan.inserts]
@@ -770,7 +781,7 @@ class ImportRunner:
         changed = 0
         if len(plan.updates):
             updates = filled.iloc[plan.updates]
-            update_ids = as_python(pd.Series(plan.update_ids))
+            update_ids = id_list(plan.update_ids)
             changed = self.store.items.update_many(
                 conn,
                 ItemChanges(
@@ -803,7 +814,7 @@ class ImportRunner:
         assets = self.store.assets
         filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
-        assets.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        assets.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
         wkb = payload.geometry_wkb or [None] * len(filled)
         bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
@@ -845,7 +856,7 @@ class ImportRunner:
         changed = 0
         if len(plan.updates):
             updates = payload.filled.iloc[plan.updates]
-            columns: dict[str, list[object]] = {
+            columns: dict[str, Sequence[object]] = {
                 name: as_python(updates[name])
                 for name in ("name", "code", "type", "friendly", "status")
                 if name in updates
@@ -856,7 +867,7 @@ class ImportRunner:
                     columns[name] = as_python(pd.Series(bounds[plan.updates, i]))
             changed = assets.update_many(
                 conn,
-                as_python(pd.Series(plan.update_ids)),
+                id_list(plan.update_ids),
                 payload.patches(plan.updates),
                 columns,
                 actor,
@@ -892,6 +903,7 @@ class ImportRunner:
         reason: str | None = None,
     ) -> dict[str, Any]:
         rejections = outcome.rejections
+        first = rejections.head(MAX_ERRORS_IN_RESULT)
         return {
             "status": status,
             "reason": reason,
@@ -899,21 +911,24 @@ class ImportRunner:
             "importRule": rule.name,
             "importType": rule.import_type,
             "overwriteRule": request.overwrite_rule or rule.overwrite_rule,
-            "matchingId": request.matching_id or rule.matching_id,
+            "matchingId": matching_field(rule, request.matching_id),
             "dryRun": request.dry_run,
             "counts": outcome.counts,
             "linking": outcome.linking or None,
             "errors": [
                 {
-                    "row": int(r.row),
-                    "column": _text(r.column),
-                    "value": _text(r.value),
-                    "reason": str(r.reason),
+                    "row": int(row),
+                    "column": _text(column),
+                    "value": _text(value),
+                    "reason": str(why),
                 }
-                for r in rejections.head(MAX_ERRORS_IN_RESULT).itertuples(index=False)
+                for row, column, value, why in zip(
+                    *(first[c].tolist() for c in ("row", "column", "value", "reason")), strict=True
+                )
             ],
             "errorCount": len(rejections),
             "notes": outcome.notes,
+            "warnings": outcome.warnings,
             "timings": outcome.timings,
         }
 
@@ -923,6 +938,34 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def matching_field(rule: ImportRule, matching_id: str | None) -> str:
+    """The field a request matches records on: the rule's, or the one ``matching_id``
+    names by its field name or by the file's heading for it (``Reference`` for
+    ``reference``); any other is an :class:`OptionError` listing both."""
+    if matching_id is None:
+        return rule.matching_id
+    field = rule.matching_field(matching_id)
+    if field is None:
+        fields = ", ".join(sorted({f.name for f in rule.fields} | {"id"}))
+        headings = ", ".join(f.column for f in rule.fields)
+        raise OptionError(
+            f"matchingId {matching_id!r} is neither a field of rule {rule.name!r} ({fields}) "
+            f"nor a heading of one ({headings})"
+        )
+    return field
+
+
+def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:
+    """Why the job writes nothing for its rejected rows (rollbackOnError, or more of them
+    than maxRejects allows), or None when it writes its good rows."""
+    return refusal(
+        request.reject_limit(),
+        counts.get("rejected", 0),
+        counts.get("read", 0),
+        rollback_on_error=request.rollback_on_error,
+    )
 
 
 def register_fields(rule: ImportRule) -> list[dict[str, object]]:
@@ -949,7 +992,18 @@ def _int_column(frame: pd.DataFrame, name: str, default: int) -> list[int]:
     return [int(v) for v in column.fillna(default).to_numpy()]
 
 
-def _text_column(frame: pd.DataFrame, name: str, default: str | None) -> list[str | None]:
+@overload
+def _text_column(frame: pd.DataFrame, name: str, default: str) -> list[str]: ...
+
+
+@overload
+def _text_column(frame: pd.DataFrame, name: str, default: None) -> list[str | None]: ...
+
+
+def _text_column(
+    frame: pd.DataFrame, name: str, default: str | None
+) -> list[str] | list[str | None]:
+    """A text column's values, missing ones as ``default`` (so none are missing if given)."""
     if name not in frame:
         return [default] * len(frame)
     return as_python(frame[name].fillna(default) if default is not None else frame[name])

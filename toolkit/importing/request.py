@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import OptionError
+from toolkit.importing.reject_limit import RejectLimit
 from toolkit.names import DATA_TYPES as DATA_TYPES  # the API's dataType values
 from toolkit.query.filters import parse_int
 
@@ -30,6 +31,8 @@ class ImportRequest:
     region_id: int | None = None
     dry_run: bool = False
     rollback_on_error: bool = False
+    # More rejected rows than this and the job fails, writing nothing (None: no limit).
+    max_rejects: RejectLimit | None = None
     import_tag: str | None = None
     message: str | None = None
     layer: str | None = None
@@ -52,6 +55,10 @@ class ImportRequest:
             "quotechar": self.quotechar,
         }
 
+    def reject_limit(self) -> RejectLimit | None:
+        """The limit on rejected rows the job keeps: rollbackOnError is the limit 0."""
+        return RejectLimit(count=0) if self.rollback_on_error else self.max_rejects
+
     @property
     def name(self) -> str:
         return self.source_name or self.source.name
@@ -68,6 +75,7 @@ class ImportRequest:
             "regionId": self.region_id,
             "dryRun": int(self.dry_run),
             "rollbackOnError": int(self.rollback_on_error),
+            "maxRejects": None if self.max_rejects is None else str(self.max_rejects),
             "importTag": self.import_tag,
             "message": self.message,
         }
@@ -125,6 +133,10 @@ def request_from_spec(body: Mapping[str, Any], source: Path, source_name: str) -
         region_id=optional_int("regionId"),
         dry_run=flag("dryRun"),
         rollback_on_error=flag("rollbackOnError"),
+        # The toolkit's extension of the spec's fields (its server honours it).
+        max_rejects=None
+        if body.get("maxRejects") in (None, "")
+        else RejectLimit.parse(body["maxRejects"]),
         import_tag=body.get("importTag") or None,
         message=body.get("message") or None,
     )

@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 import pkgutil
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import OptionError, SourceError
-from toolkit.importing.overwrite import OverwriteRule, check_overwrite_rule
+from toolkit.importing.overwrite import check_overwrite_rule
 from toolkit.model.fieldtypes import (
     DEFAULT_MAX_LENGTH,
     IMPORT_FIELD_TYPES,
@@ -34,7 +34,7 @@ from toolkit.model.fieldtypes import (
     check_field_type,
     convert_column,
 )
-from toolkit.names import IMPORT_TYPES, ImportType
+from toolkit.names import IMPORT_TYPES, ImportType, OverwriteRule
 from toolkit.progress import Progress, no_progress
 from toolkit.sources.tabular import LAT_NAMES, LON_NAMES, WKT_NAMES
 
@@ -163,6 +163,22 @@ class ImportRule:
     def field_named(self, name: str) -> FieldRule | None:
         return next((f for f in self.fields if f.name == name), None)
 
+    def matching_field(self, name: str) -> str | None:
+        """The field a matchingId names: a field's name (or ``id``), else the file's
+        heading for a field (its column or an alias, matched as headings are: any case,
+        spaces or underscores), so ``Reference`` names ``reference``; None if neither."""
+        if name == "id" or self.field_named(name) is not None:
+            return name
+        key = _heading_key(name)
+        return next(
+            (
+                f.name
+                for f in self.fields
+                if any(_heading_key(c) == key for c in (f.column, *f.aliases))
+            ),
+            None,
+        )
+
     def defaults(self) -> dict[str, Any]:
         """Values for fields left empty, applied to inserted rows only."""
         return {f.name: f.default for f in self.fields if f.default is not None}
@@ -245,7 +261,8 @@ class Prepared:
 
     @property
     def rejected_rows(self) -> pd.Index:
-        return pd.Index(self.rejections["row"].unique())
+        rows: pd.Index = pd.Index(self.rejections["row"].unique())
+        return rows
 
 
 def _heading_key(heading: str) -> str:
@@ -290,6 +307,33 @@ def _reject(
 def _convert(spec: FieldRule, text: pd.Series) -> tuple[pd.Series, np.ndarray, str]:
     """Convert one column; returns the values, a mask of bad cells and the reason for them."""
     return convert_column(spec.type, text, choices=spec.choices, max_length=spec.max_length)
+
+
+def numbers_for_text(
+    rule: ImportRule,
+    column_of: Mapping[str, str],
+    number_columns: Mapping[str, Mapping[str, Any]],
+    *,
+    path: str,
+    sheet: str | None,
+) -> list[str]:
+    """A warning per column a text field of ``rule`` reads whose workbook cells are
+    numbers (``number_columns``, from the XLSX reader): a code typed as 007 in a number
+    cell is the number 7, and would overwrite a stored '007'."""
+    warnings = []
+    for spec in rule.fields:
+        heading = column_of.get(spec.name)
+        found = number_columns.get(heading) if heading is not None else None
+        if spec.type != "text" or not found:
+            continue
+        warnings.append(
+            f"{path}: sheet {sheet!r}, column {heading!r}: {found['count']} cell(s) are "
+            f"numbers in the workbook, e.g. {found['example']!r}, but field {spec.name!r} "
+            "is text: any leading zeros were lost in Excel (007 is stored as 7); format "
+            "the column as Text and retype them, or check them before they overwrite "
+            "stored values"
+        )
+    return warnings
 
 
 def apply_rule(

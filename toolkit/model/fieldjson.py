@@ -13,7 +13,10 @@ columns are concatenated, and the leading comma becomes the opening brace.
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,6 +64,16 @@ def fields_json(values: pd.DataFrame, cleared: pd.DataFrame | None = None) -> pd
     return pd.Series(pd.arrays.ArrowStringArray(objects), index=values.index)
 
 
-def as_python(column: pd.Series) -> list[object]:
-    """A column as a list of plain Python values, missing values as None (for sqlite3)."""
+def as_python(column: pd.Series) -> list[Any]:
+    """A column as a list of plain Python values, missing values as None (for sqlite3).
+
+    The values are of the column's dtype (int for ``Int64``, str for ``string``), which
+    only the caller knows: the list is ``Any`` here and typed where it is used.
+    """
     return column.astype(object).where(column.notna(), None).tolist()
+
+
+def id_list(ids: npt.ArrayLike) -> list[int]:
+    """Record ids (a plan's numpy array) as Python ints, which sqlite3 takes."""
+    values: list[int] = np.asarray(ids, dtype=np.int64).tolist()
+    return values

@@ -17,6 +17,7 @@ import numpy as np
 import shapely
 
 from toolkit.errors import OptionError
+from toolkit.model.rows import StoredRow
 from toolkit.query.filters import format_time
 
 # The item's own fields (spec 2.3), as records show them; register fields come after.
@@ -204,7 +205,7 @@ def asset_json(
     }
 
 
-def asset_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
+def asset_from_row(row: StoredRow) -> dict[str, Any]:
     """An asset as stored (a ``SELECT * FROM asset`` row) in the shape of spec 2.2.
 
     Beyond the spec's fields: ``active`` and, where the row says, ``isImpacted``.
@@ -224,15 +225,14 @@ def asset_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
         json.loads(row["extra_info"]),
     )
     record["active"] = row["status"] > 0
-    keys = row.keys() if hasattr(row, "keys") else row
-    if "impacted" in keys:
+    if "impacted" in row.keys():  # noqa: SIM118  (`in` on a sqlite3.Row tests its values)
         record["isImpacted"] = bool(row["impacted"])
     record["dateCreated"] = format_time(row["date_created"])
     record["dateModified"] = format_time(row["date_modified"])
     return record
 
 
-def item_from_row(row: Mapping[str, Any], register_fields: Sequence[str] = ()) -> dict[str, Any]:
+def item_from_row(row: StoredRow, register_fields: Sequence[str] = ()) -> dict[str, Any]:
     """A register item as stored, in the shape GET returns and POST/PUT accept."""
     record: dict[str, Any] = {
         "id": row["id"],
@@ -257,7 +257,7 @@ def item_from_row(row: Mapping[str, Any], register_fields: Sequence[str] = ()) -
     return record
 
 
-def event_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
+def event_from_row(row: StoredRow) -> dict[str, Any]:
     return {
         "id": row["id"],
         "name": row["name"],
@@ -274,7 +274,7 @@ def event_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def audit_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
+def audit_from_row(row: StoredRow) -> dict[str, Any]:
     return {
         "id": row["id"],
         "dateCreated": format_time(row["date_created"]),

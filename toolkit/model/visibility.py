@@ -9,11 +9,11 @@ API user's duty and hands it to the methods that read register data in bulk
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from toolkit.errors import PermissionDeniedError
+from toolkit.model.rows import StoredRow
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Visibility:
 EVERYTHING = Visibility()
 
 
-def job_events(row: Mapping[str, Any]) -> set[int | None]:
+def job_events(row: StoredRow) -> set[int | None]:
     """The events whose register data an import job's record holds (its summary has the
     first rejected rows with their values): an item job's event (None when it was given
     none), nothing for asset and user jobs."""

@@ -145,8 +145,9 @@ class _Parser:
         if not self.tokens:
             raise OptionError("cql: the query is empty")
         node = self._or()
-        if self._peek() is not None:
-            raise self._error(f"unexpected {self._peek().text!r}")  # type: ignore[union-attr]
+        rest = self._peek()
+        if rest is not None:
+            raise self._error(f"unexpected {rest.text!r}")
         return node
 
     def _or(self) -> Node:

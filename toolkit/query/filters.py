@@ -16,10 +16,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from toolkit import names
 from toolkit.errors import OptionError
-from toolkit.names import DIRECTIONS, OPERATORS, ORDER_COLUMNS, Direction, Operator
+from toolkit.names import (
+    DIRECTIONS,
+    OPERATORS,
+    ORDER_COLUMNS,
+    Direction,
+    Operator,
+    member,
+)
 
 # Times are whole milliseconds since the epoch, counted in integers: floats lose the last
 # millisecond of times before 1970 (and of far ones), so a time would not print back as read.
@@ -33,6 +41,8 @@ MAX_LIMIT = 1000
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 # ASCII digits only: str.isdigit() and int() also take '²' or Arabic-Indic digits.
+_Name = TypeVar("_Name", bound=str)
+_Value = TypeVar("_Value", int, float, bool, str)
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 # Epoch seconds the site can show as ISO 8601 times (years 1 to 9999).
 _EPOCH_S_RANGE = (-62_135_596_800, 253_402_300_799)
@@ -64,7 +74,7 @@ class TimeBound:
 class Page:
     limit: int = DEFAULT_LIMIT
     offset: int = 0
-    order: str = "id"
+    order: Order = "id"
     direction: Direction = "asc"
 
 
@@ -76,6 +86,14 @@ class Query:
     since: TimeBound | None = None
     until: TimeBound | None = None
     filters: dict[str, object] = field(default_factory=dict)
+
+    def filter(self, name: str, kind: type[_Value]) -> _Value | None:
+        """The filter ``name`` as parsed (its kind's type: int, float, bool, str), or None
+        when it was not given."""
+        value = self.filters.get(name)
+        if value is None or isinstance(value, kind):
+            return value
+        raise TypeError(f"filter {name} is a {type(value).__name__}, not a {kind.__name__}")
 
 
 def shown(value: object, limit: int = 40) -> str:
@@ -177,10 +195,12 @@ def format_time(value_ms: int | None) -> str | None:
     return (EPOCH + value_ms * MILLISECOND).isoformat(timespec="milliseconds")
 
 
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
+def _choice(name: str, value: str, allowed: tuple[_Name, ...]) -> _Name:
+    """``value`` as one of ``allowed``, or an error naming them."""
+    chosen = member(value, allowed)
+    if chosen is None:
         raise OptionError(f"{name} {shown(value)} is not one of: {', '.join(allowed)}")
-    return value
+    return chosen
 
 
 def parse_page(params: Mapping[str, str]) -> Page:
@@ -191,9 +211,7 @@ def parse_page(params: Mapping[str, str]) -> Page:
         limit=limit,
         offset=parse_int("offset", params.get("offset", "0"), minimum=0),
         order=_choice("order", params.get("order", "id"), ORDER_COLUMNS),
-        direction=_choice(  # type: ignore[arg-type]
-            "direction", params.get("direction", "asc").lower(), DIRECTIONS
-        ),
+        direction=_choice("direction", params.get("direction", "asc").lower(), DIRECTIONS),
     )
 
 
@@ -203,7 +221,7 @@ def _bound(params: Mapping[str, str], name: str, default: Operator) -> TimeBound
             raise OptionError(f"{name}_operator is given without {name}")
         return None
     operator = _choice(f"{name}_operator", params.get(f"{name}_operator", default), OPERATORS)
-    return TimeBound(operator, parse_time(name, params[name]))  # type: ignore[arg-type]
+    return TimeBound(operator, parse_time(name, params[name]))
 
 
 def parse_query(

@@ -11,6 +11,15 @@
    does nothing unless forced.
 4. Jobs are polled no more often than once a minute (the spec's limit), and their
    results combined.
+5. With a limit on rejected rows (``--max-rejects``, ``--rollback-on-error``) nothing is
+   sent when the offline rejects exceed it; otherwise every chunk is first dry-run on the
+   server (the spec's ``dryRun``), and nothing is sent when the offline and server-side
+   rejects together exceed it. Each chunk then carries the rest of the limit as
+   ``maxRejects`` (the toolkit's extension field), which ``toolkit serve`` enforces per job.
+6. A server dry run (``--server-dry-run``) is that dry run of every chunk alone: the server
+   reads, checks, links and plans each chunk against the site as it is and writes
+   nothing but the job record; the jobs' counts are what a real push would do. It keeps
+   no journal, so the real push afterwards sends everything.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +41,10 @@ import pyarrow.compute as pc
 
 from toolkit.errors import OptionError, RemoteError, ToolkitError
 from toolkit.importing.linking import link_rows
-from toolkit.importing.pipeline import ImportRequest
+from toolkit.importing.pipeline import ImportRequest, matching_field
+from toolkit.importing.reject_limit import refusal
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT
-from toolkit.importing.rules import apply_rule, load_rule
+from toolkit.importing.rules import apply_rule, load_rule, numbers_for_text
 from toolkit.matching import AssetIndex
 from toolkit.names import JOB_COUNTS
 from toolkit.progress import Progress, no_progress
@@ -230,6 +240,8 @@ class Journal:
     path: Path
     key: dict[str, Any]
     chunks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # False for the jobs of a server-side dry run: they are awaited, never kept.
+    kept: bool = True
 
     @classmethod
     def open(cls, source: Path, key: dict[str, Any]) -> Journal:
@@ -247,6 +259,8 @@ class Journal:
         return cls(path, key)
 
     def save(self) -> None:
+        if not self.kept:
+            return
         document = {"version": JOURNAL_VERSION, "key": self.key, "chunks": self.chunks}
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.write_text(json.dumps(document, indent=2), encoding="utf-8")
@@ -268,10 +282,17 @@ class PushResult:
     offline: dict[str, Any]
     dry_run: bool = False
     already_done: bool = False
+    # Why nothing was sent: more rows rejected (offline, or by the server's dry run of
+    # every chunk) than --max-rejects or --rollback-on-error allow.
+    refused: str | None = None
+    # The server's dry run of each chunk, when a limit on rejected rows asked for one.
+    check: list[dict[str, Any]] | None = None
+    # Only the server's dry run was asked for: ``chunks`` are its jobs, nothing was written.
+    server_dry_run: bool = False
 
     @property
     def ok(self) -> bool:
-        return all(c.get("status") == "COMPLETE" for c in self.chunks)
+        return self.refused is None and all(c.get("status") == "COMPLETE" for c in self.chunks)
 
     def counts(self) -> dict[str, int]:
         """The whole file's counts: the chunks' jobs summed, with ``read`` the file's rows
@@ -279,7 +300,7 @@ class PushResult:
         as one local import's would."""
         if not self.chunks:
             return {}
-        total = dict.fromkeys(JOB_COUNTS, 0)
+        total: dict[str, int] = dict.fromkeys(JOB_COUNTS, 0)
         for chunk in self.chunks:
             counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
             for name, value in counts.items():
@@ -292,11 +313,14 @@ class PushResult:
         return {
             "source": self.source,
             "status": "COMPLETE" if self.ok else "FAILED",
+            "reason": self.refused,
             "dryRun": self.dry_run,
+            "serverDryRun": self.server_dry_run,
             "alreadyPushed": self.already_done,
             "offline": self.offline,
             "counts": self.counts(),
             "chunks": self.chunks,
+            "serverCheck": self.check,
         }
 
 
@@ -334,6 +358,10 @@ class Pusher:
                 f"importRule {rule.name!r} imports {rule.import_type}s, not "
                 f"{request.import_type}s; pass importType {rule.import_type}"
             )
+        # A heading given for the matching field is sent as the field's name.
+        matching_id = (
+            None if request.matching_id is None else matching_field(rule, request.matching_id)
+        )
         frame, report = read_source(
             request.source, name=request.source_name, **request.read_options()
         )
@@ -349,10 +377,21 @@ class Pusher:
             # A server takes a rule's name, never a path: a rule file given here is sent
             # by the name it defines (the server must have that rule in its catalogue).
             "importRule": rule.name,
+            "matchingId": matching_id,
             "read": report.record_count(frame.index),
             "rejected": [],
             "linking": None,
             "dataType": "zip" if spatial else "csv",
+            "warnings": [
+                *report.warnings,
+                *numbers_for_text(
+                    rule,
+                    prepared.column_of,
+                    report.number_columns,
+                    path=request.name,
+                    sheet=report.layer,
+                ),
+            ],
         }
         rows = (
             frame
@@ -387,10 +426,30 @@ class Pusher:
         keep = ~rows.index.isin(list(bad_rows))
         return rows[keep], offline
 
-    def push(self, request: ImportRequest, *, force: bool = False) -> PushResult:
+    def push(
+        self, request: ImportRequest, *, force: bool = False, server_dry_run: bool = False
+    ) -> PushResult:
+        """Check offline, cut into chunks, send each as a job and await them all; with
+        ``server_dry_run`` the server only plans each chunk (see :meth:`_server_dry_run`).
+
+        With a limit on rejected rows (``--max-rejects``, ``--rollback-on-error``) the
+        whole file is refused, nothing sent, when the rows refused offline exceed it, or
+        those and the rows the server's dry run of every chunk rejects; each chunk then
+        carries what is left of the limit (the server's ``maxRejects``), so a chunk whose
+        rejects grew since the dry run fails whole on the server.
+        """
         rows, offline = self.prepare(request)
-        if request.dry_run:
-            return PushResult(request.name, [], offline, dry_run=True)
+        request = replace(request, matching_id=offline["matchingId"])
+        reason = self._refusal(request, offline, int(offline["rejectedRows"]))
+        if reason is not None or request.dry_run:
+            return PushResult(
+                request.name,
+                [],
+                offline,
+                dry_run=request.dry_run,
+                refused=reason,
+                server_dry_run=server_dry_run,
+            )
         if offline["dataType"] == "zip":
             chunks = plan_zip_chunks(rows, max_bytes=self.max_bytes)
         else:
@@ -402,6 +461,8 @@ class Pusher:
             "url": getattr(getattr(self.site, "profile", None), "base_url", None),
             "params": {k: v for k, v in request.spec_params().items() if k != "source"},
         }
+        if server_dry_run:
+            return self._server_dry_run(request, chunks, key, offline)
         journal = Journal.open(request.source, key)
         if force:
             journal.chunks = {}
@@ -411,6 +472,28 @@ class Pusher:
             return PushResult(request.name, result, offline, already_done=True)
 
         self._adopt_jobs_of_interrupted_sends(chunks, journal)
+        budgets: list[int | None] = [None] * len(chunks)
+        check = None
+        if request.reject_limit() is not None and not journal.chunks:
+            # A first send (a resumed one passed this check before sending anything).
+            check = self._server_check(request, chunks, journal, offline["importRule"])
+            rejected = int(offline["rejectedRows"]) + sum(c["rejected"] for c in check)
+            failed = [c for c in check if c["status"] != "COMPLETE"]
+            reason = self._refusal(request, offline, rejected, by_server=True)
+            if failed:
+                reason = (
+                    "; ".join(
+                        f"the server's dry run of chunk {c['index'] + 1} (job {c['jobId']}) "
+                        f"{c['status']}: {c['reason']}"
+                        for c in failed
+                    )
+                    + "; nothing was sent"
+                )
+            if reason is not None:
+                return PushResult(request.name, [], offline, refused=reason, check=check)
+            if request.max_rejects is not None:
+                spare = self._allowed(request, offline) - rejected
+                budgets = [c["rejected"] + spare for c in check]
         for chunk in chunks:
             entry = journal.entry(chunk)
             if entry is not None and entry.get("jobId") is not None:
@@ -423,6 +506,8 @@ class Pusher:
                 detail=f"rows {chunk.rows[0]}-{chunk.rows[1]}",
             )
             body = self._schedule_body(request, chunk, len(chunks), offline["importRule"])
+            if budgets[chunk.index] is not None:
+                body["maxRejects"] = budgets[chunk.index]
             # Recorded before sending: an interrupted send is resent, which repeats nothing
             # with a matching id (matches update to the same values, or are skipped).
             journal.chunks[chunk.sha256] = {
@@ -442,7 +527,91 @@ class Pusher:
         self.progress("send", len(chunks), len(chunks), unit="chunks")
         self._await(chunks, journal)
         results = [dict(journal.chunks[c.sha256], index=c.index) for c in chunks]
-        return PushResult(request.name, results, offline)
+        return PushResult(request.name, results, offline, check=check)
+
+    def _server_dry_run(
+        self,
+        request: ImportRequest,
+        chunks: list[Chunk],
+        key: dict[str, Any],
+        offline: dict[str, Any],
+    ) -> PushResult:
+        """Every chunk planned by the server (the spec's ``dryRun=1``), nothing written and
+        nothing journalled: the counts a real push would give, and the reason its limit on
+        rejected rows (``--max-rejects``, ``--rollback-on-error``) would refuse it."""
+        check = self._server_check(
+            request, chunks, Journal(request.source, key, kept=False), offline["importRule"]
+        )
+        rejected = int(offline["rejectedRows"]) + sum(c["rejected"] for c in check)
+        reason = self._refusal(request, offline, rejected, by_server=True)
+        if reason is not None:
+            reason = reason.replace("nothing was sent", "a push would send nothing")
+        results = [{k: v for k, v in c.items() if k not in ("rejected", "reason")} for c in check]
+        return PushResult(request.name, results, offline, refused=reason, server_dry_run=True)
+
+    @staticmethod
+    def _allowed(request: ImportRequest, offline: dict[str, Any]) -> int:
+        limit = request.reject_limit()
+        assert limit is not None
+        return limit.allowed(int(offline["read"]))
+
+    @staticmethod
+    def _refusal(
+        request: ImportRequest, offline: dict[str, Any], rejected: int, *, by_server: bool = False
+    ) -> str | None:
+        """Why the file is not sent: more rows rejected than its limit allows (the limit
+        is against the whole file's rows read, as a local import's is)."""
+        reason = refusal(
+            request.reject_limit(),
+            rejected,
+            int(offline["read"]),
+            rollback_on_error=request.rollback_on_error,
+            outcome="nothing was sent",
+        )
+        if reason is None:
+            return None
+        where = (
+            f"{offline['rejectedRows']} offline and {rejected - int(offline['rejectedRows'])} "
+            "by the server's dry run"
+            if by_server
+            else "offline"
+        )
+        return reason.replace(" rejected", f" rejected ({where})", 1)
+
+    def _server_check(
+        self, request: ImportRequest, chunks: list[Chunk], journal: Journal, rule_name: str
+    ) -> list[dict[str, Any]]:
+        """Dry-run every chunk on the server (the spec's dryRun: nothing is written) and
+        await the jobs; each chunk's job, status and rows rejected."""
+        scratch = Journal(journal.path, journal.key, kept=False)
+        for chunk in chunks:
+            self.progress("check", chunk.index, len(chunks), unit="chunks", detail="dry run")
+            body = self._schedule_body(request, chunk, len(chunks), rule_name)
+            body.update(dryRun=1, rollbackOnError=0)
+            body["message"] = "dry run: " + body["message"]
+            answer = self.site.import_schedule(body)
+            if answer.get("id") is None:
+                raise RemoteError(f"the server scheduled chunk {chunk.index + 1} without a job id")
+            scratch.chunks[chunk.sha256] = {"jobId": answer["id"], "status": "NOT_STARTED"}
+        self._await(chunks, scratch, label="check")
+        checked = []
+        for chunk in chunks:
+            entry = scratch.chunks[chunk.sha256]
+            job = entry.get("job") or {}
+            summary = job.get("summary") or {}
+            checked.append(
+                {
+                    "index": chunk.index,
+                    "rows": list(chunk.rows),
+                    "count": chunk.count,
+                    "jobId": entry["jobId"],
+                    "status": entry.get("status"),
+                    "rejected": int((summary.get("counts") or {}).get("rejected") or 0),
+                    "reason": summary.get("reason"),
+                    "job": job,
+                }
+            )
+        return checked
 
     @staticmethod
     def _schedule_body(
@@ -494,7 +663,10 @@ class Pusher:
             return
         by_tag: dict[str, Any] = {}
         for job in jobs if isinstance(jobs, list) else []:
-            message = str(((job.get("params") or {}).get("message")) or "")
+            params = job.get("params") or {}
+            if params.get("dryRun") not in (None, 0, "0", False):
+                continue  # a dry run of the same chunk wrote nothing: not its job
+            message = str(params.get("message") or "")
             for chunk in interrupted:
                 if _chunk_tag(chunk) in message:
                     by_tag[chunk.sha256] = job.get("id")
@@ -511,12 +683,12 @@ class Pusher:
         journal.save()
 
     def _report_wait(
-        self, chunks: list[Chunk], waiting: list[Chunk], journal: Journal, pause: float
+        self, chunks: list[Chunk], waiting: list[Chunk], journal: Journal, pause: float, label: str
     ) -> None:
         """Say which jobs the push waits for on the server and when it asks next."""
         at = (dt.datetime.now() + dt.timedelta(seconds=pause)).strftime("%H:%M:%S")
         self.progress(
-            "wait",
+            label,
             len(chunks) - len(waiting),
             len(chunks),
             unit="jobs",
@@ -524,7 +696,7 @@ class Pusher:
             + (f" (in {pause:.0f} s)" if pause >= 1 else ""),
         )
 
-    def _await(self, chunks: list[Chunk], journal: Journal) -> None:
+    def _await(self, chunks: list[Chunk], journal: Journal, label: str = "wait") -> None:
         """Poll every unfinished job, no more than once per poll interval.
 
         A round in which no status could be read counts as failed; after
@@ -536,7 +708,7 @@ class Pusher:
         failed_rounds = 0
         while waiting:
             pause = self.poll_interval_s - (self.clock() - last_poll)
-            self._report_wait(chunks, waiting, journal, max(pause, 0.0))
+            self._report_wait(chunks, waiting, journal, max(pause, 0.0), label)
             if pause > 0:
                 self.sleep(pause)
             last_poll = self.clock()
@@ -564,7 +736,7 @@ class Pusher:
                     f"({last_error}); the jobs were scheduled and are kept in {journal.path}: "
                     "run the same command again to resume"
                 )
-        self.progress("wait", len(chunks), len(chunks), unit="jobs", detail="every job finished")
+        self.progress(label, len(chunks), len(chunks), unit="jobs", detail="every job finished")
 
 
 def _waiting_for(chunks: list[Chunk], journal: Journal, limit: int = 3) -> str:

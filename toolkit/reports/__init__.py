@@ -3,7 +3,8 @@
 Modules: ``catalogue`` (what a report is), ``builtin`` (the reports, by stable id),
 ``runner`` (queue, execute, render), ``execution`` (who executes a queued run),
 ``snapshot`` (the Parquet rows of a run), ``json_contents``, ``csv_file``,
-``xlsx_file``, ``html_page`` (one renderer each), ``schema`` (``$schema``).
+``xlsx_file``, ``html_page`` (one renderer each), ``schema`` (``$schema``),
+``waiting`` (asking a run's status until it ends).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 ``queue`` checks the request and records a QUEUED instance; ``execute`` (in
 whatever thread or process an executor chose) moves it to RUNNING, gathers the
-rows into a Parquet snapshot, computes the metadata and marks it COMPLETED, or
+rows into a Parquet snapshot (a temporary file), computes the metadata and marks
+it COMPLETED with the snapshot stored in the site file, in one transaction, or
 FAILED with the reason. Rendering reads only the snapshot and the instance.
 
 Every step acts for one :class:`~toolkit.model.visibility.Visibility`. A run is refused
@@ -22,9 +23,15 @@ import logging
 import tempfile
 import time
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
-from toolkit.errors import NotFoundError, OptionError, PermissionDeniedError, ToolkitError
+from toolkit.errors import (
+    DiskFullError,
+    NotFoundError,
+    OptionError,
+    PermissionDeniedError,
+    ToolkitError,
+)
 from toolkit.model.visibility import EVERYTHING, Visibility
 from toolkit.names import REPORT_FORMATS as FORMATS
 from toolkit.names import ReportFormat
@@ -203,33 +210,44 @@ class ReportRunner:
             return self._instance(row["id"])
         started = time.perf_counter()
         try:
-            definition = self.catalogue.get(row["report_id"])
-            header, rows = self._snapshot(row["id"], definition, json.loads(row["params"] or "{}"))
+            with self.store.reports.spool() as spool:
+                definition = self.catalogue.get(row["report_id"])
+                params = json.loads(row["params"] or "{}")
+                header, rows = self._snapshot(row["id"], definition, params, spool)
+                taken = time.perf_counter() - started
+                spool.seek(0)
+                # The snapshot goes into the site file with the COMPLETED status, at once.
+                self.store.reports.complete(
+                    row["id"],
+                    row_count=rows,
+                    time_taken=taken,
+                    header=header,
+                    result=f"completed: {rows:,} rows in {taken:.2f} s",
+                    snapshot=spool,
+                )
         except Exception as exc:  # every failure ends the instance, never the worker
             taken = time.perf_counter() - started
             if isinstance(exc, ToolkitError):
                 reason = str(exc)
                 code = 403 if isinstance(exc, PermissionDeniedError) else 400
+                if isinstance(exc, DiskFullError):
+                    code = 500
             else:
                 log.exception("report instance %s failed", row["id"])
                 # The exception's text can name files; it goes to the log only.
                 reason = f"internal error ({type(exc).__name__}); the log has the details"
                 code = 500
             self.store.reports.fail(row["id"], reason=reason, code=code, time_taken=taken)
-            return self._instance(row["id"])
-        taken = time.perf_counter() - started
-        self.store.reports.complete(
-            row["id"],
-            row_count=rows,
-            time_taken=taken,
-            header=header,
-            result=f"completed: {rows:,} rows in {taken:.2f} s",
-        )
         return self._instance(row["id"])
 
     def _snapshot(
-        self, instance_id: int, definition: ReportDefinition, params: Mapping[str, Any]
+        self,
+        instance_id: int,
+        definition: ReportDefinition,
+        params: Mapping[str, Any],
+        spool: IO[bytes],
     ) -> tuple[dict[str, Any], int]:
+        """Write the rows to ``spool``; returns the contents' header and the row count."""
         typed = definition.parse_params(params)
         # Checked again here: duty can end between queueing and running.
         scope = self._require_scope(definition, typed, f"report instance {instance_id}")
@@ -239,13 +257,12 @@ class ReportRunner:
         # some (the rows are theirs alone), else every visible one (None: every event).
         narrowed = bool(scope) and None not in scope
         drawn = sorted(e for e in scope if e is not None) if narrowed else visible
-        path = self.store.reports.snapshot_path(instance_id)
-        with SnapshotWriter(path, gathered.spec, geometry=gathered.geometry) as writer:
+        with SnapshotWriter(spool, gathered.spec, geometry=gathered.geometry) as writer:
             for frame in gathered.chunks:
                 writer.write(frame)
         generated = self.store.db.clock()
         zone = self.time_zone or site_zone()
-        with Snapshot(path, gathered.spec) as snapshot:
+        with Snapshot(spool, gathered.spec, close_source=False) as snapshot:
             meta = [
                 MetaEntry.count("rowCount", "Rows", snapshot.row_count),
                 MetaEntry(
@@ -308,13 +325,13 @@ class ReportRunner:
             )
         header = json.loads(row["header"])
         spec = [Field(f["key"], f["label"], f["type"]) for f in header["spec"]]
-        path = self.store.reports.snapshot_path(row["id"])
-        if not path.exists():
+        stored = self.store.reports.snapshot(row["id"])
+        if stored is None:  # a run whose side-folder snapshot was lost before migration 5
             raise NotFoundError(
                 f"report instance {row['id']}: its snapshot is gone; run it again "
                 f"with reportInstanceId {row['id']}"
             )
-        return row, header, Snapshot(path, spec)
+        return row, header, Snapshot(stored, spec)
 
     def write(
         self,

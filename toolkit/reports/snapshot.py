@@ -1,14 +1,17 @@
-"""The rows of a report run, kept as a Parquet file and read back in row groups.
+"""The rows of a report run, kept as Parquet and read back in row groups.
 
-A run writes its rows once; every fetch renders the same snapshot, in any
-format, by streaming row groups, so memory stays bounded however many rows.
+A run writes its rows once (to a temporary file the store then keeps inside the site
+file); every fetch renders the same snapshot, in any format, by streaming row groups
+from wherever it is kept, so memory stays bounded however many rows.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 import pandas as pd
 import pyarrow as pa
@@ -63,19 +66,19 @@ def to_batch(frame: pd.DataFrame, spec: Sequence[Field], geometry: bool = False)
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(spec, geometry))
 
 
-class SnapshotWriter:
-    """Writes row batches to ``path`` through a temporary file, renamed when complete,
-    so a failed run never leaves a half snapshot that looks whole."""
+# Where a snapshot is written or read: a file's path, or an open binary file.
+Source = Path | IO[bytes] | io.RawIOBase
 
-    def __init__(self, path: Path, spec: Sequence[Field], *, geometry: bool = False) -> None:
-        self.path = path
+
+class SnapshotWriter:
+    """Writes row batches as one Parquet file to ``where``. Nothing marks it whole: the
+    caller keeps it (the store, in the transaction that completes the run) only when
+    the writer closed without an error."""
+
+    def __init__(self, where: Source, spec: Sequence[Field], *, geometry: bool = False) -> None:
         self.spec = tuple(spec)
         self.geometry = geometry
-        self.partial = path.with_name(path.name + ".partial")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.writer = pq.ParquetWriter(
-            self.partial, arrow_schema(self.spec, geometry), compression="zstd"
-        )
+        self.writer = pq.ParquetWriter(where, arrow_schema(self.spec, geometry), compression="zstd")
         self.rows = 0
 
     def write(self, frame: pd.DataFrame) -> None:
@@ -91,22 +94,20 @@ class SnapshotWriter:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, _exc: object, _tb: TracebackType | None
+        self, _kind: type[BaseException] | None, _exc: object, _tb: TracebackType | None
     ) -> None:
         self.writer.close()
-        if kind is None:
-            self.partial.replace(self.path)
-        else:
-            self.partial.unlink(missing_ok=True)
 
 
 class Snapshot:
-    """A finished snapshot, read a row group at a time."""
+    """A finished snapshot, read a row group at a time; closing it closes an open file
+    given as ``source`` unless ``close_source`` is false."""
 
-    def __init__(self, path: Path, spec: Sequence[Field]) -> None:
-        self.path = path
+    def __init__(self, source: Source, spec: Sequence[Field], *, close_source: bool = True) -> None:
+        self.source = source
+        self.close_source = close_source
         self.spec = tuple(spec)
-        self.file = pq.ParquetFile(path)
+        self.file = pq.ParquetFile(source)
         # Hears how many rows :meth:`batches` has handed out, once each batch is used.
         self.on_rows: Callable[[int], None] | None = None
 
@@ -138,6 +139,8 @@ class Snapshot:
 
     def close(self) -> None:
         self.file.close()
+        if self.close_source and not isinstance(self.source, Path):
+            self.source.close()
 
     def __enter__(self) -> Snapshot:
         return self

@@ -1,14 +1,19 @@
-"""The main job on the sample data: build a demo site from ``sample_data/``.
+"""The main job on the sample data: build a demo site from the packaged sample.
 
 An event, the property parcels from the zipped Shapefile, the other council
 assets, the users, and the damage assessments with their assets resolved, each
 as an import job. Running it again changes nothing (every job finds its rows
 unchanged), so it is safe to repeat.
+
+The sample ships inside the package (``toolkit/sample/data/``; the repository's
+``sample_data/`` is a link to it), so the demo works from any folder and after a
+plain ``pip install``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,27 @@ SAMPLE_IMPORTS = (
 )
 
 
+def packaged_sample_dir() -> Path:
+    """The sample data folder installed with the package."""
+    root = files("toolkit.sample") / "data"
+    if not isinstance(root, Path):  # a zipped install: the readers need real files
+        raise SourceError(
+            "the packaged sample data is inside an archive, not a folder; unpack it and "
+            "pass --sample-dir"
+        )
+    return root
+
+
+def check_sample_dir(sample_dir: Path) -> None:
+    """A ``SourceError`` unless ``sample_dir`` holds every file the demo imports."""
+    missing = [name for name, _, _ in SAMPLE_IMPORTS if not (sample_dir / name).is_file()]
+    if missing:
+        raise SourceError(
+            f"{sample_dir}: not a sample data folder (missing {', '.join(missing)}); "
+            "leave out --sample-dir to use the sample installed with the toolkit"
+        )
+
+
 @dataclass
 class DemoResult:
     event: dict[str, Any]
@@ -43,13 +69,11 @@ def run_demo(
     site: LocalSite, sample_dir: Path, out_dir: Path, *, progress: Progress = no_progress
 ) -> DemoResult:
     """Import the sample data into ``site``; rejected rows go to ``out_dir``."""
-    missing = [name for name, _, _ in SAMPLE_IMPORTS if not (sample_dir / name).exists()]
-    if missing:
-        raise SourceError(
-            f"{sample_dir}: not the sample data folder (missing {', '.join(missing)}); "
-            "run from the repository root or pass --sample-dir"
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_sample_dir(sample_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SourceError(f"{out_dir}: cannot make the output folder: {exc}") from exc
     found = site.list_events({"fulltext": EVENT_NAME, "fulltext_operator": "equals"})
     event = (
         next(iter(found["models"].values()))
@@ -57,7 +81,7 @@ def run_demo(
         else site.create_event(
             {
                 "name": EVENT_NAME,
-                "description": "Demo site from sample_data",
+                "description": "Demo site from the sample data",
                 "startDate": "2026-02-14",
                 "tags": ["demo", "flood"],
             }

@@ -539,6 +539,7 @@ def _geometries(parcels: _Parcels) -> np.ndarray:
 
     corners = parcels.corners
     geoms = shapely.polygons(corners)
+    assert isinstance(geoms, np.ndarray)  # an array of corners gives an array of polygons
     if parcels.bowtie.size:
         geoms[parcels.bowtie] = shapely.polygons(corners[parcels.bowtie][:, [0, 1, 3, 2]])
     if parcels.multipart.size:
@@ -547,6 +548,7 @@ def _geometries(parcels: _Parcels) -> np.ndarray:
         front = _slice(quads, np.zeros(count), np.full(count, _MULTIPART_FRONT))
         back = _slice(quads, np.full(count, _MULTIPART_BACK), np.ones(count))
         pieces = shapely.polygons(np.stack([front, back], axis=1).reshape(-1, 4, 2))
+        assert isinstance(pieces, np.ndarray)
         geoms[parcels.multipart] = shapely.multipolygons(
             pieces, indices=np.repeat(np.arange(count), 2)
         )
@@ -587,7 +589,7 @@ def _write_parcels(parcels: _Parcels, zip_path: Path, shp_dir: Path) -> None:
             info.compress_type = zipfile.ZIP_DEFLATED
             # Level 1 is several times faster than the default 6 on a million parcels and
             # only ~15% larger; ZipFile.open() reads the level from this attribute.
-            info._compresslevel = 1  # type: ignore[attr-defined]
+            info._compresslevel = 1  # type: ignore[attr-defined]  # private (public in 3.13)
             info.external_attr = 0o644 << 16
             with member.open("rb") as source, archive.open(info, "w") as target:
                 shutil.copyfileobj(source, target, 1 << 20)
@@ -606,7 +608,8 @@ def _inner_points(parcels: _Parcels, index: np.ndarray, rng: np.random.Generator
     v = np.where(np.isin(index, parcels.multipart)[:, None], v * _MULTIPART_FRONT, v)
     front = quads[:, 0] + u * (quads[:, 1] - quads[:, 0])
     back = quads[:, 3] + u * (quads[:, 2] - quads[:, 3])
-    return front + v * (back - front)
+    points: np.ndarray = front + v * (back - front)
+    return points
 
 
 def _to_lonlat(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1403,4 +1406,4 @@ def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _weights(weights: tuple[float, ...]) -> np.ndarray:
     array = np.asarray(weights, float)
-    return array / array.sum()
+    return array / float(array.sum())

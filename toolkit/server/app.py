@@ -35,7 +35,8 @@ REPORT_SCHEMA_NAME = "report-contents.v1.json"
 @cache
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document of the API, shipped as data in the package."""
-    return json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
+    document: dict[str, Any] = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
+    return document
 
 
 async def openapi(_request: Request) -> Response:

@@ -112,7 +112,7 @@ def report_command(call: Call) -> Any:
     if mode == "fetch":
         # $schema points at this server: the configured URL, else the one the client used.
         base = call.state.settings.base_url or str(call.request.base_url)
-        site.schema_base_url = base.rstrip("/")  # type: ignore[attr-defined]
+        site.schema_base_url = base.rstrip("/")
         if "reportInstanceId" not in body:
             raise OptionError("reportInstanceId is required")
         return site.report_fetch(

@@ -8,11 +8,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from toolkit.errors import AuthenticationError
 from toolkit.importing.rules import available_rules
 from toolkit.importing.tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
+from toolkit.reports import ThreadExecutor
 from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
 from toolkit.server.limits import (
     MAX_BODY_BYTES,
@@ -114,7 +114,7 @@ class ServerState:
         self.logins = LoginBackoff(settings.login_backoff, self.clock_s)
         self.index_cache = IndexCache()
         self.imports = ThreadPoolImportExecutor(settings.workers)
-        self.reports: Any = _report_executor(settings.workers)
+        self.reports = ThreadExecutor(settings.workers)
         self.sites = SitePool(store_path, self._configure)
 
     def _configure(self, site: LocalSite) -> None:
@@ -124,9 +124,8 @@ class ServerState:
         # No account changes until a request names its user (and then by its admin flag).
         site.caller = NO_CALLER
         site.index_cache = self.index_cache
-        site.import_executor = self._run_import  # type: ignore[method-assign]
-        if self.reports is not None:
-            site.report_executor = self.reports  # type: ignore[attr-defined]
+        site.import_executor = self._run_import
+        site.report_executor = self.reports
 
     def _run_import(self, task: ImportTask) -> None:
         site_id = self.sites.get(task.site).store.site_id  # the request's thread has it open
@@ -141,18 +140,8 @@ class ServerState:
     def shutdown(self) -> None:
         """Let background jobs finish, then close every connection."""
         self.imports.shutdown(wait=True)
-        if self.reports is not None:
-            self.reports.shutdown(wait=True)
+        self.reports.shutdown(wait=True)
         self.sites.close()
-
-
-def _report_executor(workers: int) -> Any:
-    """The reports' pool of ``workers`` threads, when the reports package is present."""
-    try:
-        from toolkit.reports import ThreadExecutor  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return ThreadExecutor(workers)
 
 
 __all__ = ["ServerSettings", "ServerState", "SitePool", "run_import_task"]

@@ -32,8 +32,7 @@ import logging
 import socket
 import struct
 import threading
-from collections.abc import Container
-from typing import Any
+from typing import Any, Protocol
 
 import h11
 import uvicorn
@@ -51,10 +50,17 @@ BUSY_MESSAGE = "too many connections; retry later"
 BUSY_RETRY_AFTER_S = 5
 
 
+class Hosts(Protocol):
+    """Peer addresses that are exempt: a tuple, or uvicorn's reading of trusted proxies
+    (whose ``__contains__`` takes only text, so it is no ``Container[str]``)."""
+
+    def __contains__(self, host: str, /) -> bool: ...
+
+
 class ConnectionBook:
     """Open connections, in total and per peer address, of one server."""
 
-    def __init__(self, total: int, per_client: int, exempt: Container[str]) -> None:
+    def __init__(self, total: int, per_client: int, exempt: Hosts) -> None:
         self.total = total
         self.per_client = per_client
         self.exempt = exempt
@@ -231,7 +237,7 @@ def protocol_class(settings: ServerSettings) -> type[GuardedH11Protocol]:
     """The protocol of one server: its settings and its own connection counts."""
     # uvicorn's own reading of forwarded_allow_ips (addresses, networks, "*"), so the proxies
     # exempt from the per-client cap are exactly those whose X-Forwarded-For is believed.
-    exempt: Container[str] = (
+    exempt: Hosts = (
         _TrustedHosts(settings.forwarded_allow_ips) if settings.forwarded_allow_ips else ()
     )
     book = ConnectionBook(settings.max_connections, settings.max_connections_per_client, exempt)

@@ -21,6 +21,7 @@ from toolkit.errors import (
     OptionError,
     PermissionDeniedError,
 )
+from toolkit.model.rows import StoredRow
 from toolkit.query.filters import format_time, parse_int
 from toolkit.site.credentials import (
     API_USER_POSITION,
@@ -305,7 +306,7 @@ def check_api_access(row: Any) -> None:
         )
 
 
-def user_object(row: Mapping[str, Any]) -> dict[str, Any]:
+def user_object(row: StoredRow) -> dict[str, Any]:
     """A user as the admin commands show it: never a hash or a secret."""
     return {
         "id": row["id"],
@@ -326,7 +327,7 @@ def user_object(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _key_json(row: Mapping[str, Any]) -> dict[str, Any]:
+def _key_json(row: StoredRow) -> dict[str, Any]:
     return {
         "id": row["id"],
         "userId": row["user_id"],

@@ -1,21 +1,20 @@
-"""The matching index of a site's assets: built from the store, cached beside the site file.
+"""The matching index of a site's assets: built from the store, cached in the site file.
 
-Building it for a million assets takes seconds, so it is saved beside the site
-file and reused until the site's assets change (a stamp of their count, last
-change and highest id).
+Building it for a million assets takes seconds, so it is kept in the site file
+(so that a copy of the file is the whole site) and reused until the site's assets
+change (a stamp of their count, last change and highest id).
 """
 
 from __future__ import annotations
 
 import io
-import json
 import logging
-import shutil
+import tempfile
 import threading
 import time
-from pathlib import Path
 
 import geopandas as gpd
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -50,7 +49,7 @@ def site_asset_frame(store: SiteStore) -> gpd.GeoDataFrame:
             column = f"{name} (extra)" if name in ASSET_FIELDS else str(name)
             values = extra[name]
             frame[column] = values.astype("str").where(values.notna(), None)
-    geometry = shapely.from_wkb(raw["geometry"].to_numpy()) if len(raw) else []
+    geometry = shapely.from_wkb(raw["geometry"].to_numpy()) if len(raw) else np.empty(0, object)
     return gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geometry, crs=4326))
 
 
@@ -58,37 +57,32 @@ def _extra_columns(extra_info: pd.Series) -> pd.DataFrame:
     """Every asset's extraInfo object as columns, parsed by Arrow's multithreaded reader."""
     lines = ("\n".join(extra_info.tolist()) + "\n").encode("utf-8")
     try:
-        return pa_json.read_json(io.BytesIO(lines)).to_pandas()
+        frame: pd.DataFrame = pa_json.read_json(io.BytesIO(lines)).to_pandas()
+        return frame
     except pa.ArrowInvalid:
         # A code that is a number in one asset and text in another: the slower, lenient way.
         return pd.read_json(io.StringIO(lines.decode("utf-8")), lines=True, dtype=False)
 
 
-def site_asset_index(
-    store: SiteStore, cache_root: Path | None = None, *, stamp: str | None = None
-) -> AssetIndex:
+def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetIndex:
     """The index of the site's active assets, from the cache when the assets have not changed.
 
     ``stamp`` is the assets' stamp when the caller has just read it.
     """
-    cache_root = cache_root or store.db.path.with_name(store.db.path.name + ".index")
-    folder = cache_root / f"site-{store.site_id}"
     stamp = stamp or store.assets.stamp()
-    stamp_file = folder / "stamp.json"
-    if stamp_file.exists():
+    cached = store.index_cache.get(stamp)
+    if cached is not None:
         try:
-            if json.loads(stamp_file.read_text("utf-8")).get("stamp") == stamp:
-                return AssetIndex.load(folder)
-        except (OSError, ValueError, ToolkitError) as exc:  # a damaged cache is rebuilt
-            log.warning("rebuilding the asset index cache %s: %s", folder, exc)
+            return AssetIndex.loads(cached, f"the site file {store.db.path}")
+        except ToolkitError as exc:  # a damaged cache is rebuilt
+            log.warning("rebuilding the asset index cache: %s", exc)
     index = AssetIndex.from_frame(site_asset_frame(store))
-    try:
-        if folder.exists():
-            shutil.rmtree(folder)
-        index.save(folder)
-        stamp_file.write_text(json.dumps({"stamp": stamp}), encoding="utf-8")
-    except OSError as exc:  # a read-only place: matching still works, only slower next time
-        log.warning("cannot cache the asset index in %s: %s", folder, exc)
+    # Spooled to disk past 64 MiB: a million assets' index is a few hundred.
+    with tempfile.SpooledTemporaryFile(max_size=64 * 2**20) as spool:
+        index.dump(spool)
+        spool.seek(0)
+        # A busy or read-only file: matching still works, only slower next time.
+        store.index_cache.put(stamp, spool)
     return index
 
 

@@ -34,7 +34,7 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
-from toolkit.site.writes import SiteWrites
+from toolkit.site.writes import SiteWrites, checked_message
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class LocalSite(SiteWrites, SiteAdmin):
 
     # Who runs scheduled imports (``toolkit serve`` sets a thread pool), and a matching
     # index kept in memory across calls (``toolkit serve`` shares one between threads).
-    import_executor: ImportExecutor = staticmethod(inline_import_executor)  # type: ignore[assignment]
+    import_executor: ImportExecutor = staticmethod(inline_import_executor)
     index_cache: IndexCache | None = None
     # Set by ``toolkit serve``: requests name rules of the catalogue, never rule files.
     rule_names_only: bool = False
@@ -179,7 +179,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         return runner.run(request)
 
     def asset_index(self) -> AssetIndex:
-        """The matching index of this site's active assets (cached beside the site file)."""
+        """The matching index of this site's active assets (cached in the site file)."""
         if self.index_cache is not None:
             return self.index_cache.get(self.store)
         from toolkit.site.index_cache import site_asset_index
@@ -231,6 +231,7 @@ class LocalSite(SiteWrites, SiteAdmin):
     # --- events and registers -----------------------------------------------------------
 
     def create_event(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
+        message = checked_message(message)
         columns = self._event_columns(values)
         if not columns.get("name"):
             raise OptionError("an event needs a name")
@@ -257,16 +258,16 @@ class LocalSite(SiteWrites, SiteAdmin):
             )
         rows, total = self.store.events.query(
             page=query.page,
-            event_id=f.get("id"),  # type: ignore[arg-type]
-            fulltext=f.get("fulltext"),  # type: ignore[arg-type]
+            event_id=query.filter("id", int),
+            fulltext=query.filter("fulltext", str),
             fulltext_operator=operator,
-            status=f.get("status"),  # type: ignore[arg-type]
-            active=f.get("active"),  # type: ignore[arg-type]
-            start_after=f.get("startDateAfter"),  # type: ignore[arg-type]
-            start_before=f.get("startDateBefore"),  # type: ignore[arg-type]
-            tag=f.get("tag"),  # type: ignore[arg-type]
-            is_template=f.get("isTemplate"),  # type: ignore[arg-type]
-            is_global=f.get("isGlobal"),  # type: ignore[arg-type]
+            status=query.filter("status", int),
+            active=query.filter("active", bool),
+            start_after=query.filter("startDateAfter", int),
+            start_before=query.filter("startDateBefore", int),
+            tag=query.filter("tag", str),
+            is_template=query.filter("isTemplate", bool),
+            is_global=query.filter("isGlobal", bool),
             since=query.since,
             until=query.until,
         )
@@ -281,6 +282,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         message: str | None = None,
     ) -> dict[str, Any]:
         """PATCH (a change-set) or, with ``replace``, PUT (missing fields become null)."""
+        message = checked_message(message)
         self.get_event(event_id)
         if replace:
             missing = [n for n in EVENT_REQUIRED if changes.get(n) in (None, "")]
@@ -380,9 +382,9 @@ class LocalSite(SiteWrites, SiteAdmin):
         rows, total = self.store.items.query(
             page=query.page,
             register_id=register_id,
-            event_id=f.get("eventId"),  # type: ignore[arg-type]
-            is_template=f.get("isTemplate"),  # type: ignore[arg-type]
-            asset_id=f.get("assetId"),  # type: ignore[arg-type]
+            event_id=query.filter("eventId", int),
+            is_template=query.filter("isTemplate", bool),
+            asset_id=query.filter("assetId", int),
             since=query.since,
             until=query.until,
             cql=cql,
@@ -402,13 +404,14 @@ class LocalSite(SiteWrites, SiteAdmin):
         query = parse_query(params, ASSET_FILTERS, aliases=ASSET_ALIASES)
         f = query.filters
         near = None
-        if "latitude" in f or "longitude" in f:
-            if "latitude" not in f or "longitude" not in f:
+        latitude, longitude = query.filter("latitude", float), query.filter("longitude", float)
+        if latitude is not None or longitude is not None:
+            if latitude is None or longitude is None:
                 raise OptionError("latitude and longitude go together")
-            latitude, longitude = float(f["latitude"]), float(f["longitude"])  # type: ignore[arg-type]
             if not (-90 <= latitude <= 90 and -180 <= longitude <= 180):
                 raise OptionError(f"latitude {latitude}, longitude {longitude} is not a place")
-            range_m = float(f.get("range", DEFAULT_RANGE_M))  # type: ignore[arg-type]
+            range_m = query.filter("range", float)
+            range_m = DEFAULT_RANGE_M if range_m is None else range_m
             if range_m <= 0:
                 raise OptionError(f"range {range_m} must be more than 0 (metres)")
             near = (latitude, longitude, range_m)
@@ -418,13 +421,13 @@ class LocalSite(SiteWrites, SiteAdmin):
             known.asset_type(self.store, f["type"])
         rows, total = self.store.assets.query(
             page=query.page,
-            asset_id=f.get("id"),  # type: ignore[arg-type]
-            fulltext=f.get("fulltext"),  # type: ignore[arg-type]
-            soundex=f.get("soundex"),  # type: ignore[arg-type]
-            active=f.get("active"),  # type: ignore[arg-type]
-            asset_type=f.get("type"),  # type: ignore[arg-type]
-            code=f.get("code"),  # type: ignore[arg-type]
-            is_impacted=f.get("isImpacted"),  # type: ignore[arg-type]
+            asset_id=query.filter("id", int),
+            fulltext=query.filter("fulltext", str),
+            soundex=query.filter("soundex", str),
+            active=query.filter("active", bool),
+            asset_type=query.filter("type", str),
+            code=query.filter("code", str),
+            is_impacted=query.filter("isImpacted", bool),
             near=near,
             since=query.since,
             until=query.until,
@@ -464,10 +467,10 @@ class LocalSite(SiteWrites, SiteAdmin):
             known.record("an import job", "importJobId", job_id, exists)
         rows, total = self.store.audit.query(
             page=query.page,
-            audit_id=f.get("id"),  # type: ignore[arg-type]
-            event_id=f.get("eventId"),  # type: ignore[arg-type]
-            item_id=f.get("itemId"),  # type: ignore[arg-type]
-            import_job_id=f.get("importJobId"),  # type: ignore[arg-type]
+            audit_id=query.filter("id", int),
+            event_id=query.filter("eventId", int),
+            item_id=query.filter("itemId", int),
+            import_job_id=query.filter("importJobId", int),
             within_events=within_events,
             since=query.since,
             until=query.until,
@@ -498,7 +501,9 @@ class LocalSite(SiteWrites, SiteAdmin):
         """The spec's ``run``: queue an instance and hand it to the report executor."""
         with self.lock:
             instance_id = self._reports(visibility).queue(body)
-            scheduled = self.store.reports.get(instance_id)["result"]
+            queued = self.store.reports.get(instance_id)
+            assert queued is not None  # queued just now, under the same lock
+            scheduled = queued["result"]
         owner = self.report_executor(
             ReportTask(self.db.path, self.store.name, instance_id, self.user_id, visibility)
         )

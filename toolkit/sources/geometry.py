@@ -13,6 +13,10 @@ from numpy.typing import NDArray
 # A plain decimal or scientific number, optionally signed and padded with spaces.
 _NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
 
+# A column of shapely geometries (None where a row has none), as shapely's array functions
+# give and take it.
+Geometries = NDArray[np.object_]
+
 _POLYGONAL = (shapely.GeometryType.POLYGON, shapely.GeometryType.MULTIPOLYGON)
 
 
@@ -26,7 +30,7 @@ class BadValues:
     message: str
 
 
-def geometry_from_wkt(values: pa.ChunkedArray, column: str) -> tuple[NDArray, list[BadValues]]:
+def geometry_from_wkt(values: pa.ChunkedArray, column: str) -> tuple[Geometries, list[BadValues]]:
     """Parse a text column of WKT; empty cells give a missing geometry, bad text a problem."""
     text = values.to_numpy(zero_copy_only=False)
     present = pc.is_valid(values).to_numpy(zero_copy_only=False)
@@ -63,7 +67,7 @@ def geometry_from_coordinates(
     y_column: str,
     x_column: str,
     geographic: bool,
-) -> tuple[NDArray, list[BadValues]]:
+) -> tuple[Geometries, list[BadValues]]:
     """Points from latitude/northing and longitude/easting text columns, with range checks.
 
     Both cells empty gives a missing geometry without a problem (a row may simply have no
@@ -93,7 +97,9 @@ def geometry_from_coordinates(
             usable[positions] = False
             bad.append(BadValues(positions, column, text.take(positions).to_pylist(), message))
     if usable.all():
-        return shapely.points(x, y), bad
+        points = shapely.points(x, y)
+        assert isinstance(points, np.ndarray)  # arrays in, an array out (not one Point)
+        return points, bad
     geoms = np.full(len(y), None, dtype=object)
     geoms[usable] = shapely.points(x[usable], y[usable])
     return geoms, bad
@@ -106,7 +112,7 @@ OUTSIDE_WGS84 = "coordinates outside longitude -180..180, latitude -90..90 (EPSG
 _CHECK_CHUNK = 65_536
 
 
-def bad_coordinates(geoms: NDArray) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+def bad_coordinates(geoms: Geometries) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """Positions of geometries (in EPSG:4326) with a NaN or infinite coordinate, and of the
     others with a coordinate outside the valid longitudes and latitudes.
 
@@ -134,7 +140,7 @@ def bad_coordinates(geoms: NDArray) -> tuple[NDArray[np.intp], NDArray[np.intp]]
     )
 
 
-def repair_polygons(geoms: NDArray) -> tuple[NDArray, int]:
+def repair_polygons(geoms: Geometries) -> tuple[Geometries, int]:
     """Make invalid polygons valid, keeping only polygonal parts; returns the repaired count.
 
     Only the invalid ones go through ``make_valid``; a bow-tie becomes a MultiPolygon
@@ -155,7 +161,7 @@ def repair_polygons(geoms: NDArray) -> tuple[NDArray, int]:
     return geoms, int(invalid.size)
 
 
-def _keep_polygonal_parts(geoms: NDArray) -> NDArray:
+def _keep_polygonal_parts(geoms: Geometries) -> Geometries:
     """Reduce collections to a MultiPolygon of their polygonal parts; others stay as they are."""
     is_collection = shapely.get_type_id(geoms) == shapely.GeometryType.GEOMETRYCOLLECTION
     if not is_collection.any():
@@ -172,7 +178,7 @@ def _keep_polygonal_parts(geoms: NDArray) -> NDArray:
     return out
 
 
-def geometry_counts(geoms: NDArray) -> tuple[dict[str, int], int, int]:
+def geometry_counts(geoms: Geometries) -> tuple[dict[str, int], int, int]:
     """Count of each geometry type among present geometries, the missing, and the empty ones."""
     type_ids = shapely.get_type_id(geoms)
     missing = int(np.count_nonzero(type_ids < 0))

@@ -20,6 +20,7 @@ from toolkit.sources.geometry import (
     NOT_FINITE,
     OUTSIDE_WGS84,
     BadValues,
+    Geometries,
     bad_coordinates,
     geometry_from_coordinates,
     geometry_from_wkt,
@@ -57,8 +58,10 @@ def _find(columns: list[str], given: str | None, usual: tuple[str, ...], path: s
     return next((by_lower[name] for name in usual if name in by_lower), None)
 
 
-def crs_label(crs: CRS) -> str:
+def crs_label(crs: CRS | None) -> str:
     """``EPSG:NNNN`` when the CRS has an EPSG code, else its name."""
+    if crs is None:
+        return "no CRS"
     code = crs.to_epsg()
     return f"EPSG:{code}" if code else crs.name
 
@@ -117,7 +120,7 @@ def build_geometry(
         return TabularGeometry(geo_series(empty, DEFAULT_CRS), None, None)
     source_crs = parse_crs(crs or DEFAULT_CRS, path)
 
-    geoms: NDArray
+    geoms: Geometries
     # Which rows took their geometry from the coordinate columns (the others from WKT).
     from_points = np.zeros(table.num_rows, dtype=bool)
     if wkt is not None:
@@ -180,7 +183,7 @@ def _drop_bad_coordinates(
     return geo_series(geoms, DEFAULT_CRS), bad
 
 
-def geo_series(geoms: NDArray, crs: CRS | str) -> gpd.GeoSeries:
+def geo_series(geoms: Geometries, crs: CRS | str) -> gpd.GeoSeries:
     """A GeoSeries over an array of shapely objects (or None) without re-checking each one."""
     return gpd.GeoSeries(from_shapely(geoms, crs=crs))
 

@@ -14,7 +14,7 @@ import shapely
 
 from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
-from toolkit.store.sql import Where, add_time_bound, json_path, page_sql
+from toolkit.store.sql import Where, add_time_bound, json_path, one_row, page_sql
 
 ASSET_COLUMNS = {"id": "id", "code": "code", "name": "name", "type": "type"}
 METRES_PER_DEGREE = 111_320.0
@@ -28,7 +28,7 @@ class NewAssets:
     name: Sequence[str]
     code: Sequence[str | None]
     friendly: Sequence[str | None]
-    region_id: Sequence[int | None] | None
+    region_id: Sequence[int | None] | int | None
     status: Sequence[int] | int
     extra_info: Sequence[str]
     geometry: Sequence[bytes | None]
@@ -150,10 +150,12 @@ class AssetStore:
         )
 
     def get(self, asset_id: int) -> sqlite3.Row | None:
-        return self.connection.execute(
-            f"SELECT *, {_IMPACTED} AS impacted FROM asset WHERE id = ? AND site_id = ?",
-            (asset_id, self.site_id),
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                f"SELECT *, {_IMPACTED} AS impacted FROM asset WHERE id = ? AND site_id = ?",
+                (asset_id, self.site_id),
+            )
+        )
 
     def stamp(self) -> str:
         """Changes whenever the site's active assets do; keys a cached matching index."""
@@ -195,7 +197,10 @@ class AssetStore:
                 for name, values in zip(self.FRAME_COLUMNS, columns, strict=True)
             }
         )
-        return table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get)
+        frame: pd.DataFrame = table.to_pandas(
+            types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get
+        )
+        return frame
 
     def query(
         self,

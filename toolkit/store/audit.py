@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Collection
 
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.sql import Where, add_time_bound, page_sql
+from toolkit.store.sql import Where, add_time_bound, one_row, page_sql
 
 
 class AuditStore:
@@ -17,9 +17,11 @@ class AuditStore:
         self.site_id = site_id
 
     def get(self, audit_id: int) -> sqlite3.Row | None:
-        return self.connection.execute(
-            "SELECT * FROM audit_log WHERE id = ? AND site_id = ?", (audit_id, self.site_id)
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT * FROM audit_log WHERE id = ? AND site_id = ?", (audit_id, self.site_id)
+            )
+        )
 
     def query(
         self,

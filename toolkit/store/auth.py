@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from toolkit.store.database import Database
 from toolkit.store.records import USER_KIND, Actor, RecordTable
+from toolkit.store.sql import one_row
 
 # Columns the admin commands may set on a user, besides credentials.
 USER_FLAGS = ("approved", "terms_accepted", "status", "admin")
@@ -179,18 +180,22 @@ class AuthStore:
 
     def api_key(self, prefix: str) -> sqlite3.Row | None:
         """The key with this public prefix, if it belongs to a user of this site."""
-        return self.connection.execute(
-            "SELECT k.* FROM api_key k JOIN user u ON u.id = k.user_id "
-            "WHERE k.prefix = ? AND u.site_id = ?",
-            (prefix, self.site_id),
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT k.* FROM api_key k JOIN user u ON u.id = k.user_id "
+                "WHERE k.prefix = ? AND u.site_id = ?",
+                (prefix, self.site_id),
+            )
+        )
 
     def api_key_by_id(self, key_id: int) -> sqlite3.Row | None:
-        return self.connection.execute(
-            "SELECT k.* FROM api_key k JOIN user u ON u.id = k.user_id "
-            "WHERE k.id = ? AND u.site_id = ?",
-            (key_id, self.site_id),
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT k.* FROM api_key k JOIN user u ON u.id = k.user_id "
+                "WHERE k.id = ? AND u.site_id = ?",
+                (key_id, self.site_id),
+            )
+        )
 
     def api_keys(self, user_id: int | None = None) -> list[sqlite3.Row]:
         sql = (

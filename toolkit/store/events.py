@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import Actor
-from toolkit.store.sql import Where, add_time_bound, page_sql
+from toolkit.store.sql import Where, add_time_bound, one_row, page_sql
 
 EVENT_COLUMNS = (
     "name",
@@ -99,9 +99,11 @@ class EventStore:
         )
 
     def get(self, event_id: int) -> sqlite3.Row | None:
-        return self.connection.execute(
-            "SELECT * FROM event WHERE id = ? AND site_id = ?", (event_id, self.site_id)
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT * FROM event WHERE id = ? AND site_id = ?", (event_id, self.site_id)
+            )
+        )
 
     def query(
         self,
@@ -197,9 +199,11 @@ class RegisterStore:
             )
 
     def get(self, register_id: str) -> sqlite3.Row | None:
-        return self.connection.execute(
-            "SELECT * FROM register WHERE site_id = ? AND id = ?", (self.site_id, register_id)
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT * FROM register WHERE site_id = ? AND id = ?", (self.site_id, register_id)
+            )
+        )
 
     def all(self) -> list[sqlite3.Row]:
         return self.connection.execute(

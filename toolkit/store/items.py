@@ -11,7 +11,7 @@ import pandas as pd
 from toolkit.query.cql import Node
 from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ITEM_KIND, Actor, RecordTable
-from toolkit.store.sql import Where, add_time_bound, compile_cql, json_path, page_sql
+from toolkit.store.sql import Where, add_time_bound, compile_cql, json_path, one_row, page_sql
 
 # CQL and filter names of item columns; every other name is a register field.
 ITEM_COLUMNS = {
@@ -139,9 +139,11 @@ class ItemStore:
         )
 
     def get(self, item_id: int) -> sqlite3.Row | None:
-        return self.connection.execute(
-            "SELECT * FROM item WHERE id = ? AND site_id = ?", (item_id, self.site_id)
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT * FROM item WHERE id = ? AND site_id = ?", (item_id, self.site_id)
+            )
+        )
 
     def has_field(self, register_id: str, name: str) -> bool:
         """Whether any item of the register holds a value (even null) under ``name``."""

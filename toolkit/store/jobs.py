@@ -11,6 +11,7 @@ import pandas as pd
 
 from toolkit.model.fieldjson import as_python
 from toolkit.store.database import Database
+from toolkit.store.sql import one_row
 
 
 class JobStore:
@@ -100,9 +101,11 @@ class JobStore:
             own.execute(statement, params)
 
     def get(self, job_id: int) -> sqlite3.Row | None:
-        return self.db.connection.execute(
-            "SELECT * FROM import_job WHERE id = ? AND site_id = ?", (job_id, self.site_id)
-        ).fetchone()
+        return one_row(
+            self.db.connection.execute(
+                "SELECT * FROM import_job WHERE id = ? AND site_id = ?", (job_id, self.site_id)
+            )
+        )
 
     def all(self) -> list[sqlite3.Row]:
         return self.db.connection.execute(

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from toolkit.store.database import Database
 from toolkit.store.records import Actor
+from toolkit.store.sql import one_row
 
 META_COLUMNS = "id, site_id, name, content_type, size, sha256, user_id, date_created"
 
@@ -59,10 +60,12 @@ class MediaStore:
 
     def get(self, media_id: int) -> sqlite3.Row | None:
         """The file's description, without its bytes."""
-        return self.db.connection.execute(
-            f"SELECT {META_COLUMNS} FROM media WHERE id = ? AND site_id = ?",
-            (media_id, self.site_id),
-        ).fetchone()
+        return one_row(
+            self.db.connection.execute(
+                f"SELECT {META_COLUMNS} FROM media WHERE id = ? AND site_id = ?",
+                (media_id, self.site_id),
+            )
+        )
 
     def content(self, media_id: int) -> bytes | None:
         row = self.db.connection.execute(

@@ -2,8 +2,9 @@
 
 An instance moves ``QUEUED -> RUNNING -> COMPLETED | FAILED``; each move is its
 own small committed transaction. The rows of a completed run are a Parquet
-snapshot in :attr:`ReportStore.folder` (``<site file>.reports/``), owned here
-like the rest of the site's data.
+snapshot kept in the site file (table ``report_snapshot``, in parts), written in
+the transaction that marks the run COMPLETED: a run either completes with its
+snapshot or leaves none, and copying the site file copies every report's contents.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ import json
 import os
 import socket
 import sqlite3
+import tempfile
 from collections.abc import Collection, Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
 from toolkit.names import JOB_COUNTS
+from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
-from toolkit.store.sql import Where, json_path
+from toolkit.store.sql import SqlValue, Where, json_path, one_row
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
@@ -79,13 +81,15 @@ class ReportStore:
 
     # --- instances ------------------------------------------------------------------------
 
-    @property
-    def folder(self) -> Path:
-        """Where snapshots live: beside the site file, one folder for the whole file."""
-        return self.db.path.with_name(self.db.path.name + ".reports")
+    def spool(self) -> IO[bytes]:
+        """A temporary file for a snapshot being written, beside the site file (where its
+        bytes are going; the system's temporary folder may be small). It is removed as it
+        is made (on POSIX), so a run that dies leaves nothing behind."""
+        return tempfile.TemporaryFile(dir=self.db.path.parent, prefix=".report-")
 
-    def snapshot_path(self, instance_id: int) -> Path:
-        return self.folder / f"{instance_id}.parquet"
+    def snapshot(self, instance_id: int) -> BlobFile | None:
+        """The snapshot of a completed run as a read-only file; None when it has none."""
+        return open_parts(self.db.connection, "report_snapshot", "instance_id = ?", (instance_id,))
 
     def create(
         self, *, report_id: int, params: dict[str, object], user_id: str | None, result: str
@@ -138,8 +142,17 @@ class ReportStore:
         time_taken: float,
         header: dict[str, object],
         result: str,
+        snapshot: IO[bytes],
     ) -> None:
+        """COMPLETED, with the snapshot's bytes (read from where ``snapshot`` stands to
+        its end), in one transaction."""
         with self.db.transaction() as conn:
+            conn.execute("DELETE FROM report_snapshot WHERE instance_id = ?", (instance_id,))
+            for part, data in enumerate(parts_of(snapshot)):
+                conn.execute(
+                    "INSERT INTO report_snapshot (instance_id, part, data) VALUES (?, ?, ?)",
+                    (instance_id, part, data),
+                )
             conn.execute(
                 "UPDATE report_instance SET status = 'COMPLETED', code = 200, row_count = ?, "
                 "time_taken = ?, header = ?, result = ?, date_completed = ? WHERE id = ?",
@@ -162,11 +175,12 @@ class ReportStore:
             )
 
     def get(self, instance_id: int) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self.db.connection.execute(
-            "SELECT * FROM report_instance WHERE id = ? AND site_id = ?",
-            (instance_id, self.site_id),
-        ).fetchone()
-        return row
+        return one_row(
+            self.db.connection.execute(
+                "SELECT * FROM report_instance WHERE id = ? AND site_id = ?",
+                (instance_id, self.site_id),
+            )
+        )
 
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
@@ -212,7 +226,7 @@ class ReportStore:
         if is_template is not None:
             where.add("i.is_template = ?", int(is_template))
         _date_range(where, "i", date_field, date_from, date_to)
-        extract_params: list[object] = [json_path(name) for name in register_fields]
+        extract_params: list[SqlValue] = [json_path(name) for name in register_fields]
         extracted = "".join(
             f", json_extract(i.fields, ?) AS f{n}" for n in range(len(register_fields))
         )

@@ -6,6 +6,7 @@ parameters or through a fixed mapping, so no text from a request is spliced in.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -13,6 +14,9 @@ import jellyfish
 
 from toolkit.query.cql import And, Node, Not, Or, Term
 from toolkit.query.filters import Page, TimeBound
+
+# What a query parameter may be: the types sqlite3 binds (and pandas' reader passes on).
+SqlValue = str | bytes | int | float | None
 
 _OPERATOR_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<=", "eq": "="}
 _ORDER_SQL = {"id": "id", "dateCreated": "date_created", "dateModified": "date_modified"}
@@ -23,9 +27,9 @@ class Where:
     """An AND of SQL conditions with their parameters."""
 
     clauses: list[str] = field(default_factory=list)
-    params: list[object] = field(default_factory=list)
+    params: list[SqlValue] = field(default_factory=list)
 
-    def add(self, clause: str, *params: object) -> None:
+    def add(self, clause: str, *params: SqlValue) -> None:
         self.clauses.append(clause)
         self.params.extend(params)
 
@@ -33,12 +37,19 @@ class Where:
         return " AND ".join(f"({c})" for c in self.clauses) if self.clauses else "1"
 
 
+def one_row(cursor: sqlite3.Cursor) -> sqlite3.Row | None:
+    """The cursor's first row, or None: typed here, where rows leave sqlite3 (whose
+    ``fetchone`` is untyped), since every connection's ``row_factory`` is ``sqlite3.Row``."""
+    row: sqlite3.Row | None = cursor.fetchone()
+    return row
+
+
 def add_time_bound(where: Where, bound: TimeBound | None, column: str = "date_modified") -> None:
     if bound is not None:
         where.add(f"{column} {_OPERATOR_SQL[bound.operator]} ?", bound.value_ms)
 
 
-def page_sql(page: Page, columns: Mapping[str, str] | None = None) -> tuple[str, list[object]]:
+def page_sql(page: Page, columns: Mapping[str, str] | None = None) -> tuple[str, list[SqlValue]]:
     """ORDER BY ... LIMIT ... OFFSET ... for ``page`` (id breaks ties so pages are stable).
 
     ``columns`` overrides the column of an order name (a table without ``date_modified``).
@@ -71,9 +82,9 @@ def compile_cql(
     *,
     json_column: str = "fields",
     full_text: Callable[[], str] | None = None,
-) -> tuple[str, list[object]]:
+) -> tuple[str, list[SqlValue]]:
     """SQL for a CQL tree; ``column_of`` maps record fields to columns, others are JSON."""
-    params: list[object] = []
+    params: list[SqlValue] = []
 
     def expression(name: str) -> str:
         if name in column_of:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from toolkit.model.fieldjson import as_python, fields_json
+from toolkit.model.fieldjson import as_python, fields_json, id_list
 from toolkit.store.records import USER_KIND, Actor, RecordTable
-from toolkit.store.sql import json_path
+from toolkit.store.sql import json_path, one_row
 
 if TYPE_CHECKING:  # the plan is the import job's; the store only reads it
     from toolkit.importing.overwrite import OverwritePlan
@@ -77,21 +76,25 @@ class UserStore:
         prepared = values.copy()
         if "positions" in prepared:
             prepared["positions"] = positions_json(prepared["positions"])
-        self.table.retire_many(conn, as_python(pd.Series(plan.retirements)), actor, now)
+        self.table.retire_many(conn, id_list(plan.retirements), actor, now)
         inserts = prepared.iloc[plan.inserts]
         if len(inserts):
-            data: dict[str, object] = {USER_COLUMNS[c]: as_python(inserts[c]) for c in columns}
-            if "status" in data:
-                data["status"] = [1 if v is None else v for v in data["status"]]  # type: ignore[union-attr]
-            if "positions" in data:
-                data["positions"] = ["[]" if v is None else v for v in data["positions"]]  # type: ignore[union-attr]
+            data: dict[str, object] = {}
+            for c in columns:
+                cells = as_python(inserts[c])
+                # A new user without a status is active; without positions, has none.
+                if c == "status":
+                    cells = [1 if v is None else v for v in cells]
+                elif c == "positions":
+                    cells = ["[]" if v is None else v for v in cells]
+                data[USER_COLUMNS[c]] = cells
             data["extra"] = fields_json(inserts[extra]).tolist()
             data["tags"] = f'["{tag}"]' if tag else "[]"
             self.table.insert_many(conn, data, len(inserts), actor, now)
         changed = 0
         if len(plan.updates):
             updates = prepared.iloc[plan.updates]
-            ids: Sequence[int] = as_python(pd.Series(plan.update_ids))
+            ids = id_list(plan.update_ids)
             changed = self.table.update_many(
                 conn,
                 ids,
@@ -105,14 +108,18 @@ class UserStore:
         return changed
 
     def get(self, user_id: int) -> sqlite3.Row | None:
-        return self.connection.execute(
-            "SELECT * FROM user WHERE id = ? AND site_id = ?", (user_id, self.site_id)
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT * FROM user WHERE id = ? AND site_id = ?", (user_id, self.site_id)
+            )
+        )
 
     def by_username(self, username: str) -> sqlite3.Row | None:
-        return self.connection.execute(
-            "SELECT * FROM user WHERE username = ? AND site_id = ?", (username, self.site_id)
-        ).fetchone()
+        return one_row(
+            self.connection.execute(
+                "SELECT * FROM user WHERE username = ? AND site_id = ?", (username, self.site_id)
+            )
+        )
 
     def all(self) -> list[sqlite3.Row]:
         return self.connection.execute(
