@@ -103,6 +103,9 @@ def run_demo(
         result.jobs.append(job)
         if (job.get("summary") or {}).get("counts", {}).get("rejected"):
             result.outputs[f"{name} rejected rows"] = str(rejects)
+    if not result.ok:  # the failed job is the answer; reports of a half-made site mislead
+        result.outputs["site file"] = str(site.db.path)
+        return result
     items_job = result.jobs[-1]["id"]
     # What an analyst takes away: first how much damage and where (the headline), then the
     # damaged parcels on a map, the assessments themselves (register fields as columns),
