@@ -42,7 +42,8 @@ def test_a_copy_of_the_site_file_alone_keeps_reports_and_lookups(tmp_path: Path)
     query = "55 SMITH ROAD BUNINYONG 3357"
     code, found, err = _run("--store", str(store), "--json", "lookup", query)
     assert code == 0, err
-    code, contents, err = _run("--store", str(store), "report", "fetch", "1", "--format", "csv")
+    # The demo's reports: 1 damage summary, 2 impacted assets, 3 the items, 4 matching.
+    code, contents, err = _run("--store", str(store), "report", "fetch", "3", "--format", "csv")
     assert code == 0, err
     assert contents.count("\n") == 993  # a header and 992 items
     assert _beside(store) == []  # no folders beside the file any more
@@ -51,12 +52,12 @@ def test_a_copy_of_the_site_file_alone_keeps_reports_and_lookups(tmp_path: Path)
     copy = tmp_path / "b" / "copied.sqlite"
     copy.parent.mkdir()
     shutil.copy(store, copy)
-    code, again, err = _run("--store", str(copy), "report", "fetch", "1", "--format", "csv")
+    code, again, err = _run("--store", str(copy), "report", "fetch", "3", "--format", "csv")
     assert code == 0, err
     assert again == contents
     xlsx = tmp_path / "quality.xlsx"
     code, _, err = _run(
-        "--store", str(copy), "report", "fetch", "2", "--format", "xlsx", "-o", str(xlsx)
+        "--store", str(copy), "report", "fetch", "4", "--format", "xlsx", "-o", str(xlsx)
     )
     assert code == 0, err
     assert xlsx.read_bytes()[:2] == b"PK" and xlsx.stat().st_size > 10_000
