@@ -204,3 +204,21 @@ def test_an_unknown_time_zone_is_an_error_naming_the_variable(
     assert instance["status"] == "FAILED"
     assert "TOOLKIT_TIMEZONE 'Melbourne' is not an IANA time zone" in instance["result"]
     assert "Australia/Melbourne" in instance["result"]  # the close names are offered
+
+
+def test_audit_changes_read_as_before_and_after() -> None:
+    from toolkit.reports.audit_text import describe_change
+
+    update = (
+        '{"before": {"fields": {"damageLevel": "Minor", "occupants": 2, "notes": "x"}, '
+        '"assetId": 7, "status": 1}, "patch": {"fields": {"damageLevel": "Severe", '
+        '"notes": null, "occupants": 2}, "status": 1}}'
+    )
+    assert describe_change("update", update) == "damageLevel: Minor → Severe; notes: x → (empty)"
+    assert describe_change("retire", '{"status": [1, 0]}') == "status: 1 → 0"
+    event = '{"before": {"name": "Flood", "status": 1}, "after": {"name": "Flood 2026"}}'
+    assert describe_change("update", event) == "name: Flood → Flood 2026"
+    assert describe_change("create", '{"after": {"name": "Flood"}}') == "name: Flood"
+    created = describe_change("create", '{"fields": {"habitable": false}, "status": 1}')
+    assert created == "habitable: no; status: 1"
+    assert describe_change("update", "not json") == "not json"

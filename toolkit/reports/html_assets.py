@@ -66,6 +66,7 @@ table.data th{position:static;background:#1f4e78 !important;color:#fff !importan
 -webkit-print-color-adjust:exact;print-color-adjust:exact}
 table.data td,table.data th{padding:.1rem .2rem;overflow-wrap:anywhere}
 table.data td.num,table.data td.ts{white-space:nowrap;overflow-wrap:normal}
+table.data th{overflow-wrap:normal;hyphens:auto}
 .tiles{break-inside:avoid}
 thead{display:table-header-group}tfoot{display:table-row-group}
 tr,figure,svg{break-inside:avoid}
