@@ -312,3 +312,29 @@ def test_a_burst_of_report_runs_waits_for_the_one_worker(world: World) -> None:
         assert started >= completed
     assert most_running <= 1
     assert "QUEUED" in seen  # the waiting runs were seen waiting
+
+
+# --- the report formats beyond the spec's, over HTTP ---------------------------------------
+
+
+def test_the_gis_and_excel_formats_come_over_http(world: World, tmp_path: Path) -> None:
+    import pyogrio
+
+    with world.client("api") as api:
+        damage = _completed(api, reportId=6, params={"eventId": world.event})
+        summary = _data(api, damage)
+        assert summary and all(r["event"] for r in summary)
+        impacted = _completed(api, reportId=2, params={"eventId": world.event})
+        rows = _data(api, impacted)
+        answer = _fetch(api, impacted, "gpkg")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["format"] == "gpkg"
+        layer_file = tmp_path / "impacted.gpkg"
+        layer_file.write_bytes(base64.b64decode(answer.json()["contents"]))
+        layer = pyogrio.read_dataframe(layer_file)
+        assert layer.crs.to_epsg() == 4326 and sorted(layer["id"]) == sorted(r["id"] for r in rows)
+        excel = _fetch(api, impacted, "csv-excel").json()
+        assert base64.b64decode(excel["contents"]).startswith(b"\xef\xbb\xbf")
+        jobs = _completed(api, reportId=3)
+        refused = _fetch(api, jobs, "geojson")
+        assert "has no asset geometry" in _error(refused, 400)
