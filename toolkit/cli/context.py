@@ -359,6 +359,15 @@ def is_remote() -> bool:
     return bool(current.url or current.profile)
 
 
+def embedded_only(what: str) -> None:
+    """Refuse ``--url`` for an operation of the embedded site file, saying so (``Error:``,
+    exit status 1) instead of quietly working on a local file."""
+    if is_remote():
+        from toolkit.errors import OptionError
+
+        raise OptionError(f"{what}; the API has no route for it (run it without --url)")
+
+
 def open_site(*, create: bool = False) -> Site:
     """The site the command works on: the embedded site, or a server with ``--url``.
 

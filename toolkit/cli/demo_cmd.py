@@ -12,8 +12,8 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    embedded_only,
     global_options,
-    is_remote,
     job_reason,
     open_local_site,
     progress_bar,
@@ -56,14 +56,9 @@ def demo(sample_dir: Path | None, out_dir: Path) -> None:
       toolkit --store /tmp/demo.sqlite demo --out /tmp/demo-output
       toolkit --json demo --quiet
     """
-    from toolkit.errors import OptionError
     from toolkit.sample.demo import check_sample_dir, packaged_sample_dir, run_demo
 
-    if is_remote():
-        raise OptionError(
-            "demo builds an embedded site from the sample data; the API has no route for it "
-            "(run it without --url)"
-        )
+    embedded_only("demo builds an embedded site from the sample data")
     sample_dir = sample_dir or packaged_sample_dir()
     check_sample_dir(sample_dir)  # before the site file is made
     with (

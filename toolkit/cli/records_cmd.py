@@ -232,7 +232,7 @@ def event_update(
     Examples:
       toolkit event update 1 --status 0 --description "Closed" --message "end of response"
     """
-    changes = {
+    changes: dict[str, Any] = {
         k: v
         for k, v in {
             "name": name,

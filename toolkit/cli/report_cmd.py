@@ -11,6 +11,7 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    embedded_only,
     global_options,
     note,
     open_local_site,
@@ -303,6 +304,7 @@ def report_work(instance_id: int) -> None:
     Examples:
       toolkit report work 7
     """
+    embedded_only("report work runs a queued report of the embedded site file")
     with open_local_site(create=False) as site:
         instance = site.report_work(instance_id)
     _show(instance)

@@ -35,5 +35,7 @@ def open_site(
     if url or profile:
         from toolkit.remote.client import load_profile
 
-        return RemoteSite(load_profile(profile, base_url=url, site=remote_site))
+        return RemoteSite(
+            load_profile(profile, base_url=url, site=remote_site), rule_paths=rule_paths
+        )
     return LocalSite(store, site, user_id=user_id, create=create, rule_paths=rule_paths)
