@@ -22,6 +22,7 @@ from toolkit.cli.context import (
     settings,
     warn,
 )
+from toolkit.cli.engine_opts import chosen_engine, engine_options
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
@@ -182,6 +183,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     help="A review file marked by a reviewer (see lookup --review): its decisions are "
     "remembered by the site and used by this import and every later one.",
 )
+@engine_options
 @global_options
 def import_command(
     file: Path,
@@ -209,6 +211,8 @@ def import_command(
       export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
       toolkit --url https://staging.example.org import damage.csv --type item \
           --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
+      toolkit import statewide.csv --type item --rule damage-assessments \\
+          --event-id 1 --region-id 1 --engine dask --scheduler tcp://10.0.0.5:8786
     """
     if server_dry_run:
         if options["dry_run"]:
@@ -221,10 +225,14 @@ def import_command(
                 "--server-dry-run asks a server (--url); on the embedded site --dry-run "
                 "does the same"
             )
+    engine = (options.pop("engine"), options.pop("scheduler"))
+    if engine[0] == "dask" and is_remote():
+        raise click.UsageError("--engine dask runs on the embedded site, not with --url")
     with input_file(file, options["file_format"]) as (source, name):
         _import(
-            source, name, assets_file, force, poll_interval, links_file, options, server_dry_run
-        )
+            source, name, assets_file, force, poll_interval, links_file, options, server_dry_run,
+            engine,
+        )  # fmt: skip
 
 
 def _import(
@@ -236,6 +244,7 @@ def _import(
     links_file: Path | None,
     options: dict[str, Any],
     server_dry_run: bool = False,
+    engine: tuple[str, str | None] = ("local", None),
 ) -> None:
     from toolkit.importing.pipeline import ImportRequest
 
@@ -251,8 +260,12 @@ def _import(
         with open_local_site(create=True) as site:
             kept = site.store.decisions.remember(read_review(links_file))
         note(f"Remembered {kept} review decisions from {links_file.name}")
-    with open_local_site(create=True) as site, progress_bar() as progress:
-        job = site.run_import(request, progress=progress)
+    with (
+        chosen_engine(*engine) as stages,
+        open_local_site(create=True) as site,
+        progress_bar() as progress,
+    ):
+        job = site.run_import(request, progress=progress, engine=stages)
     for warning in (job.get("summary") or {}).get("warnings", []):
         warn(warning)
     render(job, lines=_summary_lines)

@@ -16,7 +16,9 @@ from toolkit.cli.context import (
     open_site,
     progress_bar,
     settings,
+    warn,
 )
+from toolkit.cli.engine_opts import FUZZY_ON_DASK, chosen_engine, engine_options
 from toolkit.cli.files import input_file, is_stdio, output_file, source_options
 from toolkit.cli.render import render
 from toolkit.names import LOOKUP_MODES as MODES
@@ -102,6 +104,7 @@ from toolkit.names import LOOKUP_OUTPUTS
     type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     help="Write one row per query (id, mode, accuracy, error) to this CSV (- for stdout).",
 )
+@engine_options
 @global_options
 def lookup(
     queries: tuple[str, ...],
@@ -128,6 +131,8 @@ def lookup(
     review_file: Path | None,
     links_file: Path | None,
     out_file: Path | None,
+    engine: str,
+    scheduler: str | None,
 ) -> None:
     """Resolve QUERIES, or every row of --file, to assets, offline, before importing.
 
@@ -151,6 +156,8 @@ def lookup(
           --max-rank 3 --fallback-mode fuzzy -o matches.csv
       toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
       cut -d, -f1,2 damage.csv | toolkit lookup --file - --column Address -o - > matches.csv
+      toolkit lookup --file statewide.csv --column Address --max-rank 3 --engine dask \\
+          --scheduler tcp://10.0.0.5:8786 -o matches.csv
     """
     import pandas as pd
 
@@ -197,10 +204,14 @@ def lookup(
                 "--review, --links and --candidates work offline (the embedded site or "
                 "--assets), not with --url"
             )
+        if engine == "dask":
+            raise click.UsageError("--engine dask looks up offline, not with --url")
         _remote_lookup(frame, options, output, out_file)
         return
+    if engine == "dask" and "fuzzy" in (mode, fallback_mode):
+        warn(FUZZY_ON_DASK)
     decisions = None if links_file is None else read_review(links_file)
-    with progress_bar() as progress:
+    with chosen_engine(engine, scheduler) as dask, progress_bar() as progress:
         if assets is not None:
             index = index_from_file(assets, saved=index_dir, progress=progress)
         else:
@@ -212,7 +223,10 @@ def lookup(
                     kept = site.store.decisions.remember(decisions)
                     note(f"Remembered {kept} review decisions from {links_file.name}")
                 decisions = site.store.decisions.all()
-        result = run_lookup(index, frame, options, candidates, decisions, progress=progress)
+        if dask is not None:
+            result = dask.lookup(index, frame, options, candidates, decisions, progress)
+        else:
+            result = run_lookup(index, frame, options, candidates, decisions, progress=progress)
     if review_file is not None:
         to_review = review_frame(index, result.resolved, asset_class)
         write_review(to_review, review_file)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.importing.pipeline import ImportRequest, ImportRunner, job_object
+from toolkit.importing.pipeline import ImportRequest, ImportRunner, StageEngine, job_object
 from toolkit.importing.tasks import ImportExecutor
 from toolkit.importing.tasks import inline_executor as inline_import_executor
 from toolkit.model.shapes import (
@@ -163,9 +163,14 @@ class LocalSite(SiteWrites, SiteAdmin):
     # --- rules and imports --------------------------------------------------------------
 
     def run_import(
-        self, request: ImportRequest, *, progress: Progress = no_progress
+        self,
+        request: ImportRequest,
+        *,
+        progress: Progress = no_progress,
+        engine: StageEngine | None = None,
     ) -> dict[str, Any]:
-        """Run an import now, in this process; returns the finished job object."""
+        """Run an import now, in this process (its per-partition stages on ``engine``
+        when given); returns the finished job object."""
         if request.import_type == "user":
             self.require_account_admin("an import of type user")
         runner = ImportRunner(
@@ -175,6 +180,7 @@ class LocalSite(SiteWrites, SiteAdmin):
             progress=progress,
             asset_index=self.asset_index,
             rule_names_only=self.rule_names_only,
+            engine=engine,
         )
         return runner.run(request)
 
