@@ -202,3 +202,20 @@ def test_an_unreachable_scheduler_is_an_error_naming_it(world: Path, tmp_path: P
     )  # fmt: skip
     assert code == 1
     assert err.startswith("Error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+
+
+def test_a_cluster_started_for_the_command_prints_its_dashboard_unless_quiet(
+    world: Path, tmp_path: Path
+) -> None:
+    args = ["lookup", "--file", str(world / "damage.csv"), "--column", "Address"]
+    args += ["--assets", str(SAMPLE / "parcels.zip"), "--mode", "fuzzy", "-o", "-"]
+    result = CliRunner().invoke(cli, args, env={"TOOLKIT_ENGINE": "dask"})
+    assert result.exit_code == 3, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Warning: mode fuzzy fits its model on each partition")
+    assert lines[1].startswith("Dask dashboard: http://127.0.0.1:")
+    assert len(result.stdout.splitlines()) == 1 + 390  # the heading, a row per query read
+    quiet = CliRunner().invoke(cli, ["--quiet", *args], env={"TOOLKIT_ENGINE": "dask"})
+    assert quiet.exit_code == 3
+    assert "Dask dashboard" not in quiet.stderr
+    assert quiet.stdout == result.stdout

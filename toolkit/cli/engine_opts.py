@@ -9,11 +9,18 @@ from typing import Any, TypeVar
 
 import click
 
-from toolkit.cli.context import note, settings
+from toolkit.cli.context import note
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 ENGINES = ("local", "dask")
+
+
+def is_dask(engine: str | None, scheduler: str | None) -> bool:
+    """Whether the options ask for Dask: ``--engine dask``, or a scheduler without
+    ``--engine`` (``--engine local`` keeps a TOOLKIT_SCHEDULER of the environment unused)."""
+    return (engine or ("dask" if scheduler else "local")) == "dask"
+
 
 # Mode fuzzy fits its model (EM) on the queries at hand, so on Dask it fits one per
 # partition; the warning says so rather than letting the difference go unseen.
@@ -36,27 +43,25 @@ def engine_options(command: F) -> F:
         "--engine",
         type=click.Choice(ENGINES),
         envvar="TOOLKIT_ENGINE",
-        default="local",
-        show_default=True,
-        help="local: in this process. dask: rule, link and matching per partition on a Dask "
-        "cluster; the plan and the write stay one transaction here. Env TOOLKIT_ENGINE.",
+        help="local (the default; dask when --scheduler is given): in this process. dask: "
+        "rule, link and matching per partition on a Dask cluster, a local one started for "
+        "the command unless --scheduler names one; the plan and the write stay one "
+        "transaction here. Env TOOLKIT_ENGINE.",
     )(command)
     return command
 
 
 @contextmanager
-def chosen_engine(engine: str, scheduler: str | None) -> Iterator[Any]:
+def chosen_engine(engine: str | None, scheduler: str | None) -> Iterator[Any]:
     """The Dask engine for ``--engine dask`` (its cluster open while in the block), or
     None for the local engine. A cluster started here prints its dashboard's address."""
-    if engine != "dask":
-        if scheduler:
-            raise click.UsageError("--scheduler goes with --engine dask")
+    if not is_dask(engine, scheduler):
         yield None
         return
     from toolkit.engine import dask_engine
 
     def started(dask: Any) -> None:
-        if dask.dashboard_link and not settings().json:
+        if dask.dashboard_link:
             note(f"Dask dashboard: {dask.dashboard_link}")
 
     with dask_engine(scheduler, on_start=started) as dask:

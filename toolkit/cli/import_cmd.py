@@ -22,7 +22,7 @@ from toolkit.cli.context import (
     settings,
     warn,
 )
-from toolkit.cli.engine_opts import chosen_engine, engine_options
+from toolkit.cli.engine_opts import chosen_engine, engine_options, is_dask
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
@@ -226,7 +226,7 @@ def import_command(
                 "does the same"
             )
     engine = (options.pop("engine"), options.pop("scheduler"))
-    if engine[0] == "dask" and is_remote():
+    if is_dask(*engine) and is_remote():
         raise click.UsageError("--engine dask runs on the embedded site, not with --url")
     with input_file(file, options["file_format"]) as (source, name):
         _import(
@@ -244,7 +244,7 @@ def _import(
     links_file: Path | None,
     options: dict[str, Any],
     server_dry_run: bool = False,
-    engine: tuple[str, str | None] = ("local", None),
+    engine: tuple[str | None, str | None] = (None, None),
 ) -> None:
     from toolkit.importing.pipeline import ImportRequest
 

@@ -18,7 +18,7 @@ from toolkit.cli.context import (
     settings,
     warn,
 )
-from toolkit.cli.engine_opts import FUZZY_ON_DASK, chosen_engine, engine_options
+from toolkit.cli.engine_opts import FUZZY_ON_DASK, chosen_engine, engine_options, is_dask
 from toolkit.cli.files import input_file, is_stdio, output_file, source_options
 from toolkit.cli.render import render
 from toolkit.names import LOOKUP_MODES as MODES
@@ -131,7 +131,7 @@ def lookup(
     review_file: Path | None,
     links_file: Path | None,
     out_file: Path | None,
-    engine: str,
+    engine: str | None,
     scheduler: str | None,
 ) -> None:
     """Resolve QUERIES, or every row of --file, to assets, offline, before importing.
@@ -204,11 +204,11 @@ def lookup(
                 "--review, --links and --candidates work offline (the embedded site or "
                 "--assets), not with --url"
             )
-        if engine == "dask":
+        if is_dask(engine, scheduler):
             raise click.UsageError("--engine dask looks up offline, not with --url")
         _remote_lookup(frame, options, output, out_file)
         return
-    if engine == "dask" and "fuzzy" in (mode, fallback_mode):
+    if is_dask(engine, scheduler) and "fuzzy" in (mode, fallback_mode):
         warn(FUZZY_ON_DASK)
     decisions = None if links_file is None else read_review(links_file)
     with chosen_engine(engine, scheduler) as dask, progress_bar() as progress:
