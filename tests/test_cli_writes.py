@@ -210,7 +210,7 @@ def test_replace_sends_the_whole_record_and_clears_what_it_omits(
     # A PUT without the status it needs is refused, naming what is missing; nothing changes.
     partial = run(world, face, "item", "update", str(item["id"]), "--replace", "--field", "notes=x")
     assert partial.exit_code == 1
-    assert "Error:" in partial.stderr and "needs eventId and status" in partial.stderr
+    assert "Error:" in partial.stderr and "needs --event-id and status" in partial.stderr
     assert stored(world, item["id"]) == after
 
 
