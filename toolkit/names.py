@@ -24,6 +24,8 @@ ReportFormat = Literal["json", "csv", "html", "xlsx"]
 JobCount = Literal["read", "inserted", "updated", "unchanged", "skipped", "retired", "rejected"]
 # A file's format: the API's import dataType, and the CLI's --format of what it reads.
 DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
+# Where import and lookup run their per-partition stages (the CLI's --engine; not in the API).
+Engine = Literal["local", "dask"]
 
 IMPORT_TYPES: tuple[ImportType, ...] = get_args(ImportType)
 OVERWRITE_RULES: tuple[OverwriteRule, ...] = get_args(OverwriteRule)
@@ -37,6 +39,7 @@ REPORT_FORMATS: tuple[ReportFormat, ...] = get_args(ReportFormat)
 JOB_COUNTS: tuple[JobCount, ...] = get_args(JobCount)
 ROW_OUTCOMES: tuple[JobCount, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")
 DATA_TYPES: tuple[DataType, ...] = get_args(DataType)
+ENGINES: tuple[Engine, ...] = get_args(Engine)
 
 
 _Name = TypeVar("_Name", bound=str)

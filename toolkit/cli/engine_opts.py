@@ -10,10 +10,9 @@ from typing import Any, TypeVar
 import click
 
 from toolkit.cli.context import note
+from toolkit.names import ENGINES
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-ENGINES = ("local", "dask")
 
 
 def is_dask(engine: str | None, scheduler: str | None) -> bool:
