@@ -67,7 +67,8 @@ class DaskEngine:
         self.partition_rows = partition_rows or int(
             os.environ.get("TOOLKIT_PARTITION_ROWS") or PARTITION_ROWS
         )
-        self._refs: dict[int, IndexRef] = {}
+        # The last index published: the object (cheap to recognise) and its reference.
+        self._published: tuple[AssetIndex, IndexRef] | None = None
 
     @property
     def dashboard_link(self) -> str | None:
@@ -84,11 +85,11 @@ class DaskEngine:
         return [(start, min(start + step, rows)) for start in range(0, rows, step)] or [(0, 0)]
 
     def index_ref(self, index: AssetIndex) -> IndexRef:
-        """The reference workers load ``index`` by, saved once per index per command."""
-        ref = self._refs.get(id(index))
-        if ref is None:
-            ref = IndexRef.publish(index, self.work_dir)
-            self._refs = {id(index): ref}
+        """The reference workers load ``index`` by, saved once per content per command."""
+        if self._published is not None and self._published[0] is index:
+            return self._published[1]
+        ref = IndexRef.publish(index, self.work_dir)
+        self._published = (index, ref)
         return ref
 
     def _gather(self, futures: Sequence[Any], stage: str, progress: Progress) -> list[Any]:
