@@ -26,6 +26,11 @@ JobCount = Literal["read", "inserted", "updated", "unchanged", "skipped", "retir
 DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
 # Where import and lookup run their per-partition stages (the CLI's --engine; not in the API).
 Engine = Literal["local", "dask"]
+# How an import's data travels in its JSON body.
+DataEncoding = Literal["plain", "base64"]
+# Where an import job and a report instance stand (spec 2.7 and 5).
+JobStatus = Literal["NOT_STARTED", "RUNNING", "COMPLETE", "FAILED"]
+ReportStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED"]
 
 IMPORT_TYPES: tuple[ImportType, ...] = get_args(ImportType)
 OVERWRITE_RULES: tuple[OverwriteRule, ...] = get_args(OverwriteRule)
@@ -40,6 +45,9 @@ JOB_COUNTS: tuple[JobCount, ...] = get_args(JobCount)
 ROW_OUTCOMES: tuple[JobCount, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")
 DATA_TYPES: tuple[DataType, ...] = get_args(DataType)
 ENGINES: tuple[Engine, ...] = get_args(Engine)
+DATA_ENCODINGS: tuple[DataEncoding, ...] = get_args(DataEncoding)
+JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
+REPORT_STATUSES: tuple[ReportStatus, ...] = get_args(ReportStatus)
 
 
 _Name = TypeVar("_Name", bound=str)

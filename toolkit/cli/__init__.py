@@ -47,7 +47,8 @@ class UserFacingError(click.ClickException):
 
     def __init__(self, error: ToolkitError, ctx: click.Context | None = None) -> None:
         super().__init__(in_cli_words(str(error), ctx))
-        self.exit_code = error.exit_code
+        # Per instance, as click reads it; click's stubs declare it a ClassVar.
+        self.exit_code = error.exit_code  # type: ignore[misc]
 
 
 class ToolkitCommand(click.Command):

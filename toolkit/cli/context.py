@@ -359,6 +359,15 @@ def is_remote() -> bool:
     return bool(current.url or current.profile)
 
 
+def embedded_only(what: str) -> None:
+    """Refuse ``--url`` for an operation of the embedded site file, saying so (``Error:``,
+    exit status 1) instead of quietly working on a local file."""
+    if is_remote():
+        from toolkit.errors import OptionError
+
+        raise OptionError(f"{what}; the API has no route for it (run it without --url)")
+
+
 def open_site(*, create: bool = False) -> Site:
     """The site the command works on: the embedded site, or a server with ``--url``.
 
@@ -399,6 +408,20 @@ def open_local_site(*, create: bool = False) -> LocalSite:
     )
 
 
+def toolkit_invocation() -> str:
+    """How to run this toolkit again from a shell, without activating its environment:
+    the full path of the console script that is running, else this interpreter's full
+    path with ``-m toolkit`` (as under ``python -m toolkit``). Quoted for the shell."""
+    import shlex
+    import shutil
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.stem == "toolkit":
+        found = shutil.which(str(script))  # a bare name, as some launchers leave it
+        return shlex.quote(str(Path(found or script).absolute()))
+    return f"{shlex.quote(str(Path(sys.executable).absolute()))} -m toolkit"
+
+
 def print_table(
     rows: list[dict[str, Any]], columns: list[str], *, title: str | None = None
 ) -> None:
@@ -409,8 +432,18 @@ def print_table(
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+        table.add_row(*(cell_text(row.get(c)) for c in columns))
     print_renderable(table)
+
+
+def cell_text(value: Any) -> str:
+    """A value as text for a person: blank when missing (never Python's ``None``), lists
+    and objects as JSON (``null`` inside them), everything else as ``str``."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
 
 
 def print_renderable(renderable: Any) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,7 +13,6 @@ from toolkit.cli.context import (
     Settings,
     global_options,
     is_remote,
-    job_reason,
     note,
     open_local_site,
     open_site,
@@ -30,6 +29,9 @@ from toolkit.cli.words import in_cli_words
 from toolkit.errors import OptionError
 from toolkit.importing.reject_limit import RejectLimit
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
+
+if TYPE_CHECKING:
+    from toolkit.site.protocol import Delivery
 
 
 def complete_rule_names(
@@ -208,8 +210,8 @@ def import_command(
           --event-id 1 --region-id 1 --dry-run --rejects rejects.csv
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
-      export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
-      toolkit --url https://staging.example.org import damage.csv --type item \
+      ./export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
+      toolkit --url https://staging.example.org import damage.csv --type item \\
           --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
       toolkit import statewide.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --engine dask --scheduler tcp://10.0.0.5:8786
@@ -247,34 +249,39 @@ def _import(
     engine: tuple[str | None, str | None] = (None, None),
 ) -> None:
     from toolkit.importing.pipeline import ImportRequest
+    from toolkit.importing.results import JobOutcome
 
     request = ImportRequest(source=source, source_name=name, **options)
-    if is_remote():
-        if links_file is not None:
-            raise click.UsageError("--links works on the embedded site, not with --url")
-        _push(request, assets_file, force, poll_interval, server_dry_run)
-        return
     if links_file is not None:
+        if is_remote():
+            raise click.UsageError("--links works on the embedded site, not with --url")
         from toolkit.matching.review import read_review
 
         with open_local_site(create=True) as site:
-            kept = site.store.decisions.remember(read_review(links_file))
+            kept = site.remember_decisions(read_review(links_file))
         note(f"Remembered {kept} review decisions from {links_file.name}")
-    with (
-        chosen_engine(*engine) as stages,
-        open_local_site(create=True) as site,
-        progress_bar() as progress,
-    ):
-        job = site.run_import(request, progress=progress, engine=stages)
-    for warning in (job.get("summary") or {}).get("warnings", []):
+    delivery = _delivery(assets_file, force, poll_interval, server_dry_run)
+    with chosen_engine(*engine) as stages:
+        if stages is None:
+            with open_site(create=True) as site, progress_bar() as progress:
+                outcome = site.import_file(request, progress=progress, delivery=delivery)
+        else:
+            with open_local_site(create=True) as local, progress_bar() as progress:
+                outcome = local.import_file(request, progress=progress, engine=stages)
+    for warning in outcome.warnings():
         warn(warning)
-    render(job, lines=_summary_lines)
-    if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(
-        "rejected"
-    ):
-        note(f"Rejected rows written to {request.rejects_path}")
-    if job["status"] != "COMPLETE":
-        raise JobFailed(f"import job {job['id']} {job['status']}: {job_reason(job)}")
+    document = outcome.to_dict()
+    if isinstance(outcome, JobOutcome):  # one job, run in place
+        render(document, lines=_summary_lines)
+        if request.rejects_path is not None and (document.get("summary") or {}).get(
+            "counts", {}
+        ).get("rejected"):
+            note(f"Rejected rows written to {request.rejects_path}")
+    else:  # a push: its chunks' jobs and the offline checks
+        render(document, lines=lambda d: _push_lines(d, outcome))
+    failure = outcome.failure()
+    if failure is not None:
+        raise JobFailed(failure)
 
 
 @cli.command("import-status")
@@ -432,17 +439,18 @@ def _show_rule(rule: dict[str, Any]) -> None:
         click.echo("  other columns are kept as text fields under their heading")
 
 
-def _push(
-    request: Any,
+def _delivery(
     assets_file: Path | None,
     force: bool,
     poll_interval: float | None,
     server_dry_run: bool = False,
-) -> None:
-    """``toolkit import --url ...``: check and link offline, then push in chunks."""
+) -> Delivery:
+    """How ``toolkit import --url ...`` sends the file: the options of a push (the
+    embedded site reads the file in place and uses none of them)."""
     import os
 
-    from toolkit.remote.push import MIN_POLL_INTERVAL_S, Pusher
+    from toolkit.remote.push import MIN_POLL_INTERVAL_S
+    from toolkit.site.protocol import Delivery
 
     minimum = float(os.environ.get("TOOLKIT_MIN_POLL_INTERVAL", MIN_POLL_INTERVAL_S))
     interval = minimum if poll_interval is None else poll_interval
@@ -462,32 +470,12 @@ def _push(
                 return local.asset_index()
         return None
 
-    with open_site() as site, progress_bar() as progress:
-        pusher = Pusher(
-            site,
-            rule_paths=settings().rule_paths,
-            asset_index=local_index,
-            poll_interval_s=interval,
-            progress=progress,
-        )
-        result = pusher.push(request, force=force, server_dry_run=server_dry_run)
-    for warning in result.offline.get("warnings", []):
-        warn(warning)
-    render(result.to_dict(), lines=lambda document: _push_lines(document, result))
-    if result.refused is not None:
-        what = "server dry run" if result.server_dry_run else "push"
-        raise JobFailed(f"{what} of {result.source} FAILED: {result.refused}")
-    if not result.ok and not result.dry_run:
-        failed = [c for c in result.chunks if c.get("status") != "COMPLETE"]
-        raise JobFailed(
-            f"{len(failed)} of {len(result.chunks)} chunk(s) of {result.source} did not "
-            "complete: "
-            + "; ".join(
-                f"chunk {c['index'] + 1} (job {c.get('jobId')}) {c.get('status')}: "
-                + job_reason(c.get("job") or {"status": c.get("status")})
-                for c in failed
-            )
-        )
+    return Delivery(
+        asset_index=local_index,
+        force=force,
+        poll_interval_s=interval,
+        server_dry_run=server_dry_run,
+    )
 
 
 def _push_lines(document: dict[str, Any], result: Any) -> list[str]:

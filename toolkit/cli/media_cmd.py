@@ -27,8 +27,8 @@ def media_group() -> None:
     \b
     Examples:
       toolkit media upload roof.jpg
-      toolkit item update 42 --field photos:=[7]
-      toolkit media get 7 -o roof.jpg
+      toolkit item update 42 --field photos:=[1]
+      toolkit media get 1 -o roof.jpg
     """
 
 
@@ -107,9 +107,9 @@ def media_get(media_id: int, output: Path | None) -> None:
 
     \b
     Examples:
-      toolkit media get 7 -o roof.jpg
-      toolkit media get 7 -o - | exiftool -
-      toolkit media get 7 > roof.jpg
+      toolkit media get 1 -o roof.jpg
+      toolkit media get 1 -o - | file -
+      toolkit media get 1 > roof.jpg
     """
     if output is None:
         if sys.stdout.isatty():

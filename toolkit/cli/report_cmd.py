@@ -10,6 +10,7 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    embedded_only,
     global_options,
     note,
     open_local_site,
@@ -68,7 +69,7 @@ def report_group() -> None:
     Examples:
       toolkit report list
       toolkit report run 1 --param eventId=1 --wait
-      toolkit report fetch 7 --format xlsx -o items.xlsx
+      toolkit report fetch 1 --format xlsx -o items.xlsx
     """
 
 
@@ -140,7 +141,7 @@ def report_run(
       toolkit report run 2 --wait --json
       toolkit --url https://staging.example.org report run 1 --param eventId=1 \\
           --wait --timeout 600
-      toolkit report run --instance 7 --param dateFrom=2026-02-01 --wait
+      toolkit report run --instance 1 --param dateFrom=2026-02-01 --wait
     """
     if (report_id is None) == (instance_id is None):
         raise click.UsageError("give a REPORT_ID or --instance ID (one of them)")
@@ -188,8 +189,8 @@ def report_status(instance_id: int) -> None:
 
     \b
     Examples:
-      toolkit report status 7
-      toolkit report status 7 --json
+      toolkit report status 1
+      toolkit report status 1 --json
     """
     with open_site() as site:
         _show(site.report_status(instance_id))
@@ -216,10 +217,10 @@ def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
 
     \b
     Examples:
-      toolkit report fetch 7 --format xlsx -o items.xlsx
-      toolkit report fetch 7 --format csv > items.csv
-      toolkit report fetch 7 --format csv -o - | csvstat
-      toolkit report fetch 7 > contents.json
+      toolkit report fetch 1 --format xlsx -o items.xlsx
+      toolkit report fetch 1 --format csv > items.csv
+      toolkit report fetch 1 --format csv -o - | head -5
+      toolkit report fetch 1 > contents.json
     """
     if output is None and (settings().json or format_ == "json"):
         with open_site() as site:
@@ -247,6 +248,7 @@ def report_work(instance_id: int) -> None:
     Examples:
       toolkit report work 7
     """
+    embedded_only("report work runs a queued report of the embedded site file")
     with open_local_site(create=False) as site:
         instance = site.report_work(instance_id)
     _show(instance)

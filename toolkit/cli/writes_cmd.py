@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from toolkit.cli.context import global_options, open_site
+from toolkit.cli.context import cell_text, global_options, open_site
 from toolkit.cli.files import is_stdio
 from toolkit.cli.records_cmd import item_group
 from toolkit.cli.render import render
@@ -131,7 +131,7 @@ def _changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 def _record_lines(record: dict[str, Any]) -> list[str]:
     width = max((len(k) for k in record), default=0)
-    return [f"  {key.ljust(width)}  {value}" for key, value in record.items()]
+    return [f"  {key.ljust(width)}  {cell_text(value)}".rstrip() for key, value in record.items()]
 
 
 def _show(headline: str, item: dict[str, Any]) -> None:
@@ -170,7 +170,7 @@ def item_add(
       toolkit item add --register damage-assessment --event-id 1 \\
           --field asset_lookup=815320 --field asset_codefield=propnum
       toolkit item add --values new-item.json --event-id 1 --json | jq .id
-      toolkit item add --register damage-assessment --event-id 1 --field photos:=[3]
+      toolkit item add --register damage-assessment --event-id 1 --field photos:=[1]
     """
     body = _body(
         values_file,

@@ -43,7 +43,7 @@ from toolkit.errors import OptionError, RemoteError, ToolkitError
 from toolkit.importing.linking import link_rows
 from toolkit.importing.pipeline import ImportRequest, matching_field
 from toolkit.importing.reject_limit import refusal
-from toolkit.importing.results import MAX_ERRORS_IN_RESULT
+from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_reason
 from toolkit.importing.rules import apply_rule, load_rule, numbers_for_text
 from toolkit.matching import AssetIndex
 from toolkit.names import JOB_COUNTS
@@ -96,7 +96,8 @@ def json_escaped_bytes(lines: list[str]) -> np.ndarray:
         extra += pc.count_substring(array, pattern).to_numpy(zero_copy_only=False) * cost
     other_controls = pc.count_substring_regex(array, r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
     extra += other_controls.to_numpy(zero_copy_only=False) * 5  # \u00XX for one byte
-    return size.astype(np.int64) + extra + 2  # the "\n" between lines, escaped
+    total: np.ndarray = size.astype(np.int64) + extra + 2  # the "\n" between lines, escaped
+    return total
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,27 @@ class PushResult:
         total["rejected"] += int(self.offline["rejectedRows"])
         return total
 
+    def warnings(self) -> list[str]:
+        """What the offline checks warn of (the import went on)."""
+        return list(self.offline.get("warnings", []))
+
+    def failure(self) -> str | None:
+        """Why the push failed (nothing sent, or chunks that did not complete), or None."""
+        if self.refused is not None:
+            what = "server dry run" if self.server_dry_run else "push"
+            return f"{what} of {self.source} FAILED: {self.refused}"
+        if self.ok or self.dry_run:
+            return None
+        failed = [c for c in self.chunks if c.get("status") != "COMPLETE"]
+        return (
+            f"{len(failed)} of {len(self.chunks)} chunk(s) of {self.source} did not complete: "
+            + "; ".join(
+                f"chunk {c['index'] + 1} (job {c.get('jobId')}) {c.get('status')}: "
+                + job_reason(c.get("job") or {"status": c.get("status")})
+                for c in failed
+            )
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
@@ -403,23 +425,26 @@ class Pusher:
             if index is not None and len(index):
                 linked = link_rows(index, frame, prepared, rule, reference_field=rule.matching_id)
                 offline["linking"] = linked.counts()
+                unlinked = linked.reasons.dropna().head(20)
                 offline["unlinked"] = [
                     {"row": int(r), "reason": str(why)}
-                    for r, why in linked.reasons.dropna().head(20).items()
+                    for r, why in zip(unlinked.index.tolist(), unlinked.tolist(), strict=True)
                 ]
-                ids = linked.asset_ids.astype("string")
-                rows = rows.assign(**{ASSET_ID_COLUMN: ids.where(ids.notna(), pd.NA)})
+                # The links as text; a row without one stays <NA>.
+                rows = rows.assign(**{ASSET_ID_COLUMN: linked.asset_ids.astype("string")})
         bad_rows = set(rejected["row"].tolist()) | {p["row"] for p in problems}
         # The first problems, as a job's summary shows them; the counts say how many in all.
         shown = rejected.head(max(0, MAX_ERRORS_IN_RESULT - len(problems)))
         offline["rejected"] = problems[:MAX_ERRORS_IN_RESULT] + [
             {
-                "row": int(r.row),
-                "column": r.column,
-                "value": None if pd.isna(r.value) else str(r.value),
-                "reason": r.reason,
+                "row": int(row),
+                "column": column,
+                "value": None if pd.isna(value) else str(value),
+                "reason": reason,
             }
-            for r in shown.itertuples(index=False)
+            for row, column, value, reason in zip(
+                *(shown[c].tolist() for c in ("row", "column", "value", "reason")), strict=True
+            )
         ]
         offline["problemCount"] = len(problems) + len(rejected)
         offline["rejectedRows"] = len(bad_rows)

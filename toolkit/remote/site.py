@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import mimetypes
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError, RemoteError
 from toolkit.progress import Progress, no_progress
 from toolkit.remote.client import ApiClient, Profile
+from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
 from toolkit.site.writes import check_media_size, checked_message
+
+if TYPE_CHECKING:
+    from toolkit.importing.request import ImportRequest
+    from toolkit.remote.push import PushResult
 
 LOOKUP_BATCH = 1000  # queries per request: well under the server's 10 MB body limit
 
@@ -34,9 +40,17 @@ def _quoted(value: object) -> str:
 class RemoteSite:
     """The spec's operations on one site of a server."""
 
-    def __init__(self, profile: Profile, *, client: ApiClient | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        client: ApiClient | None = None,
+        rule_paths: Iterable[str | Path] = (),
+    ) -> None:
         self.profile = profile
         self.client = client or ApiClient(profile)
+        # The rules a push checks its file against offline (the server checks it again).
+        self.rule_paths = tuple(Path(p) for p in rule_paths)
 
     def close(self) -> None:
         self.client.close()
@@ -112,6 +126,29 @@ class RemoteSite:
         return self.client.request_object(
             "POST", "/api/json/import", json={**body, "mode": "schedule"}, repeatable=False
         )
+
+    def import_file(
+        self,
+        request: ImportRequest,
+        *,
+        progress: Progress = no_progress,
+        delivery: Delivery = DEFAULT_DELIVERY,
+    ) -> PushResult:
+        """Check and link the file offline, then push it in chunks (spec 4.4's import)."""
+        from toolkit.remote.push import MIN_POLL_INTERVAL_S, Pusher
+
+        pusher = Pusher(
+            self,
+            rule_paths=self.rule_paths,
+            asset_index=delivery.asset_index,
+            poll_interval_s=(
+                MIN_POLL_INTERVAL_S
+                if delivery.poll_interval_s is None
+                else delivery.poll_interval_s
+            ),
+            progress=progress,
+        )
+        return pusher.push(request, force=delivery.force, server_dry_run=delivery.server_dry_run)
 
     def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]:
         body: dict[str, Any] = {"mode": "status"}

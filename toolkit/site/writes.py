@@ -106,6 +106,7 @@ class SiteWrites:
 
         def get_item(self, item_id: int) -> dict[str, Any]: ...
         def asset_index(self) -> AssetIndex: ...
+        def require_account_admin(self, what: str) -> None: ...  # SiteAdmin's
         def import_status(
             self, job_id: int | None = None
         ) -> dict[str, Any] | list[dict[str, Any]]: ...
@@ -388,7 +389,7 @@ class SiteWrites:
             )
             rule = runner.check(request)
             if rule.import_type == "user":
-                self.require_account_admin("an import of type user")  # type: ignore[attr-defined]
+                self.require_account_admin("an import of type user")
             job_id = runner.record(request, rule)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
