@@ -213,8 +213,9 @@ def import_command(
       ./export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
       toolkit --url https://staging.example.org import damage.csv --type item \\
           --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
-      toolkit import statewide.csv --type item --rule damage-assessments \\
-          --event-id 1 --region-id 1 --engine dask --scheduler tcp://10.0.0.5:8786
+      toolkit import --engine dask --scheduler tcp://10.0.0.5:8786 \\
+          sample_data/damage_assessments.csv --type item --rule damage-assessments \\
+          --event-id 1 --region-id 1
     """
     if server_dry_run:
         if options["dry_run"]:

@@ -156,8 +156,8 @@ def lookup(
           --max-rank 3 --fallback-mode fuzzy -o matches.csv
       toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
       cut -d, -f1,2 damage.csv | toolkit lookup --file - --column Address -o - > matches.csv
-      toolkit lookup --file statewide.csv --column Address --max-rank 3 --engine dask \\
-          --scheduler tcp://10.0.0.5:8786 -o matches.csv
+      toolkit lookup --engine dask --scheduler tcp://10.0.0.5:8786 \\
+          --file sample_data/damage_assessments.csv --column Address --max-rank 3 -o matches.csv
     """
     import pandas as pd
 
