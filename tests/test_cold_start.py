@@ -59,3 +59,22 @@ def test_ping_on_the_embedded_site_loads_no_http_client(tmp_path: Path) -> None:
     assert code == 0
     assert "toolkit.sqlite: status 200" in out
     assert "httpx" not in modules
+
+
+def test_the_dummy_hash_is_made_by_a_server_not_at_import(tmp_path: Path) -> None:
+    # An argon2 hash costs a few hundred milliseconds: not at import (every command paid
+    # it), but before a server's first login, so an unknown username is never answered
+    # faster or slower than a wrong password.
+    subprocess.run(
+        [sys.executable, "-m", "toolkit", "init"], cwd=tmp_path, check=True, capture_output=True
+    )
+    probe = (
+        "import toolkit.server.app as app, toolkit.site.credentials as c\n"
+        "before = c.dummy_hash.cache_info().currsize\n"
+        "app.create_app('toolkit.sqlite')\n"
+        "print(before, c.dummy_hash.cache_info().currsize, c.dummy_hash().startswith('$argon2'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["0", "1", "True"]

@@ -17,7 +17,9 @@ Operator = Literal["gt", "gte", "lt", "lte", "eq"]
 Order = Literal["id", "dateCreated", "dateModified"]
 Direction = Literal["asc", "desc"]
 FulltextOperator = Literal["contains", "startsWith", "equals"]
-ReportFormat = Literal["json", "csv", "html", "xlsx"]
+# The spec's four, the CSV for Excel (UTF-8 BOM, text kept as text; `--excel`), and the
+# spatial exports of reports with asset geometry (GeoPackage, GeoJSON, GeoParquet).
+ReportFormat = Literal["json", "csv", "csv-excel", "html", "xlsx", "gpkg", "geojson", "parquet"]
 # What an import job counts, in the order every summary shows them. Each row of the file is
 # exactly one of inserted, updated, unchanged, skipped or rejected, so those add up to
 # ``read``; ``retired`` counts records already there (deleteAndInsert), not rows.

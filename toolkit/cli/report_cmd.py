@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,38 @@ from toolkit.cli.context import (
 from toolkit.cli.files import STDIO, is_stdio, output_file, refuse_binary_on_a_terminal
 from toolkit.cli.render import Columns, render
 from toolkit.names import REPORT_FORMATS as FORMATS
+
+# Formats that are not text: never written to a terminal.
+BINARY_FORMATS = ("xlsx", "gpkg", "parquet")
+
+
+def _use_reports(ctx: click.Context, _param: click.Parameter, value: tuple[Path, ...]) -> None:
+    """Analysts' report definitions: checked now (an error names the file and the key),
+    then handed on through TOOLKIT_REPORTS to the runner and any background worker."""
+    if not value:
+        return
+    from toolkit.errors import OptionError
+    from toolkit.reports import CATALOGUE
+    from toolkit.reports.definitions import REPORTS_ENV, load_catalogue
+
+    try:
+        load_catalogue(list(value), CATALOGUE)
+    except OptionError as exc:
+        raise click.ClickException(str(exc)) from None
+    os.environ[REPORTS_ENV] = os.pathsep.join(str(Path(p).resolve()) for p in value)
+
+
+def reports_option(func: Any) -> Any:
+    return click.option(
+        "--reports",
+        type=click.Path(exists=True, path_type=Path),
+        multiple=True,
+        expose_value=False,
+        callback=_use_reports,
+        envvar="TOOLKIT_REPORTS",
+        help="A folder (or file) of report definitions (TOML) added to the built-in "
+        "reports (repeatable; env TOOLKIT_REPORTS).",
+    )(func)
 
 
 def _params(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -74,6 +107,7 @@ def report_group() -> None:
 
 
 @report_group.command("list")
+@reports_option
 @global_options
 def report_list() -> None:
     """List the reports: id, name, parameters (* = required) and what each shows.
@@ -102,6 +136,7 @@ def _report_rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @report_group.command("run")
+@reports_option
 @click.argument("report_id", type=int, required=False)
 @click.option("--instance", "instance_id", type=int, help="Repeat this earlier run instead.")
 @click.option(
@@ -182,6 +217,7 @@ def report_run(
 
 
 @report_group.command("status")
+@reports_option
 @click.argument("instance_id", type=int)
 @global_options
 def report_status(instance_id: int) -> None:
@@ -197,6 +233,7 @@ def report_status(instance_id: int) -> None:
 
 
 @report_group.command("fetch")
+@reports_option
 @click.argument("instance_id", type=int)
 @click.option("--format", "format_", type=click.Choice(FORMATS), default="json", show_default=True)
 @click.option(
@@ -205,30 +242,48 @@ def report_status(instance_id: int) -> None:
     type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     help="Write the file itself here (streamed; - for stdout).",
 )
+@click.option(
+    "--excel",
+    is_flag=True,
+    help="With --format csv: CSV for Excel (UTF-8 BOM, CRLF, local times Excel reads as "
+    "dates, codes like 007 and formula-looking text kept as text, no visible apostrophe).",
+)
 @global_options
-def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
+def report_fetch(instance_id: int, format_: str, output: Path | None, excel: bool) -> None:
     """Fetch the contents of COMPLETED report instance INSTANCE_ID.
 
-    The file itself (CSV, XLSX, HTML, or the JSON contents) goes to -o FILE, or to
-    stdout with -o -; a large report streams. Without -o a CSV or HTML goes to stdout
-    (an XLSX only when stdout is not a terminal), and JSON prints the spec's fetch
-    object: the instance plus `contents`. --json always prints the fetch object
-    (`contents` in Base64 for the file formats).
+    The file itself (CSV, XLSX, HTML, a GIS layer, or the JSON contents) goes to
+    -o FILE, or to stdout with -o -; a large report streams. Without -o a CSV or HTML
+    goes to stdout (XLSX, GeoPackage and GeoParquet only when stdout is not a
+    terminal), and JSON prints the spec's fetch object: the instance plus `contents`.
+    --json always prints the fetch object (`contents` in Base64 for the file formats).
+
+    CSV is plain RFC 4180 text for programs; --excel makes it for Excel. gpkg,
+    geojson and parquet (GeoParquet) export reports whose rows are assets (impacted
+    assets) with their geometry in EPSG:4326, for QGIS or ArcGIS.
 
     \b
     Examples:
-      toolkit report fetch 1 --format xlsx -o items.xlsx
-      toolkit report fetch 1 --format csv > items.csv
-      toolkit report fetch 1 --format csv -o - | head -5
-      toolkit report fetch 1 > contents.json
+      toolkit report fetch 7 --format xlsx -o items.xlsx
+      toolkit report fetch 7 --format csv > items.csv
+      toolkit report fetch 7 --format csv --excel -o items.csv
+      toolkit report fetch 8 --format gpkg -o impacted.gpkg
+      toolkit report fetch 7 --format csv -o - | head -5
+      toolkit report fetch 7 > contents.json
     """
+    if excel:
+        if format_ not in ("csv", "csv-excel"):
+            raise click.BadParameter(
+                f"--excel is for --format csv, not {format_}", param_hint="--excel"
+            )
+        format_ = "csv-excel"
     if output is None and (settings().json or format_ == "json"):
         with open_site() as site:
             print_json(site.report_fetch(instance_id, format_))
         return
     target = output if output is not None else Path(STDIO)
-    if is_stdio(target) and format_ == "xlsx":
-        refuse_binary_on_a_terminal("An XLSX report")
+    if is_stdio(target) and format_ in BINARY_FORMATS:
+        refuse_binary_on_a_terminal(f"A report as {format_}")
     with open_site() as site, progress_bar() as progress, output_file(target) as out:
         instance = site.report_write(instance_id, format_, out, progress=progress)
     if is_stdio(target):
@@ -239,6 +294,7 @@ def report_fetch(instance_id: int, format_: str, output: Path | None) -> None:
 
 
 @report_group.command("work", hidden=True)
+@reports_option
 @click.argument("instance_id", type=int)
 @global_options
 def report_work(instance_id: int) -> None:

@@ -1185,7 +1185,13 @@ def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:
 def register_fields(rule: ImportRule) -> list[dict[str, object]]:
     """The register's field definitions, as the rule declares them."""
     return [
-        {"name": f.name, "type": f.type, "label": f.column, "choices": list(f.choices)}
+        {
+            "name": f.name,
+            "type": f.type,
+            "label": f.column,
+            "choices": list(f.choices),
+            **({"role": f.role} if f.role else {}),
+        }
         for f in rule.fields
         if f.name not in ITEM_RECORD_FIELDS
     ]

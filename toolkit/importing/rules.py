@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,28 @@ NULL_MARKER = "[NULL]"
 BUILTIN_PACKAGE = "pipelines"
 
 
+FieldRole = Literal["severity", "inspected", "habitable", "occupants"]
+# Each role and the field type it needs: ``severity`` is a lookup whose choices run from
+# no damage (the first) to the worst (the last); ``inspected`` the date the item records.
+FIELD_ROLES: dict[str, str] = {
+    "severity": "lookup",
+    "inspected": "date",
+    "habitable": "boolean",
+    "occupants": "integer",
+}
+
+
+def _check_role(name: str, kind: str, choices: tuple[str, ...], role: str) -> None:
+    if role not in FIELD_ROLES:
+        raise OptionError(f"field {name!r}: role {role!r} is not one of: {', '.join(FIELD_ROLES)}")
+    if kind != FIELD_ROLES[role]:
+        raise OptionError(f"field {name!r}: role {role} needs a {FIELD_ROLES[role]} field")
+    if role == "severity" and len(choices) < 2:
+        raise OptionError(
+            f"field {name!r}: a severity field needs its choices from none to the worst"
+        )
+
+
 @dataclass(frozen=True)
 class FieldRule:
     """One target field and the file heading it comes from."""
@@ -60,9 +82,14 @@ class FieldRule:
     # Leading and trailing spaces are trimmed from every cell (" waller" is stored
     # "waller", so CQL surname:waller finds it); trim=False keeps a text field as written.
     trim: bool = True
+    # What the field means to reports (see FIELD_ROLES): the damage summary and the
+    # impacted-assets report find a register's severity, date, habitable and occupants here.
+    role: FieldRole | None = None
 
     def __post_init__(self) -> None:
         check_field_type(self.name, self.type, allowed=IMPORT_FIELD_TYPES)
+        if self.role is not None:
+            _check_role(self.name, self.type, self.choices, self.role)
         if self.type == "lookup" and not self.choices:
             raise OptionError(f"field {self.name!r}: a lookup field needs its choices")
         if not self.trim and self.type != "text":
@@ -121,6 +148,9 @@ class ImportRule:
         names = [f.name for f in self.fields]
         if len(set(names)) != len(names):
             raise OptionError(f"rule {self.name!r}: a field is named twice")
+        roles = [f.role for f in self.fields if f.role is not None]
+        if len(set(roles)) != len(roles):
+            raise OptionError(f"rule {self.name!r}: a role is given to two fields")
 
     @property
     def uses_geometry(self) -> bool:
@@ -176,6 +206,7 @@ class ImportRule:
                     "default": f.default,
                     "choices": list(f.choices),
                     "trim": f.trim,
+                    "role": f.role,
                     "description": f.description,
                 }
                 for f in self.fields

@@ -9,6 +9,7 @@ Modules: ``catalogue`` (what a report is), ``builtin`` (the reports, by stable i
 
 from __future__ import annotations
 
+from toolkit.names import REPORT_FORMATS as FORMATS
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.execution import (
     DetachedProcessExecutor,
@@ -18,7 +19,7 @@ from toolkit.reports.execution import (
     inline_executor,
     run_task,
 )
-from toolkit.reports.runner import FORMATS, MEDIA_TYPES, ReportRunner, instance_object
+from toolkit.reports.runner import MEDIA_TYPES, ReportRunner, instance_object
 from toolkit.reports.schema import load_schema, schema_url
 
 __all__ = [

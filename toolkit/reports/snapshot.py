@@ -27,20 +27,30 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "text": pa.string(),
     "timestamp": pa.timestamp("ms", tz="UTC"),
     "boolean": pa.bool_(),
+    "date": pa.date32(),
 }
+# The column beside the fields holding each row's geometry (WKB, EPSG:4326), when any.
+GEOMETRY = "geometry"
 
 
-def arrow_schema(spec: Sequence[Field]) -> pa.Schema:
-    return pa.schema([pa.field(f.key, ARROW_TYPES[f.type]) for f in spec])
+def arrow_schema(spec: Sequence[Field], geometry: bool = False) -> pa.Schema:
+    fields = [pa.field(f.key, ARROW_TYPES[f.type]) for f in spec]
+    if geometry:
+        fields.append(pa.field(GEOMETRY, pa.binary()))
+    return pa.schema(fields)
 
 
-def to_batch(frame: pd.DataFrame, spec: Sequence[Field]) -> pa.RecordBatch:
+def to_batch(frame: pd.DataFrame, spec: Sequence[Field], geometry: bool = False) -> pa.RecordBatch:
     """The frame's columns (named by field key) in the field types; timestamps arrive
-    as epoch milliseconds, booleans as 0/1, as SQLite gives them."""
+    as epoch milliseconds, booleans as 0/1, dates as ISO text, as SQLite gives them."""
     arrays = []
     for f in spec:
         column = frame[f.key]
-        if f.type == "timestamp":
+        if f.type == "date":
+            # Register dates are stored YYYY-MM-DD; anything else is not a date (null).
+            parsed = pd.to_datetime(column, format="%Y-%m-%d", errors="coerce")
+            arrays.append(pa.array(parsed, pa.timestamp("ns"), from_pandas=True).cast(pa.date32()))
+        elif f.type == "timestamp":
             millis = pa.array(column, pa.int64(), from_pandas=True)
             arrays.append(millis.cast(ARROW_TYPES["timestamp"]))
         elif f.type == "boolean":
@@ -51,7 +61,9 @@ def to_batch(frame: pd.DataFrame, spec: Sequence[Field]) -> pa.RecordBatch:
             arrays.append(pa.array(text, pa.string(), from_pandas=True))
         else:
             arrays.append(pa.array(column, ARROW_TYPES[f.type], from_pandas=True))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(spec))
+    if geometry:
+        arrays.append(pa.array(frame[GEOMETRY], pa.binary(), from_pandas=True))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(spec, geometry))
 
 
 # Where a snapshot is written or read: a file's path, or an open binary file.
@@ -63,14 +75,16 @@ class SnapshotWriter:
     caller keeps it (the store, in the transaction that completes the run) only when
     the writer closed without an error."""
 
-    def __init__(self, where: Source, spec: Sequence[Field]) -> None:
+    def __init__(self, where: Source, spec: Sequence[Field], *, geometry: bool = False) -> None:
         self.spec = tuple(spec)
-        self.writer = pq.ParquetWriter(where, arrow_schema(self.spec), compression="zstd")
+        self.geometry = geometry
+        self.writer = pq.ParquetWriter(where, arrow_schema(self.spec, geometry), compression="zstd")
         self.rows = 0
 
     def write(self, frame: pd.DataFrame) -> None:
         if len(frame):
-            self.write_table(pa.Table.from_batches([to_batch(frame, self.spec)]))
+            batch = to_batch(frame, self.spec, self.geometry)
+            self.write_table(pa.Table.from_batches([batch]))
 
     def write_table(self, table: pa.Table) -> None:
         self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
@@ -101,10 +115,19 @@ class Snapshot:
     def row_count(self) -> int:
         return int(self.file.metadata.num_rows)
 
-    def batches(self, rows: int = ROW_GROUP_ROWS) -> Iterator[pa.RecordBatch]:
-        """Every row, ``rows`` at a time; a snapshot without rows yields nothing."""
+    @property
+    def has_geometry(self) -> bool:
+        """Whether the rows carry their asset's geometry (the map, spatial exports)."""
+        return GEOMETRY in self.file.schema_arrow.names
+
+    def batches(
+        self, rows: int = ROW_GROUP_ROWS, *, geometry: bool = False
+    ) -> Iterator[pa.RecordBatch]:
+        """Every row, ``rows`` at a time, the fields only (with ``geometry`` the geometry
+        column too, last); a snapshot without rows yields nothing."""
+        columns = [f.key for f in self.spec] + ([GEOMETRY] if geometry else [])
         done = 0
-        for batch in self.file.iter_batches(batch_size=rows):
+        for batch in self.file.iter_batches(batch_size=rows, columns=columns):
             yield batch
             done += batch.num_rows
             if self.on_rows is not None:

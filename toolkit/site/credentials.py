@@ -35,11 +35,13 @@ _hasher = PasswordHasher()
 
 # Verified when the username is unknown, so a wrong username costs as long as a wrong password.
 @functools.cache
-def _dummy_hash() -> str:
+def dummy_hash() -> str:
     """A hash to verify against when the user has none, so both cases take as long.
 
     Made on first use: an argon2 hash takes a few hundred milliseconds, which every
-    command paid at import before (issue 17, cold start)."""
+    command paid at import before (issue 17, cold start). A server makes it at start
+    (:func:`toolkit.server.create_app`), so even its first unknown username takes no
+    longer than a wrong password."""
     return _hasher.hash(secrets.token_urlsafe(16))
 
 
@@ -50,7 +52,7 @@ def hash_secret(secret: str) -> str:
 def verify_secret(stored_hash: str | None, secret: str) -> bool:
     """True when ``secret`` matches ``stored_hash``; always spends the time of a check."""
     try:
-        return _hasher.verify(stored_hash or _dummy_hash(), secret) and stored_hash is not None
+        return _hasher.verify(stored_hash or dummy_hash(), secret) and stored_hash is not None
     except (VerificationError, InvalidHashError):
         return False
 
