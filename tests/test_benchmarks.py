@@ -131,6 +131,15 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ],
         {0},
     ),
+    "bench_xlsx.py": (
+        ["--rows", "300", "--repeat", "1", "--typed"],
+        [
+            r"snapshot: 300 rows x \d+ columns; toolkit engine: \S+",
+            rf"xlsx: toolkit {N} s, xlsxwriter {N} s, ratio {N}x",
+            rf"xlsx typed fallback: {N} s, ratio {N}x",
+        ],
+        {0},
+    ),
     "bench_sources.py": (
         ["--rows", "300", "--repeat", "1"],
         [
