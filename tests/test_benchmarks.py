@@ -127,12 +127,33 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ],
         {0},
     ),
+    "bench_engine.py": (
+        ["--assets", "300", "--items", "300", "--partition-rows", "100", "--scaling", "1"],
+        [
+            r"item import \(dry run\), 300 rows, identical results: True",
+            rf"  whole job +{N} +{N} +{N}",
+            rf"lookup soundex maxRank 3, 300 queries: local {N} s, dask x2 {N} s, ratio {N}; "
+            r"identical results: True",
+            rf" +1 +{N} +\d+ +{N} +{N}",
+            rf"peak memory of this process {N} MiB",
+        ],
+        {0},
+    ),
     "bench_site_file.py": (
         ["--items", "300", "--repeat", "1"],
         [
             rf"site of {N} assets, item job \d+: site file {N} MiB",
             rf"index load +{N}s +{N}s +{N} *",
             rf"report 1 fetch csv \(\d+ rows\) +{N}s +{N}s +{N} +{N}s",
+        ],
+        {0},
+    ),
+    "bench_xlsx.py": (
+        ["--rows", "300", "--repeat", "1", "--typed"],
+        [
+            r"snapshot: 300 rows x \d+ columns; toolkit engine: \S+",
+            rf"xlsx: toolkit {N} s, xlsxwriter {N} s, ratio {N}x",
+            rf"xlsx typed fallback: {N} s, ratio {N}x",
         ],
         {0},
     ),

@@ -50,6 +50,8 @@ NOT_RUN = {
     "toolkit --url http://127.0.0.1:8080": "needs the reader's server at that address",
     "toolkit --url https://staging.example.org": "needs the reader's server",
     "toolkit sample generate --assets 1000000": "a million-row workload takes minutes",
+    "toolkit import --engine dask --scheduler": "needs the reader's Dask scheduler",
+    "toolkit lookup --engine dask --scheduler": "needs the reader's Dask scheduler",
     "curl -s https://example.org/plan.pdf": "downloads from the reader's web server",
 }
 # Documented statuses other than 0 an example may end with: lookup says 3 when some

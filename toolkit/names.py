@@ -30,6 +30,8 @@ DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
 # protocols of the geocoding services it may ask (toolkit.geocoding).
 GeocodingFeature = Literal["premise", "venue", "street", "locality", "postcode", "region"]
 GeocoderProtocol = Literal["nominatim", "pelias"]
+# Where import and lookup run their per-partition stages (the CLI's --engine; not in the API).
+Engine = Literal["local", "dask"]
 # How an import's data travels in its JSON body.
 DataEncoding = Literal["plain", "base64"]
 # Where an import job and a report instance stand (spec 2.7 and 5).
@@ -50,6 +52,7 @@ ROW_OUTCOMES: tuple[JobCount, ...] = ("inserted", "updated", "unchanged", "skipp
 DATA_TYPES: tuple[DataType, ...] = get_args(DataType)
 GEOCODING_FEATURES: tuple[GeocodingFeature, ...] = get_args(GeocodingFeature)
 GEOCODER_PROTOCOLS: tuple[GeocoderProtocol, ...] = get_args(GeocoderProtocol)
+ENGINES: tuple[Engine, ...] = get_args(Engine)
 DATA_ENCODINGS: tuple[DataEncoding, ...] = get_args(DataEncoding)
 JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
 REPORT_STATUSES: tuple[ReportStatus, ...] = get_args(ReportStatus)

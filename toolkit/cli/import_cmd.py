@@ -21,6 +21,7 @@ from toolkit.cli.context import (
     settings,
     warn,
 )
+from toolkit.cli.engine_opts import chosen_engine, engine_options, is_dask
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
@@ -184,6 +185,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     help="A review file marked by a reviewer (see lookup --review): its decisions are "
     "remembered by the site and used by this import and every later one.",
 )
+@engine_options
 @global_options
 def import_command(
     file: Path,
@@ -211,6 +213,9 @@ def import_command(
       ./export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
       toolkit --url https://staging.example.org import damage.csv --type item \\
           --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
+      toolkit import --engine dask --scheduler tcp://10.0.0.5:8786 \\
+          sample_data/damage_assessments.csv --type item --rule damage-assessments \\
+          --event-id 1 --region-id 1
     """
     if server_dry_run:
         if options["dry_run"]:
@@ -223,10 +228,14 @@ def import_command(
                 "--server-dry-run asks a server (--url); on the embedded site --dry-run "
                 "does the same"
             )
+    engine = (options.pop("engine"), options.pop("scheduler"))
+    if is_dask(*engine) and is_remote():
+        raise click.UsageError("--engine dask runs on the embedded site, not with --url")
     with input_file(file, options["file_format"]) as (source, name):
         _import(
-            source, name, assets_file, force, poll_interval, links_file, options, server_dry_run
-        )
+            source, name, assets_file, force, poll_interval, links_file, options, server_dry_run,
+            engine,
+        )  # fmt: skip
 
 
 def _import(
@@ -238,6 +247,7 @@ def _import(
     links_file: Path | None,
     options: dict[str, Any],
     server_dry_run: bool = False,
+    engine: tuple[str | None, str | None] = (None, None),
 ) -> None:
     from toolkit.importing.pipeline import ImportRequest
     from toolkit.importing.results import JobOutcome
@@ -252,8 +262,13 @@ def _import(
             kept = site.remember_decisions(read_review(links_file))
         note(f"Remembered {kept} review decisions from {links_file.name}")
     delivery = _delivery(assets_file, force, poll_interval, server_dry_run)
-    with open_site(create=True) as site, progress_bar() as progress:
-        outcome = site.import_file(request, progress=progress, delivery=delivery)
+    with chosen_engine(*engine) as stages:
+        if stages is None:
+            with open_site(create=True) as site, progress_bar() as progress:
+                outcome = site.import_file(request, progress=progress, delivery=delivery)
+        else:
+            with open_local_site(create=True) as local, progress_bar() as progress:
+                outcome = local.import_file(request, progress=progress, engine=stages)
     for warning in outcome.warnings():
         warn(warning)
     document = outcome.to_dict()

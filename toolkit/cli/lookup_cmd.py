@@ -16,7 +16,9 @@ from toolkit.cli.context import (
     open_site,
     progress_bar,
     settings,
+    warn,
 )
+from toolkit.cli.engine_opts import FUZZY_ON_DASK, chosen_engine, engine_options, is_dask
 from toolkit.cli.files import input_file, is_stdio, output_file, source_options
 from toolkit.cli.render import render
 from toolkit.names import GEOCODING_FEATURES as FEATURES
@@ -123,6 +125,7 @@ from toolkit.names import LOOKUP_OUTPUTS
     type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     help="Write one row per query (id, mode, accuracy, error) to this CSV (- for stdout).",
 )
+@engine_options
 @global_options
 def lookup(
     queries: tuple[str, ...],
@@ -152,6 +155,8 @@ def lookup(
     review_file: Path | None,
     links_file: Path | None,
     out_file: Path | None,
+    engine: str | None,
+    scheduler: str | None,
 ) -> None:
     """Resolve QUERIES, or every row of --file, to assets, offline, before importing.
 
@@ -175,6 +180,8 @@ def lookup(
           --max-rank 3 --fallback-mode fuzzy -o matches.csv
       toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
       cut -d, -f1,2 damage.csv | toolkit lookup --file - --column Address -o - > matches.csv
+      toolkit lookup --engine dask --scheduler tcp://10.0.0.5:8786 \\
+          --file sample_data/damage_assessments.csv --column Address --max-rank 3 -o matches.csv
 
     Where no asset matches, the site's gazetteer (`toolkit gazetteer load`) and then the
     geocoding service (the config file's geocoder, or TOOLKIT_GEOCODER) are asked.
@@ -187,7 +194,6 @@ def lookup(
         index_from_file,
         queries_from_file,
         result_rows,
-        run_lookup,
     )
     from toolkit.matching.review import read_review, review_frame, write_review
     from toolkit.safe_output import safe_frame
@@ -237,14 +243,18 @@ def lookup(
                 "--review, --links and --candidates work offline (the embedded site or "
                 "--assets), not with --url"
             )
+        if is_dask(engine, scheduler):
+            raise click.UsageError("--engine dask looks up offline, not with --url")
         _remote_lookup(frame, options, output, out_file)
         return
+    if is_dask(engine, scheduler) and "fuzzy" in (mode, fallback_mode):
+        warn(FUZZY_ON_DASK)
     decisions = None if links_file is None else read_review(links_file)
-    with progress_bar() as progress:
+    with chosen_engine(engine, scheduler) as dask, progress_bar() as progress:
         if assets is not None:
             index = index_from_file(assets, saved=index_dir, progress=progress)
-            result = run_lookup(
-                index, frame, options, candidates, decisions, progress, _file_geocoder()
+            result = _resolve(
+                dask, index, frame, options, candidates, decisions, progress, _file_geocoder()
             )
         else:
             with open_local_site() as site:
@@ -255,8 +265,8 @@ def lookup(
                     kept = site.remember_decisions(decisions)
                     note(f"Remembered {kept} review decisions from {links_file.name}")
                 decisions = site.match_decisions()
-                result = run_lookup(
-                    index, frame, options, candidates, decisions, progress, site.geocoder()
+                result = _resolve(
+                    dask, index, frame, options, candidates, decisions, progress, site.geocoder()
                 )
                 index, resolved = site.upgrade_places(
                     index, result.resolved, LookupOptions.from_dict(options)
@@ -332,6 +342,25 @@ def _shortlists(result: Any) -> list[list[str]]:
     for row, lines in text.groupby(top["row"].to_numpy()).agg(list).items():
         lists[int(row)] = lines
     return lists
+
+
+def _resolve(
+    dask: Any,
+    index: Any,
+    frame: Any,
+    options: dict[str, Any],
+    candidates: int,
+    decisions: Any,
+    progress: Any,
+    geocoder: Any,
+) -> Any:
+    """The lookup on the chosen engine; the external last resort only on the local one
+    (Dask's workers hold no gazetteer and no service: their misses say none is offline)."""
+    from toolkit.matching.lookup import run_lookup
+
+    if dask is not None:
+        return dask.lookup(index, frame, options, candidates, decisions, progress)
+    return run_lookup(index, frame, options, candidates, decisions, progress, geocoder)
 
 
 def _file_geocoder() -> Any:

@@ -14,17 +14,15 @@ import numpy as np
 import pandas as pd
 
 from toolkit.geocoding import result
-from toolkit.matching.geocoder import Geocoder
+from toolkit.matching.geocoder import OFFLINE, Geocoder
 
 if TYPE_CHECKING:
     from toolkit.geocoding.keeping import GazetteerCache
     from toolkit.store import SiteStore
 
-NOT_CONFIGURED = (
-    "no external source is configured: load an address gazetteer into the site "
-    "(toolkit gazetteer load FILE) or give a geocoding service (toolkit serve --geocoder URL, "
-    "or geocoder in the config file)"
-)
+# One message wherever no source is configured, the matcher's own default included (a
+# lookup on another engine, without a geocoder, says the same).
+NOT_CONFIGURED = OFFLINE
 
 
 class NoSource:

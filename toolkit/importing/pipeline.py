@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import numpy as np
 import pandas as pd
@@ -66,6 +66,9 @@ __all__ = [
     "DATA_TYPES",
     "ImportRequest",
     "ImportRunner",
+    "PartStages",
+    "PartitionWork",
+    "StageEngine",
     "job_object",
     "materialise_data",
     "request_from_spec",
@@ -91,6 +94,66 @@ USER_RECORD_FIELDS = (
 
 # Gives the matching index of the site's assets; called only when a rule links assets.
 IndexProvider = Callable[[], "AssetIndex"]
+
+
+@dataclass(frozen=True)
+class PartitionWork:
+    """What every partition's stages need besides its rows; small and picklable (an
+    engine sends it to its workers once per job)."""
+
+    rule: ImportRule
+    path: str
+    geometry_columns: tuple[str, ...]
+    decisions: pd.DataFrame | None
+    may_update: bool
+    links: bool
+
+
+@dataclass(frozen=True)
+class PartStages:
+    """One partition's rule, link and payload results, over all of its rows (the rows
+    rejected anywhere are set aside once every partition is back)."""
+
+    prepared: Prepared
+    link: LinkResult | None
+    payload: _Payload
+
+
+class StageEngine(Protocol):
+    """Runs :func:`partition_stages` over partitions of the rows read (``toolkit.engine``);
+    the parts come back in row order. The plan and the write stay here, one transaction."""
+
+    def run_partitions(
+        self,
+        work: PartitionWork,
+        frame: pd.DataFrame,
+        index: AssetIndex | None,
+        progress: Progress,
+    ) -> list[PartStages]: ...
+
+
+def partition_stages(
+    work: PartitionWork, frame: pd.DataFrame, index: AssetIndex | None
+) -> PartStages:
+    """Rule, link and payload of one partition: pure, row by row, so the parts of a
+    frame give exactly what the whole frame gives (``frame``'s index: row numbers)."""
+    rule = work.rule
+    prepared = apply_rule(rule, frame, path=work.path, geometry_columns=list(work.geometry_columns))
+    link = None
+    if work.links:
+        assert index is not None
+        link = link_rows(
+            index,
+            frame,
+            prepared,
+            rule,
+            reference_field=rule.matching_id,
+            decisions=work.decisions,
+        )
+    payload = prepare_payload(
+        rule, prepared.values, prepared.cleared, frame, may_update=work.may_update
+    )
+    return PartStages(prepared=prepared, link=link, payload=payload)
 
 
 _PROBLEM_COLUMNS = ["row", "column", "value", "reason"]
@@ -248,6 +311,41 @@ class _Payload:
     geometry_wkb: list[bytes | None] | None = None
     bounds: np.ndarray | None = None
 
+    @classmethod
+    def concat(cls, parts: Sequence[_Payload]) -> _Payload:
+        """The payloads of consecutive partitions as one (same rule, same columns)."""
+        first = parts[0]
+        wkb = (
+            None if first.geometry_wkb is None else [w for p in parts for w in p.geometry_wkb or []]
+        )
+        return cls(
+            filled=pd.concat([p.filled for p in parts]),
+            cleared=pd.concat([p.cleared for p in parts]),
+            values=pd.concat([p.values for p in parts]),
+            json_columns=first.json_columns,
+            insert_json=pd.concat([p.insert_json for p in parts]),
+            patch_json=None
+            if first.patch_json is None
+            else pd.concat([p.patch_json for p in parts if p.patch_json is not None]),
+            geometry_wkb=wkb,
+            bounds=None if first.bounds is None else np.concatenate([p.bounds for p in parts]),
+        )
+
+    def take(self, keep: np.ndarray) -> _Payload:
+        """The payload of the rows ``keep`` marks (a boolean mask in row order)."""
+        return _Payload(
+            filled=self.filled[keep],
+            cleared=self.cleared[keep],
+            values=self.values[keep],
+            json_columns=self.json_columns,
+            insert_json=self.insert_json[keep],
+            patch_json=None if self.patch_json is None else self.patch_json[keep],
+            geometry_wkb=None
+            if self.geometry_wkb is None
+            else [w for w, k in zip(self.geometry_wkb, keep, strict=True) if k],
+            bounds=None if self.bounds is None else self.bounds[keep],
+        )
+
     def patches(self, positions: np.ndarray) -> list[str]:
         """Merge patches of the rows at ``positions`` (built now if not built ahead)."""
         if self.patch_json is not None:
@@ -311,6 +409,7 @@ class ImportRunner:
         progress: Progress = no_progress,
         rule_names_only: bool = False,
         geocoder: Geocoder | None = None,
+        engine: StageEngine | None = None,
     ) -> None:
         self.store = store
         self.rule_paths = tuple(rule_paths)
@@ -321,6 +420,8 @@ class ImportRunner:
         self.geocoder = geocoder
         self.user_id = user_id
         self.progress = progress
+        # Runs the per-partition stages elsewhere (toolkit.engine); None: in this process.
+        self.engine = engine
 
     # --- checking the request -------------------------------------------------------------
 
@@ -457,8 +558,31 @@ class ImportRunner:
             source = _read(request, self.progress)
         outcome.counts["read"] = source.records
         outcome.warnings.extend(source.report.warnings)
+        if self.engine is not None:
+            self._pipeline_on(self.engine, job_id, request, rule, source, outcome)
+            return
         with self._stage(outcome, "validate"):
             ruled = _apply(rule, request, source, self.progress)
+        self._note_rule(request, rule, source, ruled, outcome)
+        linked = Linked(asset_ids=None, problems=_no_problems())
+        if rule.import_type == "item":
+            with self._stage(outcome, "link"):
+                linked = self._link_assets(job_id, source.frame, ruled.prepared, rule, outcome)
+        kept = _keep(source, ruled, linked)
+        with self._stage(outcome, "prepare"):
+            kept_rows = len(kept.values)
+            self.progress("prepare", 0, kept_rows)
+            payload = self._prepare(
+                rule, request, kept.values, kept.cleared, source.frame[kept.keep]
+            )
+            self.progress("prepare", kept_rows, kept_rows)
+        self._plan_and_write(job_id, request, rule, source, ruled, kept, payload, linked, outcome)
+
+    @staticmethod
+    def _note_rule(
+        request: ImportRequest, rule: ImportRule, source: Source, ruled: Ruled, outcome: _Outcome
+    ) -> None:
+        """The rule stage's warnings (text fields read as numbers) and unused columns."""
         outcome.warnings.extend(
             numbers_for_text(
                 rule,
@@ -472,18 +596,84 @@ class ImportRunner:
             outcome.notes.append(
                 "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)
             )
+
+    def _pipeline_on(
+        self,
+        engine: StageEngine,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        source: Source,
+        outcome: _Outcome,
+    ) -> None:
+        """The local pipeline with rule, link and payload run per partition by ``engine``;
+        the parts are joined in row order, then planned and written exactly as locally."""
+        links = rule.import_type == "item" and rule.asset_link is not None
+        if links and self.asset_index is None:
+            raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
+        overwrite = request.overwrite_rule or rule.overwrite_rule
+        work = PartitionWork(
+            rule=rule,
+            path=request.name,
+            geometry_columns=tuple(source.report.geometry_columns),
+            decisions=self.store.decisions.all() if links else None,
+            may_update=overwrite in ("updateOnly", "updateAndInsert")
+            and self._scope_has_records(rule, request),
+            links=links,
+        )
+        ways = {
+            str((rule.asset_link.options if links and rule.asset_link else {}).get(k))
+            for k in ("mode", "fallbackMode")
+        }
+        if "fuzzy" in ways:
+            # Mode fuzzy fits its model (EM) on the rows at hand: one fit per partition.
+            outcome.warnings.append(
+                f"{request.name}: mode fuzzy fits its model on each partition's rows on this "
+                "engine; a few links near its threshold can differ from the local engine's"
+            )
+        with self._stage(outcome, "partitions"):
+            index = self.asset_index() if links and self.asset_index is not None else None
+            parts = engine.run_partitions(work, source.frame, index, self.progress)
+        first = parts[0].prepared
+        prepared = Prepared(
+            values=pd.concat([p.prepared.values for p in parts]),
+            cleared=pd.concat([p.prepared.cleared for p in parts]),
+            rejections=pd.concat([p.prepared.rejections for p in parts], ignore_index=True),
+            ignored_columns=first.ignored_columns,
+            column_of=first.column_of,
+        )
+        source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
+        ruled = Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
+        self._note_rule(request, rule, source, ruled, outcome)
         linked = Linked(asset_ids=None, problems=_no_problems())
         if rule.import_type == "item":
-            with self._stage(outcome, "link"):
-                linked = self._link_assets(job_id, source.frame, ruled.prepared, rule, outcome)
-        kept = _keep(source, ruled, linked)
-        with self._stage(outcome, "prepare"):
-            kept_rows = len(kept.values)
-            self.progress("prepare", 0, kept_rows)
-            payload = self._prepare(
-                rule, request, kept.values, kept.cleared, source.frame[kept.keep]
+            found = [p.link for p in parts if p.link is not None]
+            result = (
+                LinkResult(
+                    asset_ids=pd.concat([r.asset_ids for r in found]),
+                    reasons=pd.concat([r.reasons for r in found]),
+                    links=pd.concat([r.links for r in found], ignore_index=True),
+                )
+                if found
+                else None
             )
-            self.progress("prepare", kept_rows, kept_rows)
+            linked = self._linked(job_id, source.frame, rule, result, outcome)
+        kept = _keep(source, ruled, linked)
+        payload = _Payload.concat([p.payload for p in parts]).take(kept.keep)
+        self._plan_and_write(job_id, request, rule, source, ruled, kept, payload, linked, outcome)
+
+    def _plan_and_write(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        source: Source,
+        ruled: Ruled,
+        kept: Kept,
+        payload: _Payload,
+        linked: Linked,
+        outcome: _Outcome,
+    ) -> None:
         written = self._write(
             job_id, request, rule, ruled.prepared, kept, payload, linked, outcome,
             dry_run=request.dry_run,
@@ -662,6 +852,21 @@ class ImportRunner:
             progress=self.progress,
             geocoder=self.geocoder,
         )
+        return self._linked(job_id, frame, rule, linked, outcome)
+
+    def _linked(
+        self,
+        job_id: int,
+        frame: pd.DataFrame,
+        rule: ImportRule,
+        linked: LinkResult | None,
+        outcome: _Outcome,
+    ) -> Linked:
+        """The link stage's result: the links recorded with the job, their counts, and a
+        problem for each row a required link left without an asset."""
+        empty = _no_problems()
+        if linked is None or rule.asset_link is None:
+            return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
         self.store.jobs.record_links(job_id, linked.links)
         outcome.linking = linked.counts()
         if not rule.asset_link.required:
@@ -747,34 +952,12 @@ class ImportRunner:
     ) -> _Payload:
         """Everything the writes need, built before the write lock is taken."""
         overwrite = request.overwrite_rule or rule.overwrite_rule
-        record_fields = {
-            "item": ITEM_RECORD_FIELDS,
-            "asset": ASSET_RECORD_FIELDS,
-            "user": USER_RECORD_FIELDS,
-        }[rule.import_type]
-        json_columns = [c for c in values.columns if c not in record_fields]
-        defaults = {k: v for k, v in rule.defaults().items() if k in values}
-        filled = values.fillna(defaults) if defaults else values
         # Patches are only needed for rows matching existing records; a first import into
         # an empty scope has none, so it skips building them (built later if one appears).
         may_update = overwrite in ("updateOnly", "updateAndInsert") and self._scope_has_records(
             rule, request
         )
-        payload = _Payload(
-            filled=filled,
-            cleared=cleared,
-            values=values,
-            json_columns=json_columns,
-            insert_json=fields_json(filled[json_columns]),
-            patch_json=fields_json(values[json_columns], cleared[json_columns])
-            if may_update
-            else None,
-        )
-        if rule.import_type == "asset" and "geometry" in frame.columns:
-            payload.geometry_wkb, payload.bounds = geometry_columns(
-                np.asarray(frame.geometry.values)
-            )
-        return payload
+        return prepare_payload(rule, values, cleared, frame, may_update=may_update)
 
     def _write_items(
         self,
@@ -979,6 +1162,37 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def prepare_payload(
+    rule: ImportRule,
+    values: pd.DataFrame,
+    cleared: pd.DataFrame,
+    frame: pd.DataFrame,
+    *,
+    may_update: bool,
+) -> _Payload:
+    """The payload of some rows: values with defaults, each row's JSON as a new record
+    and (``may_update``) as a merge patch, an asset's geometry as WKB with its bounds."""
+    record_fields = {
+        "item": ITEM_RECORD_FIELDS,
+        "asset": ASSET_RECORD_FIELDS,
+        "user": USER_RECORD_FIELDS,
+    }[rule.import_type]
+    json_columns = [c for c in values.columns if c not in record_fields]
+    defaults = {k: v for k, v in rule.defaults().items() if k in values}
+    filled = values.fillna(defaults) if defaults else values
+    payload = _Payload(
+        filled=filled,
+        cleared=cleared,
+        values=values,
+        json_columns=json_columns,
+        insert_json=fields_json(filled[json_columns]),
+        patch_json=fields_json(values[json_columns], cleared[json_columns]) if may_update else None,
+    )
+    if rule.import_type == "asset" and "geometry" in frame.columns:
+        payload.geometry_wkb, payload.bounds = geometry_columns(np.asarray(frame.geometry.values))
+    return payload
 
 
 def matching_field(rule: ImportRule, matching_id: str | None) -> str:

@@ -1,8 +1,8 @@
 """The seam for an external point-of-interest geocoder (spec option ``useExternalLookups``).
 
-The toolkit ships no geocoder and never makes a network call from here: ``NoGeocoder``
-answers every query with the error ``OFFLINE``. A real one implements ``Geocoder`` (for
-example over ``toolkit.remote.client``) and is passed to ``resolve(..., geocoder=...)``.
+Nothing here makes a network call: ``NoGeocoder`` answers every query with the error
+``OFFLINE``. The real ones (a site's address gazetteer, a geocoding service) are in
+``toolkit.geocoding`` and are passed to ``resolve(..., geocoder=...)``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-OFFLINE = "no external geocoder is available offline"
+# What a miss says where no source is given: what to configure (toolkit.geocoding).
+OFFLINE = (
+    "no external source is available here: load an address gazetteer into the site "
+    "(toolkit gazetteer load FILE) or give a geocoding service (toolkit serve --geocoder URL, "
+    "or geocoder in the config file)"
+)
 GEOCODE_COLUMNS = ("longitude", "latitude", "label", "accuracy", "err")
 
 

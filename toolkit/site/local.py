@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.geocoding import LazyGeocoder
-from toolkit.importing.pipeline import ImportRequest, ImportRunner, job_object
+from toolkit.importing.pipeline import ImportRequest, ImportRunner, StageEngine, job_object
 from toolkit.importing.results import JobOutcome
 from toolkit.importing.tasks import ImportExecutor
 from toolkit.importing.tasks import inline_executor as inline_import_executor
@@ -179,14 +179,21 @@ class LocalSite(SiteWrites, SiteAdmin):
         *,
         progress: Progress = no_progress,
         delivery: Delivery = DEFAULT_DELIVERY,
+        engine: StageEngine | None = None,
     ) -> JobOutcome:
-        """Import a file in place, as one job (``delivery`` is for a server: unused)."""
-        return JobOutcome(self.run_import(request, progress=progress))
+        """Import a file in place, as one job (``delivery`` is for a server: unused), its
+        per-partition stages on ``engine`` when given."""
+        return JobOutcome(self.run_import(request, progress=progress, engine=engine))
 
     def run_import(
-        self, request: ImportRequest, *, progress: Progress = no_progress
+        self,
+        request: ImportRequest,
+        *,
+        progress: Progress = no_progress,
+        engine: StageEngine | None = None,
     ) -> dict[str, Any]:
-        """Run an import now, in this process; returns the finished job object."""
+        """Run an import now, in this process (its per-partition stages on ``engine``
+        when given); returns the finished job object."""
         if request.import_type == "user":
             self.require_account_admin("an import of type user")
         runner = ImportRunner(
@@ -197,6 +204,7 @@ class LocalSite(SiteWrites, SiteAdmin):
             asset_index=self.asset_index,
             rule_names_only=self.rule_names_only,
             geocoder=LazyGeocoder(self.geocoder),
+            engine=engine,
         )
         return runner.run(request)
 

@@ -1,0 +1,197 @@
+"""The Dask cluster a command runs on, and the per-partition stages it runs there.
+
+Without a scheduler address a ``distributed.LocalCluster`` of worker processes sized to
+the machine is started for the command and closed after it; with one, the command's
+client connects to that cluster. Rows travel in partitions that keep their global row
+numbers (the frame's index), so every problem still names the file's row.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.engine.index_ref import IndexRef, loaded_index
+from toolkit.errors import OptionError
+from toolkit.importing.pipeline import PartitionWork, PartStages, partition_stages
+from toolkit.matching import AssetIndex
+from toolkit.matching.lookup import LookupResult, run_lookup
+from toolkit.progress import Progress
+
+# Rows per partition unless TOOLKIT_PARTITION_ROWS says otherwise: large enough that a
+# task's overhead (milliseconds) is small beside its work, small enough to spread.
+PARTITION_ROWS = 100_000
+
+
+def _import_part(work: PartitionWork, frame: pd.DataFrame, ref: IndexRef | None) -> PartStages:
+    """One partition's rule, link and payload, on a worker."""
+    return partition_stages(work, frame, None if ref is None else loaded_index(ref))
+
+
+def _lookup_part(
+    ref: IndexRef,
+    queries: pd.DataFrame,
+    options: dict[str, Any],
+    candidates: int,
+    decisions: pd.DataFrame | None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One partition's lookup, on a worker: resolved rows and candidates."""
+    result = run_lookup(loaded_index(ref), queries, options, candidates, decisions)
+    return result.resolved, result.candidates
+
+
+def _counted(queries: pd.DataFrame) -> pd.DataFrame:
+    """``queries`` with every missing reference replaced by the query's 1-based count in
+    the whole batch, which the matcher would give it (a partition counts from 1)."""
+    count = pd.Series(range(1, len(queries) + 1), index=queries.index, dtype=object)
+    if "reference" not in queries.columns:
+        return queries.assign(reference=count)
+    given = queries["reference"]
+    return queries.assign(reference=given.astype(object).where(given.notna(), count))
+
+
+class DaskEngine:
+    """A client of a Dask cluster that runs the import and lookup stages per partition."""
+
+    def __init__(self, client: Any, work_dir: Path, partition_rows: int | None = None) -> None:
+        self.client = client
+        self.work_dir = work_dir
+        self.partition_rows = partition_rows or int(
+            os.environ.get("TOOLKIT_PARTITION_ROWS") or PARTITION_ROWS
+        )
+        # The last index published: the object (cheap to recognise) and its reference.
+        self._published: tuple[AssetIndex, IndexRef] | None = None
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The cluster's dashboard, where it serves one."""
+        link = getattr(self.client, "dashboard_link", None)
+        return str(link) if link else None
+
+    def bounds(self, rows: int) -> list[tuple[int, int]]:
+        """Start and end positions of each partition: at least one per worker thread
+        (when there are rows for them), none larger than ``partition_rows``."""
+        threads = sum(self.client.nthreads().values()) or 1
+        count = max(1, min(rows, max(threads, math.ceil(rows / self.partition_rows))))
+        step = math.ceil(rows / count) if rows else 0
+        return [(start, min(start + step, rows)) for start in range(0, rows, step)] or [(0, 0)]
+
+    def index_ref(self, index: AssetIndex) -> IndexRef:
+        """The reference workers load ``index`` by, saved once per content per command."""
+        if self._published is not None and self._published[0] is index:
+            return self._published[1]
+        ref = IndexRef.publish(index, self.work_dir)
+        self._published = (index, ref)
+        return ref
+
+    def _gather(self, futures: Sequence[Any], stage: str, progress: Progress) -> list[Any]:
+        """The futures' results in order, reporting partitions done of the total."""
+        from distributed import as_completed
+
+        total = len(futures)
+        progress(stage, 0, total, unit="partitions")
+        for done, _ in enumerate(as_completed(futures), start=1):
+            progress(stage, done, total, unit="partitions")
+        return list(self.client.gather(list(futures)))
+
+    # --- import (toolkit.importing.pipeline.StageEngine) ------------------------------------
+
+    def run_partitions(
+        self,
+        work: PartitionWork,
+        frame: pd.DataFrame,
+        index: AssetIndex | None,
+        progress: Progress,
+    ) -> list[PartStages]:
+        """Rule, link and payload of every partition of ``frame``, in row order."""
+        ref = None if index is None else self.index_ref(index)
+        parts = [frame.iloc[start:end] for start, end in self.bounds(len(frame))]
+        [work_future] = self.client.scatter([work], hash=False)
+        futures = [
+            self.client.submit(_import_part, work_future, part, ref, pure=False) for part in parts
+        ]
+        results: list[PartStages] = self._gather(futures, "partitions", progress)
+        return results
+
+    # --- lookup ---------------------------------------------------------------------------
+
+    def lookup(
+        self,
+        index: AssetIndex,
+        queries: pd.DataFrame,
+        options: dict[str, Any],
+        candidates: int = 0,
+        decisions: pd.DataFrame | None = None,
+        progress: Progress | None = None,
+    ) -> LookupResult:
+        """``run_lookup`` over partitions of ``queries`` on the workers; the same result."""
+        from toolkit.progress import no_progress
+
+        ref = self.index_ref(index)
+        queries = _counted(queries)
+        bounds = self.bounds(len(queries))
+        futures = [
+            self.client.submit(
+                _lookup_part, ref, queries.iloc[start:end], options, candidates, decisions,
+                pure=False,
+            )
+            for start, end in bounds
+        ]  # fmt: skip
+        parts = self._gather(futures, "lookup", progress or no_progress)
+        resolved = pd.concat([r for r, _ in parts], ignore_index=True)
+        tops = []
+        for (start, _end), (_, top) in zip(bounds, parts, strict=True):
+            top = top.copy()
+            top["row"] = top["row"] + start  # a partition counts its queries from 0
+            tops.append(top)
+        return LookupResult(
+            resolved=resolved, candidates=pd.concat(tops, ignore_index=True), index=index
+        )
+
+
+@contextmanager
+def dask_engine(
+    scheduler: str | None = None,
+    *,
+    workers: int | None = None,
+    on_start: Callable[[DaskEngine], None] | None = None,
+) -> Iterator[DaskEngine]:
+    """A :class:`DaskEngine` on the cluster at ``scheduler``, or on a ``LocalCluster`` of
+    ``workers`` processes (default: one per core) started now and closed on leaving.
+    ``on_start`` is told of a cluster started here (to print its dashboard)."""
+    from distributed import Client, LocalCluster
+
+    # The scheduler's and workers' INFO lines are not the command's output.
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+
+    # Saved indexes go where every worker can read them: TOOLKIT_WORK_DIR for a cluster
+    # of several machines (a shared folder), else this machine's temporary folder.
+    base = os.environ.get("TOOLKIT_WORK_DIR") or None
+    with tempfile.TemporaryDirectory(prefix="toolkit-dask-", dir=base) as work:
+        if scheduler:
+            try:
+                client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise OptionError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from exc
+            with client:
+                yield DaskEngine(client, Path(work))
+            return
+        cluster = LocalCluster(
+            n_workers=workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+        )
+        with cluster, Client(cluster) as client:
+            engine = DaskEngine(client, Path(work))
+            if on_start is not None:
+                on_start(engine)
+            yield engine
