@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching import probabilistic as prob
@@ -102,3 +105,45 @@ def test_a_typo_in_any_one_component_still_links() -> None:
     got = [None if p < 0 else names[p] for p in result["asset_position"]]
     assert got == expected, result["err"].tolist()
     assert (result["accuracy"] >= 80).all()
+
+
+def _town_names() -> list[str]:
+    return [
+        "12 SMITH STREET KEW",
+        "14 SMITH STREET KEW",
+        "3 JONES COURT RICHMOND",
+        "UNIT 2 7 OAK AVENUE CARLTON",
+        "40 HIGH ROAD FITZROY 3065",
+    ]
+
+
+TOWN_QUERIES = ["12 SMTIH ST KEW", "3 JONES CRT RICHMND", "2/7 OAK AVE CARLTON", "40 HIGH RD"]
+
+
+def test_a_saved_index_keeps_its_fuzzy_side_and_links_the_same(tmp_path: Path) -> None:
+    index = _index(_town_names())
+    queries = pd.DataFrame({"query": TOWN_QUERIES})
+    before = resolve(index, queries, OFF)
+    index.save(tmp_path / "index")
+    assert (tmp_path / "index" / "fuzzy" / "side.json").is_file()
+    loaded = AssetIndex.load(tmp_path / "index")
+    side, saved = index.fuzzy_side(), loaded.fuzzy_side()
+    assert saved.parsed.vocabulary.tolist() == side.parsed.vocabulary.tolist()
+    np.testing.assert_array_equal(saved.parsed.keys, side.parsed.keys)
+    np.testing.assert_array_equal(saved.groups.rows, side.groups.rows)
+    after = resolve(loaded, queries, OFF)
+    assert after["asset_id"].tolist() == before["asset_id"].tolist() == ["P0", "P2", "P3", "P4"]
+    np.testing.assert_allclose(after["probability"], before["probability"])
+
+
+def test_a_damaged_fuzzy_side_is_rebuilt_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = _index(_town_names())
+    index.save(tmp_path / "index")
+    (tmp_path / "index" / "fuzzy" / "keys.npy").write_bytes(b"not an array")
+    loaded = AssetIndex.load(tmp_path / "index")
+    with caplog.at_level("WARNING"):
+        result = resolve(loaded, pd.DataFrame({"query": TOWN_QUERIES}), OFF)
+    assert "rebuilding the fuzzy matching data" in caplog.text
+    assert result["asset_id"].tolist() == ["P0", "P2", "P3", "P4"]

@@ -37,8 +37,9 @@ import febrl
 
 from toolkit.importing.linking import join_address
 from toolkit.matching import AssetIndex, resolve
-from toolkit.matching import probabilistic as prob
 from toolkit.matching.address import Analysis, parse
+from toolkit.matching.blocking import KeyGroups, candidate_pairs
+from toolkit.matching.parsed import Parsed
 
 OFF = {"useExternalLookups": False}
 SPLINK_THRESHOLD = 0.9
@@ -57,8 +58,9 @@ def tally(got: pd.Series, truth: pd.Series) -> tuple[float, float, float]:
 def pairs_completeness(assets: pd.DataFrame, queries: pd.DataFrame) -> float:
     """Share of queries (with a true asset) whose true asset reaches scoring in ``fuzzy``."""
     a_analysis, q_analysis = Analysis.of(assets["name"]), Analysis.of(queries["query"])
-    a_parsed, q_parsed = prob.Parsed.of(a_analysis), prob.Parsed.of(q_analysis, field_data=True)
-    q, a = prob.candidate_pairs(q_parsed, a_parsed)
+    a_parsed, q_parsed = Parsed.of(a_analysis), Parsed.of(q_analysis, field_data=True)
+    groups = KeyGroups.of(a_parsed.key_rows, a_parsed.keys)
+    q, a = candidate_pairs(q_parsed, groups, len(a_parsed))
     position = pd.Series(np.arange(len(assets)), index=assets["id"].astype(str))
     has_truth = queries["truth"].notna().to_numpy() & (queries["truth"] != "").to_numpy()
     truth_rows = a_analysis.codes[position[queries["truth"][has_truth].astype(str)].to_numpy()]

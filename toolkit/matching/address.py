@@ -230,11 +230,20 @@ def _join_words(words: Words, mask: np.ndarray, sort: bool = False) -> np.ndarra
         alphabetical[np.argsort(words.vocabulary.astype(str))] = np.arange(len(words.vocabulary))
         order = np.lexsort((alphabetical[codes], rows))
         rows, codes = rows[order], codes[order]
+    joined = join_words_arrow(words, rows, codes)
+    return np.asarray(joined.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def join_words_arrow(
+    words: Words, rows: np.ndarray, codes: np.ndarray, separator: str = " "
+) -> pa.Array:
+    """Per row of ``words``, the words ``codes`` (flat, grouped by ``rows`` in order)
+    joined by ``separator``, as an arrow string array ("" where a row has none)."""
     counts = np.bincount(rows, minlength=words.n_rows)
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    values = pa.array(words.vocabulary, type=pa.string()).take(pa.array(codes))
-    lists = pa.ListArray.from_arrays(pa.array(offsets), values)
-    return np.asarray(pc.binary_join(lists, " ").to_numpy(zero_copy_only=False), dtype=object)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    values = pa.array(words.vocabulary, type=pa.large_string()).take(pa.array(codes))
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
+    return pc.binary_join(lists, pa.scalar(separator, pa.large_string()))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ format version; only the spatial tree is rebuilt on load, which is cheap).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +23,13 @@ import shapely
 
 from toolkit.errors import MatchingError
 from toolkit.matching.address import TEXT_NAMES, address_keys
+from toolkit.matching.asset_side import AssetSide
+
+log = logging.getLogger(__name__)
 
 FORMAT_NAME = "toolkit-asset-index"
-FORMAT_VERSION = 1
+# 2: the fuzzy matcher's asset side is saved with the index (folder ``fuzzy``).
+FORMAT_VERSION = 2
 
 # Columns with a meaning in the spec's asset object (section 2.2). Every other column of the
 # input frame is an extraInfo code, matched by mode ``code`` under its column name.
@@ -140,6 +145,8 @@ class AssetIndex:
     # Other derived structures (the fuzzy matcher's parsed names), built on first use.
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
+    # The folder the index was loaded from (its saved fuzzy side is read from there).
+    _folder: Path | None = field(default=None, repr=False)
 
     # --- building -----------------------------------------------------------------------
 
@@ -210,6 +217,7 @@ class AssetIndex:
         """Pickle the tables only (for workers of a distributed engine); caches and the
         spatial tree are rebuilt on the other side."""
         state = dict(self.__dict__)
+        # The folder stays: a worker reads the saved fuzzy side instead of rebuilding it.
         state.update(_tables={}, _masks={}, _derived={}, _tree=None, _tree_assets=None)
         return state
 
@@ -242,6 +250,21 @@ class AssetIndex:
         if name not in self._derived:
             self._derived[name] = build()
         return self._derived[name]
+
+    def fuzzy_side(self) -> AssetSide:
+        """The fuzzy matcher's asset side: read from the folder the index was loaded from,
+        else built (once, then kept with the index)."""
+
+        def build() -> AssetSide:
+            if self._folder is not None:
+                try:
+                    return AssetSide.load(self._folder / "fuzzy", len(self))
+                except MatchingError as exc:  # rebuilt: slower, never wrong
+                    log.warning("rebuilding the fuzzy matching data: %s", exc)
+            return AssetSide.of(self.assets["name"])
+
+        side: AssetSide = self.derived("fuzzy", build)
+        return side
 
     def name_column(self, name: str) -> np.ndarray:
         """One column of ``name_keys`` as a numpy array (object for text), cached."""
@@ -328,6 +351,8 @@ class AssetIndex:
             "assets": len(self),
             "extra_fields": list(self.extra_fields),
         }
+        if self._folder is None or self._folder.resolve() != folder.resolve():
+            self.fuzzy_side().save(folder / "fuzzy")
         (folder / "index.json").write_text(json.dumps(header, indent=2), encoding="utf-8")
         return folder
 
@@ -367,6 +392,7 @@ class AssetIndex:
         index = cls(
             assets, extra_fields, extra, np.asarray(geometry, dtype=object), name_keys, codes
         )
+        index._folder = folder
         index._build_tree()
         return index
 
