@@ -98,10 +98,12 @@ def test_a_typo_in_any_one_component_still_links() -> None:
         "SMITH STREET KEW 17",  # number moved
         "17 SMITHSTREET KEW",  # joined words
         "23 WIL SON ROAD RICHMOND",  # split word
+        "23 ROAD WILSON RICHMOND",  # the type before the name
+        "23 RD WILSON",  # ... abbreviated, the locality left out
     ]
     result = resolve(index, pd.DataFrame({"query": queries}), OFF)
     expected = ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"]
-    expected += ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"]
+    expected += ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"] * 3
     got = [None if p < 0 else names[p] for p in result["asset_position"]]
     assert got == expected, result["err"].tolist()
     assert (result["accuracy"] >= 80).all()

@@ -68,6 +68,17 @@ STREET_TYPES: dict[str, tuple[str, ...]] = {
     "WAY": ("WY",),
 }
 
+# Street types that may come before the name (``AVENUE SCOTT``): those that seldom begin a
+# street's own name. Not STREET (``ST KILDA`` is Saint Kilda), nor GROVE, GREEN, VIEW, RISE,
+# RIDGE... (``GREEN STREET`` with its type left out would read as type GREEN, name STREET).
+LEADING_TYPES = frozenset(
+    {
+        "ALLEY", "APPROACH", "ARCADE", "AVENUE", "BOULEVARD", "BYPASS", "CIRCUIT", "CLOSE",
+        "CONCOURSE", "COURT", "CRESCENT", "DRIVE", "ESPLANADE", "FREEWAY", "HIGHWAY", "LANE",
+        "PARADE", "PARKWAY", "PLACE", "PROMENADE", "ROAD", "TERRACE",
+    }
+)  # fmt: skip
+
 # Every spelling -> the one canonical token.
 STREET_TYPE_CANONICAL: dict[str, str] = {
     spelling: full for full, short in STREET_TYPES.items() for spelling in (full, *short)
@@ -258,6 +269,8 @@ class Structure:
     is_locality: np.ndarray
     is_state: np.ndarray
     is_postcode: np.ndarray
+    # A street type written before the name (``31 AVENUE SCOTT``); also in ``is_type``.
+    is_leading_type: np.ndarray
 
 
 def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
@@ -274,6 +287,11 @@ def structure(words: Words) -> Structure:
     The street type is the first street-type word that follows a name word, so ``ST`` in
     ``12 ST KILDA RD`` is part of the name (SAINT) and ``RD`` ends the street. Words after it
     are the locality, except a trailing run of state and 4-digit postcode words.
+
+    With no type after a name, a type word that comes first and is followed by a name word
+    is the type written before the name (``31 AVENUE SCOTT``, as French and some Australian
+    addresses have it), when it is one of ``LEADING_TYPES``; the words after it are then
+    the street name (where the name ends and a locality starts is left to the matcher).
     """
     vocab = words.vocabulary
     has_digit = np.array([any(c.isdigit() for c in w) for w in vocab], dtype=bool)
@@ -293,6 +311,13 @@ def structure(words: Words) -> Structure:
     boundary_candidate = w_type & (names_before > 0)
     boundaries_seen = _per_row_cumsum(boundary_candidate, row, n)
     is_type = boundary_candidate & (boundaries_seen == 1)
+    w_leading = np.array([w in LEADING_TYPES for w in vocab], dtype=bool)[words.word_code]
+    first_alpha = alpha & (_per_row_cumsum(alpha, row, n) == 1)
+    name_follows = np.zeros(len(row), dtype=bool)
+    name_follows[:-1] = (row[1:] == row[:-1]) & alpha[1:] & ~w_type[1:]
+    no_boundary = np.bincount(row[boundary_candidate], minlength=n) == 0
+    is_leading = w_leading & first_alpha & name_follows & no_boundary[row]
+    is_type = is_type | is_leading
     after_type = (boundaries_seen >= 1) & ~is_type
     # Trailing run of state/postcode words after at least one name word.
     tail_kind = (w_state | w_postcode) & (names_before > 0)
@@ -307,7 +332,15 @@ def structure(words: Words) -> Structure:
     is_number = is_street & w_digit & ~is_unit & (names_before == 0)
     is_name = is_street & ~is_unit & ~is_number & ~is_type
     return Structure(
-        is_unit, is_number, is_name, is_type, is_street, is_locality, is_state, is_postcode
+        is_unit,
+        is_number,
+        is_name,
+        is_type,
+        is_street,
+        is_locality,
+        is_state,
+        is_postcode,
+        is_leading,
     )
 
 

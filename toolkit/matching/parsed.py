@@ -83,7 +83,9 @@ class Parsed:
         alpha = (parts.is_name | parts.is_locality) & is_alpha_word & ~late_keyword
         # For the readings split by the asset's shape, every word of letters counts, street
         # types included: GARDENS in LAKE GARDENS is a locality word, not the street type.
-        lettered = alpha | (parts.is_type & is_alpha_word)
+        # A type written before the name (31 AVENUE SCOTT) is not one of those words: the
+        # readings then start at the name, as they would for SCOTT AVENUE.
+        lettered = alpha | (parts.is_type & ~parts.is_leading_type & is_alpha_word)
         rank = _per_row_cumsum(lettered, words.row, words.n_rows) - 1
         n_lettered = np.bincount(words.row[lettered], minlength=words.n_rows)
         from_end = n_lettered[words.row] - rank  # 1 for the last word of letters
