@@ -278,7 +278,8 @@ def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarra
     total = np.concatenate([[0], np.cumsum(flag, dtype=np.int64)])
     counts = np.bincount(row, minlength=n_rows)
     starts = np.cumsum(counts) - counts
-    return total[1:] - total[starts][row]
+    cumulative: np.ndarray = total[1:] - total[starts][row]
+    return cumulative
 
 
 def structure(words: Words) -> Structure:
@@ -423,7 +424,8 @@ def _row_sums(values: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
     counts = np.bincount(row, minlength=n_rows)
     ends = np.cumsum(counts)
     total = np.concatenate([[np.uint64(0)], np.cumsum(values, dtype=np.uint64)])
-    return total[ends] - total[ends - counts]
+    sums: np.ndarray = total[ends] - total[ends - counts]
+    return sums
 
 
 def sequence_keys(words: Words, element: np.ndarray, mask: np.ndarray, ordered: bool) -> np.ndarray:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -117,7 +118,7 @@ class KeyTable:
     def lookup(self, queries: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """(first slot, number of distinct assets) per query key; 0/null finds nothing."""
         if isinstance(self.distinct, pd.Index):
-            position = self.distinct.get_indexer(queries)
+            position = self.distinct.get_indexer(pd.Index(queries))
         else:
             found = pc.index_in(queries, value_set=self.distinct)
             position = pc.fill_null(found, -1).to_numpy(zero_copy_only=False)
@@ -166,10 +167,10 @@ class AssetIndex:
         geometry_name = _geometry_column(frame)
         if geometry_name is not None:
             crs = getattr(frame, "crs", None)
-            if crs is not None and crs.to_epsg() != 4326:
+            if isinstance(frame, gpd.GeoDataFrame) and crs is not None and crs.to_epsg() != 4326:
                 frame = frame.to_crs(4326)
-            geometry = np.asarray(frame[geometry_name].array, dtype=object)
-            geometry = np.where(shapely.is_missing(geometry), None, geometry)
+            geometry = np.array(frame[geometry_name].array, dtype=object)
+            geometry[shapely.is_missing(geometry)] = None
         else:
             geometry = np.full(len(frame), None, dtype=object)
         table = pd.DataFrame(frame.drop(columns=[geometry_name] if geometry_name else []))
@@ -271,8 +272,9 @@ class AssetIndex:
         cache_key = ("column", name)
         if cache_key not in self._masks:
             column = self.name_keys[name]
-            dtype = object if name in TEXT_NAMES else column.dtype
-            self._masks[cache_key] = column.to_numpy(dtype=dtype)
+            self._masks[cache_key] = (
+                column.to_numpy(dtype=object) if name in TEXT_NAMES else column.to_numpy()
+            )
         return self._masks[cache_key]
 
     def output_column(self, name: str) -> np.ndarray:
@@ -282,7 +284,8 @@ class AssetIndex:
         if cache_key not in self._masks:
             kind, _, extra_name = name.partition(":")
             column = self.extra[extra_name] if kind == "extra" else self.assets[name]
-            values = column.to_numpy(dtype=object, na_value=None)
+            values = column.to_numpy(dtype=object)
+            values[pd.isna(values)] = None
             values[values == ""] = None
             self._masks[cache_key] = values
         return self._masks[cache_key]

@@ -150,7 +150,8 @@ def _ranks(counts: np.ndarray) -> np.ndarray:
     """0..c-1 for each count c, concatenated."""
     total = int(counts.sum())
     starts = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.arange(total) - starts
+    ranks: np.ndarray = np.arange(total) - starts
+    return ranks
 
 
 def _no_match(result: ModeResult, message: str) -> None:
@@ -383,8 +384,9 @@ def query_geometry(batch: QueryBatch) -> np.ndarray:
     geometry = shapely.from_wkt(text, on_invalid="ignore")
     pairs = batch.text.fillna("").str.extract(_LAT_LON).astype(float)
     latlon = pairs.notna().all(axis=1).to_numpy()
-    points = shapely.points(pairs[1].to_numpy(), pairs[0].to_numpy())
-    return np.where(latlon, points, geometry)
+    points = np.asarray(shapely.points(pairs[1].to_numpy(), pairs[0].to_numpy()), dtype=object)
+    located: np.ndarray = np.where(latlon, points, geometry)
+    return located
 
 
 def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:

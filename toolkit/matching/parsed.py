@@ -145,9 +145,10 @@ class Parsed:
         return self.vocabulary[self.codes[field]]  # type: ignore[no-any-return]
 
     @cached_property
-    def vocabulary_index(self) -> pd.Index:
+    def vocabulary_index(self) -> pd.Index[str]:
         """The vocabulary as a hash index (text -> code), for translating other codes."""
-        return pd.Index(self.vocabulary)
+        index: pd.Index[str] = pd.Index(self.vocabulary)
+        return index
 
     @cached_property
     def shapes(self) -> Shapes:

@@ -275,7 +275,8 @@ def _frequencies(
     w = np.ones(len(levels)) if weights is None else weights
     counts = np.bincount(levels[present].astype(np.int64), weights=w[present], minlength=n_levels)
     extra = np.ones(n_levels) if prior is None else prior
-    return (counts + extra) / (counts.sum() + extra.sum())
+    shares: np.ndarray = (counts + extra) / (counts.sum() + extra.sum())
+    return shares
 
 
 def posterior(
@@ -298,7 +299,8 @@ def posterior(
     scaled = np.exp2(np.clip(log2_bf - np.log2(max(n_assets, 1)), -300, 300))
     counted = scaled if multiplicity is None else scaled * multiplicity
     total = np.bincount(q, weights=counted, minlength=n_queries)
-    return share * scaled / (share * total[q] + (1.0 - share))
+    probability: np.ndarray = share * scaled / (share * total[q] + (1.0 - share))
+    return probability
 
 
 def fit_em(
@@ -360,7 +362,8 @@ def term_frequencies(codes: np.ndarray) -> np.ndarray:
     counts = np.bincount(codes, minlength=1).astype(np.float64)
     counts[0] = 0.0
     share = counts / max(counts.sum(), 1.0)
-    return share[codes]
+    per_row: np.ndarray = share[codes]
+    return per_row
 
 
 def contributions(comparison: Comparison, model: Model) -> np.ndarray:
