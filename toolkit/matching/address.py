@@ -14,6 +14,7 @@ name, street type, locality, state and postcode; locality, state and postcode ar
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import jellyfish
@@ -246,13 +247,20 @@ def _join_words(words: Words, mask: np.ndarray, sort: bool = False) -> np.ndarra
 
 
 def join_words_arrow(
-    words: Words, rows: np.ndarray, codes: np.ndarray, separator: str = " "
+    words: Words,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    separator: str = " ",
+    vocabulary: pa.Array | None = None,
 ) -> pa.Array:
     """Per row of ``words``, the words ``codes`` (flat, grouped by ``rows`` in order)
-    joined by ``separator``, as an arrow string array ("" where a row has none)."""
+    joined by ``separator``, as an arrow string array ("" where a row has none);
+    ``vocabulary``: the words' vocabulary already as arrow, when joining many times."""
     counts = np.bincount(rows, minlength=words.n_rows)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    values = pa.array(words.vocabulary, type=pa.large_string()).take(pa.array(codes))
+    if vocabulary is None:
+        vocabulary = pa.array(words.vocabulary, type=pa.large_string())
+    values = vocabulary.take(pa.array(codes))
     lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
     return pc.binary_join(lists, pa.scalar(separator, pa.large_string()))
 
@@ -271,6 +279,31 @@ class Structure:
     is_postcode: np.ndarray
     # A street type written before the name (``31 AVENUE SCOTT``); also in ``is_type``.
     is_leading_type: np.ndarray
+
+
+def word_flags(vocabulary: np.ndarray) -> dict[str, np.ndarray]:
+    """Per distinct word, by arrow kernels (no Python loop over words): holds a digit
+    (``digit``), is letters only (``alpha``), is a street type, a type that may lead, a
+    state, a 4-digit postcode; and its length."""
+    text = pa.array(vocabulary, type=pa.large_string())
+
+    def flag(values: pa.Array) -> np.ndarray:
+        return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    def member(names: Iterable[str]) -> np.ndarray:
+        return flag(pc.is_in(text, value_set=pa.array(sorted(names), type=pa.large_string())))
+
+    length = np.asarray(pc.utf8_length(text).to_numpy(zero_copy_only=False), dtype=np.int64)
+    digit = flag(pc.match_substring_regex(text, "[0-9]"))
+    return {
+        "digit": digit,
+        "alpha": flag(pc.utf8_is_alpha(text)),
+        "type": member(STREET_TYPES),
+        "leading": member(LEADING_TYPES),
+        "state": member(STATES),
+        "postcode": flag(pc.utf8_is_digit(text)) & (length == 4),
+        "length": length,
+    }
 
 
 def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
@@ -295,10 +328,11 @@ def structure(words: Words) -> Structure:
     the street name (where the name ends and a locality starts is left to the matcher).
     """
     vocab = words.vocabulary
-    has_digit = np.array([any(c.isdigit() for c in w) for w in vocab], dtype=bool)
-    w_type = np.array([w in STREET_TYPES for w in vocab], dtype=bool)[words.word_code]
-    w_state = np.array([w in STATES for w in vocab], dtype=bool)[words.word_code]
-    w_postcode = np.array([len(w) == 4 and w.isdigit() for w in vocab], dtype=bool)[words.word_code]
+    flags = word_flags(vocab)
+    has_digit = flags["digit"]
+    w_type = flags["type"][words.word_code]
+    w_state = flags["state"][words.word_code]
+    w_postcode = flags["postcode"][words.word_code]
     w_digit = has_digit[words.word_code]
     row, pos, n = words.row, words.position, words.n_rows
     unit_word = np.flatnonzero(vocab == "UNIT")
@@ -312,7 +346,7 @@ def structure(words: Words) -> Structure:
     boundary_candidate = w_type & (names_before > 0)
     boundaries_seen = _per_row_cumsum(boundary_candidate, row, n)
     is_type = boundary_candidate & (boundaries_seen == 1)
-    w_leading = np.array([w in LEADING_TYPES for w in vocab], dtype=bool)[words.word_code]
+    w_leading = flags["leading"][words.word_code]
     first_alpha = alpha & (_per_row_cumsum(alpha, row, n) == 1)
     name_follows = np.zeros(len(row), dtype=bool)
     name_follows[:-1] = (row[1:] == row[:-1]) & alpha[1:] & ~w_type[1:]

@@ -25,6 +25,7 @@ from toolkit.matching.address import (
     join_words_arrow,
     mix64,
     string_hashes,
+    word_flags,
 )
 
 # Components compared as codes (equal or not; numbers and postcodes also one edit apart).
@@ -67,8 +68,9 @@ class Parsed:
     def of_words(cls, words: Words, parts: Structure, *, field_data: bool = False) -> Parsed:
         """``of`` on words and their structure."""
         vocab = words.vocabulary
-        is_alpha_word = np.array([w.isalpha() for w in vocab], dtype=bool)[words.word_code]
-        has_digit = np.array([any(ch.isdigit() for ch in w) for w in vocab], dtype=bool)
+        flags = word_flags(vocab)
+        is_alpha_word = flags["alpha"][words.word_code]
+        has_digit = flags["digit"]
         n_words = len(words.row)
         # Field data may put "UNIT 2 6" after the suburb: the unit keyword anywhere, and
         # the number after it is the unit.
@@ -121,8 +123,11 @@ class Parsed:
             **{f"last{k}": (lettered & (from_end <= k), "") for k in (1, 2, 3)},
             "letters": (lettered, ""),  # for a blocking key only
         }
+        arrow_vocab = pa.array(vocab, type=pa.large_string())
         texts = {
-            name: join_words_arrow(words, words.row[mask], words.word_code[mask], separator)
+            name: join_words_arrow(
+                words, words.row[mask], words.word_code[mask], separator, arrow_vocab
+            )
             for name, (mask, separator) in masks.items()
         }
         vocabulary, codes = encode(texts)
