@@ -10,6 +10,9 @@ import pytest
 
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching import probabilistic as prob
+from toolkit.matching.address import Analysis
+from toolkit.matching.blocking import MAX_CANDIDATES, KeyGroups, candidate_pairs
+from toolkit.matching.parsed import Parsed
 
 OFF = {"useExternalLookups": False, "mode": "fuzzy"}
 
@@ -149,3 +152,29 @@ def test_a_damaged_fuzzy_side_is_rebuilt_with_a_warning(
         result = resolve(loaded, pd.DataFrame({"query": TOWN_QUERIES}), OFF)
     assert "rebuilding the fuzzy matching data" in caplog.text
     assert result["asset_id"].tolist() == ["P0", "P2", "P3", "P4"]
+
+
+def test_candidates_are_capped_per_query_keeping_those_sharing_most_keys() -> None:
+    names = [f"{n} SMITH STREET KEW" for n in range(1, 61)] + ["7 JONES ROAD RICHMOND"]
+    assets = Parsed.of(Analysis.of(pd.Series(names)))
+    queries = Parsed.of(
+        Analysis.of(pd.Series(["7 SMITH STREET KEW", "7 JONES RD RICHMOND", "99 NOWHERE"])),
+        field_data=True,
+    )
+    groups = KeyGroups.of(assets.key_rows, assets.keys)
+    q, a = candidate_pairs(queries, groups, len(assets))
+    assert (np.diff(q) >= 0).all()  # grouped by query
+    per_query = np.bincount(q, minlength=3)
+    assert per_query[0] == MAX_CANDIDATES < 61  # capped
+    assert per_query[2] == 0  # shares no key with any asset
+    chosen = {int(q_): set() for q_ in np.unique(q)}
+    for q_, a_ in zip(q, a, strict=True):
+        chosen[int(q_)].add(names[int(a_)])
+    assert "7 SMITH STREET KEW" in chosen[0] and "7 JONES ROAD RICHMOND" in chosen[1]
+    # Only the allowed assets count, and only they are offered.
+    allowed = np.zeros(len(assets), dtype=bool)
+    allowed[names.index("8 SMITH STREET KEW")] = True
+    q, a = candidate_pairs(
+        queries, KeyGroups.of(assets.key_rows, assets.keys, allowed), len(assets)
+    )
+    assert [names[int(x)] for x in a] == ["8 SMITH STREET KEW"] and q.tolist() == [0]

@@ -67,17 +67,17 @@ def candidate_pairs(
     size = groups.start[slot + 1] - first
     steps = np.rint(WEIGHT_STEPS * np.log2((n_assets + 1) / size)).astype(np.int64)
     total = int(size.sum())
-    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
-    pair_a = groups.rows[np.repeat(first, size) + offsets].astype(np.int64)
-    pair_q = np.repeat(q_rows, size)
-    pair_steps = np.repeat(steps, size)
+    # Slot in ``groups.rows`` of every (query key, asset) pair: one repeat, one add.
+    slots = np.arange(total, dtype=np.int64) + np.repeat(first - (np.cumsum(size) - size), size)
+    pair_a = groups.rows[slots].astype(np.int64)
     a_bits = max(int(n_assets).bit_length(), 1)
     w_bits = max(int(steps.max(initial=0)).bit_length(), 1)
     q_bits = max(len(queries).bit_length(), 1)
     if q_bits + a_bits + w_bits > 63:
-        return _candidate_pairs_wide(pair_q, pair_a, pair_steps)
+        return _candidate_pairs_wide(np.repeat(q_rows, size), pair_a, np.repeat(steps, size))
     # (query, asset, weight) packed in one int64: one sort groups each pair's keys.
-    packed = np.sort((pair_q << (a_bits + w_bits)) | (pair_a << w_bits) | pair_steps)
+    query_weight = np.repeat((q_rows << (a_bits + w_bits)) | steps, size)
+    packed = np.sort(query_weight | (pair_a << w_bits))
     pair = packed >> w_bits
     starts = np.flatnonzero(np.concatenate([[True], pair[1:] != pair[:-1]]))
     shared = np.add.reduceat(packed & ((1 << w_bits) - 1), starts) if len(packed) else packed
@@ -90,7 +90,7 @@ def _top(
     pair_q: np.ndarray, pair_a: np.ndarray, shared: np.ndarray, n_queries: int, a_bits: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Of pairs sorted by (query, asset), the ``MAX_CANDIDATES`` of each query sharing most
-    (ties: the lower asset row), sorted by query then by what they share."""
+    (ties: the lower asset row), still grouped by query."""
     counts = np.bincount(pair_q, minlength=n_queries)
     crowded = (counts > MAX_CANDIDATES)[pair_q]
     if not crowded.any():
@@ -108,11 +108,20 @@ def _top(
     per_query = np.bincount(q, minlength=n_queries)
     rank = np.arange(len(q)) - (np.cumsum(per_query) - per_query)[q]
     keep = rank < MAX_CANDIDATES
-    q = np.concatenate([pair_q[~crowded], q[keep]])
-    a = np.concatenate([pair_a[~crowded], a[keep]])
-    # Two runs sorted by query: the stable sort (timsort) merges them in linear time.
-    order = np.argsort(q, kind="stable")
-    return q[order], a[order]
+    starts = np.cumsum(counts) - counts
+    # Each query's block in the answer: its candidates, then the next query's; the kept
+    # ones are written straight into place (no sort to merge the two kinds of query).
+    kept = np.minimum(counts, MAX_CANDIDATES)
+    block = np.cumsum(kept) - kept
+    out_q = np.empty(int(kept.sum()), dtype=np.int64)
+    out_a = np.empty_like(out_q)
+    calm = ~crowded
+    calm_rank = np.flatnonzero(calm) - starts[pair_q[calm]]
+    out_q[block[pair_q[calm]] + calm_rank] = pair_q[calm]
+    out_a[block[pair_q[calm]] + calm_rank] = pair_a[calm]
+    out_q[block[q[keep]] + rank[keep]] = q[keep]
+    out_a[block[q[keep]] + rank[keep]] = a[keep]
+    return out_q, out_a
 
 
 def _candidate_pairs_wide(

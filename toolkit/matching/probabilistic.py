@@ -103,6 +103,27 @@ class _Texts:
             )
         return sim
 
+    def jaro_winkler_many(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+        """``jaro_winkler`` of several (left, right) code arrays at once: each distinct pair
+        of texts among them is measured once (a query's readings repeat the same words,
+        and its candidates the same streets)."""
+        size = np.int64(len(self.right))
+        packed = np.concatenate([left.astype(np.int64) * size + right for left, right in pairs])
+        distinct, inverse = _factorize(packed)
+        left, right = distinct // size, distinct % size
+        sim = np.full(len(distinct), np.nan)
+        present = np.flatnonzero((left != 0) & (right != 0))
+        if len(present):
+            sim[present] = process.cpdist(
+                self.left[left[present]],
+                self.right[right[present]],
+                scorer=JaroWinkler.normalized_similarity,
+                workers=-1,
+            )
+        values = sim[inverse]
+        ends = np.cumsum([len(left) for left, _ in pairs])
+        return list(np.split(values, ends[:-1]))
+
     def code_level(self, left: np.ndarray, right: np.ndarray, near: bool) -> np.ndarray:
         """Equal (0), one edit apart (1, when ``near``), different; MISSING where absent."""
         level = np.full(len(left), 2 if near else 1, dtype=np.int8)
@@ -162,16 +183,33 @@ def _readings(
     head = np.choose(k - 1, [codes[f"head{i}"][q] for i in (1, 2, 3)])
     tail = np.choose(k - 1, [codes[f"tail{i}"][q] for i in (1, 2, 3)])
     last = np.choose(j - 1, [codes[f"last{i}"][q] for i in (1, 2, 3)])
-    jw = texts.jaro_winkler
-    head_street = jw(head, street)  # two readings share it
     alpha = codes["alpha"][q]
     absent = np.full(len(q), np.nan)
+    (
+        street_street,
+        locality_locality,
+        head_street,  # two readings share it
+        tail_locality,
+        last_locality,
+        alpha_locality,
+        alpha_street,
+    ) = texts.jaro_winkler_many(
+        [
+            (codes["street"][q], street),
+            (codes["locality"][q], locality),
+            (head, street),
+            (tail, locality),
+            (last, locality),
+            (alpha, locality),
+            (alpha, street),
+        ]
+    )
     readings = [
-        (jw(codes["street"][q], street), jw(codes["locality"][q], locality)),
-        (head_street, jw(tail, locality)),
-        (head_street, jw(last, locality)),
-        (absent, jw(alpha, locality)),
-        (jw(alpha, street), absent),
+        (street_street, locality_locality),
+        (head_street, tail_locality),
+        (head_street, last_locality),
+        (absent, alpha_locality),
+        (alpha_street, absent),
     ]
     totals = np.stack(
         [
