@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
@@ -96,6 +98,7 @@ def main() -> None:
             print(f"  linking {summary['linking']}")
             for stage, seconds in summary["timings"].items():
                 print(f"  {stage:<9} {seconds:7.2f} s")
+            links = site.store.jobs.links(int(job["id"]))
             rows = site.db.connection.execute(
                 "SELECT id, site_id, register_id, event_id, region_id, asset_id, status, "
                 "is_template, tags, fields, import_job_id, date_created, date_modified "
@@ -107,6 +110,20 @@ def main() -> None:
         print(
             f"store stage {store:.2f} s vs bare executemany of the same {len(rows):,} rows "
             f"{bare:.2f} s: ratio {store / bare:.2f} (target <= 1.5)"
+        )
+        truth = pd.read_csv(
+            folder / "data" / "items_truth.csv", dtype=str, keep_default_na=False
+        ).set_index("Reference")["asset_id"]
+        wanted = truth.reindex(links["reference"].astype(str)).to_numpy(dtype=object)
+        got = links["asset_id"].astype("Int64").astype("string").fillna("").to_numpy(dtype=object)
+        linked = got != ""
+        right = linked & (got == wanted)
+        with_asset = wanted != ""
+        print(
+            f"link stage {summary['timings']['link']:.2f} s (target <= 10 s): precision "
+            f"{right.sum() / max(linked.sum(), 1):.2%} of {int(linked.sum()):,} links (target "
+            f">= 99.5%), recall {right.sum() / max(with_asset.sum(), 1):.2%} of "
+            f"{int(with_asset.sum()):,} rows with a true asset"
         )
         print(
             f"whole item import {whole:.1f} s (target <= 45 s); "
