@@ -52,12 +52,16 @@ class KeyGroups:
 
 
 def candidate_pairs(
-    queries: Parsed, groups: KeyGroups, n_assets: int
+    queries: Parsed, groups: KeyGroups, n_assets: int, rows: tuple[int, int] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(query row, asset row) of every pair sharing a blocking key, at most
     ``MAX_CANDIDATES`` per query: those whose shared keys weigh most, a key weighing
-    log2(``n_assets`` / assets holding it). Sorted by query row; rows are distinct strings."""
+    log2(``n_assets`` / assets holding it). Sorted by query row; rows are distinct strings;
+    ``rows`` (first, end): only the queries of those rows."""
     q_rows, q_keys = queries.key_rows, queries.keys
+    if rows is not None:
+        inside = (q_rows >= rows[0]) & (q_rows < rows[1])
+        q_rows, q_keys = q_rows[inside], q_keys[inside]
     if not len(groups) or not len(q_keys):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     slot = np.minimum(np.searchsorted(groups.keys, q_keys), len(groups) - 1)

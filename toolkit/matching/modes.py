@@ -22,7 +22,6 @@ from toolkit.errors import OptionError
 from toolkit.matching import accuracy, probabilistic
 from toolkit.matching.address import Analysis
 from toolkit.matching.asset_side import AssetSide
-from toolkit.matching.blocking import candidate_pairs
 from toolkit.matching.index import (
     AssetIndex,
     KeyTable,
@@ -485,11 +484,12 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     per_row = np.bincount(side.codes[allowed_assets], minlength=len(side.parsed))
     row_asset = np.full(len(side.parsed), -1, dtype=np.int64)
     row_asset[side.codes[allowed_assets]] = allowed_assets
-    q, a = candidate_pairs(queries, side.groups_for(per_row > 0), len(side.parsed))
+    q, comparison = probabilistic.compared_candidates(
+        queries, side.parsed, side.groups_for(per_row > 0)
+    )
     if not len(q):
         _no_match(result, NO_FUZZY_CANDIDATE)
         return result
-    comparison = probabilistic.compare(queries, side.parsed, q, a)
     model = probabilistic.fit(
         side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), len(queries)
     )

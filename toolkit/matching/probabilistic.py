@@ -17,6 +17,8 @@ loops run over components, levels, keys and EM iterations, never over rows.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,7 @@ import pandas as pd
 from rapidfuzz import process
 from rapidfuzz.distance import OSA, JaroWinkler
 
+from toolkit.matching.blocking import KeyGroups, candidate_pairs
 from toolkit.matching.parsed import CODE_FIELDS, Parsed
 
 # --- the model's fixed shape (never tuned per file) ------------------------------------------
@@ -265,6 +268,36 @@ def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Co
         axis=1,
     )
     return Comparison(levels, a)
+
+
+# A batch of at least this many distinct queries is paired and compared in row ranges on
+# every core: numpy's sorts, gathers and hashing release the GIL, so threads share the work.
+PARALLEL_MIN_QUERIES = 20_000
+
+
+def compared_candidates(
+    queries: Parsed, assets: Parsed, groups: KeyGroups
+) -> tuple[np.ndarray, Comparison]:
+    """``candidate_pairs`` of every query and their ``compare``: query rows (sorted) and
+    the comparison of each pair."""
+    n = len(queries)
+    workers = min(os.cpu_count() or 1, 8)
+    if n < PARALLEL_MIN_QUERIES or workers < 2:
+        q, a = candidate_pairs(queries, groups, len(assets))
+        return q, compare(queries, assets, q, a)
+    # More ranges than threads: even work, and each range's pair tables stay small.
+    bounds = np.linspace(0, n, 2 * workers + 1).astype(np.int64)
+
+    def work(first: int, end: int) -> tuple[np.ndarray, Comparison]:
+        q, a = candidate_pairs(queries, groups, len(assets), rows=(first, end))
+        return q, compare(queries, assets, q, a)
+
+    with ThreadPoolExecutor(workers) as pool:
+        parts = list(pool.map(work, bounds[:-1].tolist(), bounds[1:].tolist()))
+    q = np.concatenate([part[0] for part in parts])
+    levels = np.concatenate([part[1].levels for part in parts])
+    a = np.concatenate([part[1].a for part in parts])
+    return q, Comparison(levels, a)
 
 
 # --- the model: u from random pairs, m and the prior by EM ---------------------------------
