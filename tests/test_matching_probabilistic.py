@@ -178,3 +178,31 @@ def test_candidates_are_capped_per_query_keeping_those_sharing_most_keys() -> No
         queries, KeyGroups.of(assets.key_rows, assets.keys, allowed), len(assets)
     )
     assert [names[int(x)] for x in a] == ["8 SMITH STREET KEW"] and q.tolist() == [0]
+
+
+def test_a_batch_split_over_threads_links_exactly_as_in_one_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(5)
+    streets = ["SMITH", "JONES", "BROWN", "WILSON", "TAYLOR", "MARTIN", "WHITE", "CLARKE"]
+    towns = ["KEW", "RICHMOND", "CARLTON", "FITZROY", "BRIGHTON", "ELWOOD"]
+    frame = pd.DataFrame(
+        {
+            "number": rng.integers(1, 300, 2000).astype(str),
+            "street": rng.choice(streets, 2000),
+            "town": rng.choice(towns, 2000),
+        }
+    ).drop_duplicates()
+    names = (frame["number"] + " " + frame["street"] + " STREET " + frame["town"]).tolist()
+    index = _index(names)
+    picked = rng.choice(len(names), 300)
+    queries = pd.DataFrame(
+        {"query": [names[i].replace(" STREET ", " ST ").replace("I", "Y", 1) for i in picked]}
+    )
+    whole = resolve(index, queries, OFF)
+    monkeypatch.setattr(prob, "PARALLEL_MIN_QUERIES", 2)
+    split = resolve(index, queries, OFF)
+    assert split["asset_id"].tolist() == whole["asset_id"].tolist()
+    np.testing.assert_allclose(split["probability"], whole["probability"])
+    expected = [f"P{i}" for i in picked]
+    assert (whole["asset_id"] == expected).mean() > 0.9
