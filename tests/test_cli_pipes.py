@@ -122,7 +122,7 @@ def test_report_fetch_writes_the_file_itself_to_stdout(site_file: Path, tmp_path
     for result in (dashed, redirected):
         assert result.exit_code == 0, result.output
         assert result.stdout_bytes == to_file.read_bytes()
-        assert result.stdout.startswith('"Entry id","When",')  # CSV, not JSON with Base64
+        assert result.stdout.startswith('"Entry id","When (UTC)",')  # CSV, not JSON with Base64
     rows = list(csv.DictReader(io.StringIO(dashed.stdout)))
     assert sum(r["Record type"] == "asset" for r in rows) == 3000
     assert not (Path.cwd() / "-").exists()

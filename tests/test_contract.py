@@ -23,11 +23,11 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.matching.lookup import index_from_file
 from toolkit.remote import RemoteSite
 from toolkit.remote.client import Credentials, Profile
-from toolkit.remote.push import Pusher
+from toolkit.reports.waiting import wait_for_report
 from toolkit.server.app import create_app
 from toolkit.server.state import ServerSettings
 from toolkit.site import LocalSite
-from toolkit.site.protocol import operations
+from toolkit.site.protocol import Delivery, operations
 
 pytestmark = pytest.mark.slow
 
@@ -86,12 +86,14 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
         ):
             # Both faces import here, not in a test, so every test of the module sees the
             # items whichever worker (pytest-xdist) runs it and in whatever order.
-            job = local.run_import(
+            # One call on both faces: run in place, or checked offline and pushed.
+            job = local.import_file(
                 ImportRequest("item", "damage-assessments", items[0], event_id=event, region_id=1)
-            )
+            ).to_dict()
             index = index_from_file(SAMPLE / "parcels.zip")
-            pushed = Pusher(remote, asset_index=lambda: index, poll_interval_s=0.05).push(
-                ImportRequest("item", "damage-assessments", items[1], event_id=event, region_id=1)
+            pushed = remote.import_file(
+                ImportRequest("item", "damage-assessments", items[1], event_id=event, region_id=1),
+                delivery=Delivery(asset_index=lambda: index, poll_interval_s=0.05),
             )
             # REST writes here too, after the imports, so every test sees the same items.
             writes = (_item_writes(local, event), _item_writes(remote, event))
@@ -124,7 +126,7 @@ def _both(faces: Faces, call: Any) -> tuple[Any, Any]:
 
 def test_an_import_gives_the_same_items_and_counts(faces: Faces) -> None:
     job, pushed = faces.job, faces.pushed
-    assert job["status"] == "COMPLETE" and pushed.ok
+    assert job["status"] == "COMPLETE" and pushed.ok and pushed.failure() is None
     # Rows refused offline stay home, yet the push's counts are the whole file's.
     assert pushed.counts() == job["summary"]["counts"]
     params = {"registerId": "damage-assessment", "limit": "1000"}
@@ -257,12 +259,8 @@ def test_an_unknown_name_is_a_400_listing_the_known_ones_on_both_faces(
 def test_reports_agree(faces: Faces) -> None:
     def run(site: Any) -> dict[str, Any]:
         started = site.report_run({"reportId": 2, "params": {"eventId": faces.event}})
-        deadline = time.monotonic() + 60
-        while True:  # the server runs reports in the background: poll, as a client does
-            status = site.report_status(started["id"])
-            if status["status"] in ("COMPLETED", "FAILED") or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        # The server runs reports in the background; the embedded site has run it already.
+        status = wait_for_report(lambda: site.report_status(started["id"]))
         fetched = site.report_fetch(started["id"], "json")
         contents = fetched["contents"]
         # Metadata about when the data was read is a time like the others, and so are the
@@ -399,7 +397,8 @@ CONTRACT = {
     "upload_media": "test_plumbing_agrees",
     "download_media": "test_plumbing_agrees",
     "import_schedule": "faces",  # the push schedules its chunks; the local face runs them
-    "asset_lookup": "test_reads_filters_and_lookups_agree",
+    "import_file": "test_an_import_gives_the_same_items_and_counts",  # run in the fixture
+    "asset_lookup": "test_reads_filters_and_lookups_agree",  # and the tie test
     "list_items": "test_reads_filters_and_lookups_agree",
     "get_item": "test_reads_filters_and_lookups_agree",
     "list_assets": "test_reads_filters_and_lookups_agree",
@@ -505,3 +504,26 @@ def test_lookup_of_a_long_file_over_the_api_keeps_every_query(faces: Faces, tmp_
     assert remote.exit_code == local.exit_code == 0, (remote.stderr, local.stderr)
     remote_keys, local_keys = (list(json.loads(r.stdout)) for r in (remote, local))
     assert len(remote_keys) == 1001 and remote_keys == local_keys
+
+
+def test_a_tie_is_a_field_of_the_answer_not_a_word_of_its_error(faces: Faces) -> None:
+    """Several assets tied and none was chosen: ``tied`` says how many, on both faces, and
+    the command counts the query as ambiguous from it (not by searching ``err``)."""
+    local, remote = _both(faces, lambda s: s.asset_lookup("55 SMITH ROAD", {"mode": "soundex"}))
+    assert local == remote
+    assert local["1"]["asset"] is None and local["1"]["tied"] == 2
+    assert "tied" not in faces.local.asset_lookup("55 SMITH ROAD BUNINYONG 3357")["1"]
+    profile = faces.remote.profile
+    env = {"TOOLKIT_API_KEY": profile.credentials.api_key or ""}
+    command = ["--json", "lookup", "55 SMITH ROAD", "55 SMITH ROAD BUNINYONG 3357"]
+    remote_run = CliRunner(env=env).invoke(
+        cli, ["--url", profile.base_url, "--site", "contract", *command]
+    )
+    local_run = CliRunner().invoke(
+        cli, ["--store", str(faces.local.db.path), "--site", "contract", *command]
+    )
+    for run in (local_run, remote_run):
+        assert run.exit_code == 3, run.stderr
+        assert "2 queries: 1 matched" in run.stderr and "1 ambiguous, 0 unmatched" in run.stderr
+    assert json.loads(local_run.stdout) == json.loads(remote_run.stdout)
+    assert json.loads(local_run.stdout)["1"]["tied"] == 2

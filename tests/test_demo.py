@@ -120,6 +120,45 @@ def test_demo_runs_from_any_folder(tmp_path: Path) -> None:
     with LocalSite(tmp_path / "toolkit.sqlite", "default") as site:
         assert site.list_assets({"type": "Property"})["total"] == "3000"
 
+    # Its Next: lines run as printed in a shell whose PATH does not hold the venv.
+    nexts = _next_lines(result.stdout)
+    assert [line.split()[0] for line in nexts] == [_toolkit_script()] * 2
+    bare = {**os.environ, "PATH": "/usr/bin:/bin"}
+    for line in nexts:
+        ran = subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, env=bare, capture_output=True, text=True
+        )
+        assert ran.returncode == 0, f"{line}: {ran.stderr}"
+        assert "DA-" in ran.stdout or "Property" in ran.stdout, line
+
+
+def _next_lines(stdout: str) -> list[str]:
+    """The commands the demo suggests after ``Next:``."""
+    after = stdout.split("Next:", 1)[1]
+    return [line.strip() for line in after.strip().splitlines()]
+
+
+def test_the_next_lines_name_python_m_toolkit_when_run_as_a_module(tmp_path: Path) -> None:
+    # In process (as under `python -m toolkit`) no console script runs: the lines say
+    # this interpreter's full path and -m toolkit.
+    store = tmp_path / "demo.sqlite"
+    result = CliRunner().invoke(
+        cli, ["--store", str(store), "--quiet", "demo", "--out", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 0, result.stderr
+    nexts = _next_lines(result.stdout)
+    assert len(nexts) == 2
+    for line in nexts:
+        assert line.startswith(f"{sys.executable} -m toolkit --store {store} ")
+    ran = subprocess.run(
+        ["bash", "-c", nexts[1]],
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "Assets: 5 of" in ran.stdout
+
 
 def test_a_demo_given_no_sample_makes_no_site_file(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()

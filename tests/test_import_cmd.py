@@ -65,7 +65,7 @@ def test_import_json_is_the_job_object_and_a_failed_job_exits_1(tmp_path: Path) 
     assert (job["status"], job["code"], job["id"]) == ("FAILED", 400, 1)
     # stdout stays one JSON document; the reason goes to stderr.
     assert err == (
-        "Error: import job 1 FAILED: 1 row(s) rejected and rollbackOnError is set; "
+        "Error: import job 1 FAILED: 1 row(s) rejected and --rollback-on-error is set; "
         "nothing was written\n"
     )
     assert set(job) >= {"code", "id", "status", "dateCreated", "dateCompleted", "userId", "result"}
@@ -83,10 +83,10 @@ def test_a_bad_request_is_an_error_message_not_a_job(tmp_path: Path) -> None:
         tmp_path, "import", str(source), "--type", "item", "--rule", "test-observations"
     )
     assert code == 1
-    assert "Error: eventId and regionId required" in err
+    assert "Error: --event-id and --region-id required" in err
     code, _, err = _run(tmp_path, "import", str(source), "--type", "item", "--rule", "nope")
     assert code == 1
-    assert "Error: importRule 'nope' is not one of:" in err
+    assert "Error: --rule 'nope' is not one of:" in err
 
 
 def test_rules_list_and_show(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_the_real_entry_point_exits_1_on_a_failed_job(tmp_path: Path) -> None:
     assert "Import job 1: FAILED" in process.stdout
     # The reason on stderr too, for batch logs that keep only stderr.
     assert process.stderr == (
-        "Error: import job 1 FAILED: 1 row(s) rejected and rollbackOnError is set; "
+        "Error: import job 1 FAILED: 1 row(s) rejected and --rollback-on-error is set; "
         "nothing was written\n"
     )
 

@@ -46,11 +46,11 @@ def _run(store: Path, *args: str):  # type: ignore[no-untyped-def]
     [
         (
             ["item", "list", "--register", "observations"],
-            "registerId 'observations' is not a register of this site; registers: observation",
+            "--register 'observations' is not a register of this site; registers: observation",
         ),
         (
             ["item", "list", "--register", "observation", "--event-id", "7"],
-            "eventId 7 is not an event of this site; events: 1 (Flood 2026), 2 (Storm 2026)",
+            "--event-id 7 is not an event of this site; events: 1 (Flood 2026), 2 (Storm 2026)",
         ),
         (
             ["item", "list", "--register", "observation", "--cql", "levle:High"],
@@ -64,14 +64,14 @@ def _run(store: Path, *args: str):  # type: ignore[no-untyped-def]
         ),
         (
             ["lookup", "BALLARAT HIGH SCHOOL", "--asset-class", "Schools"],
-            "assetClass 'Schools' is not a class of the assets; classes: Bridge, Culvert, "
+            "--asset-class 'Schools' is not a class of the assets; classes: Bridge, Culvert, "
             "Evacuation Centre, Fire Station, Park, Reserve, School",
         ),
-        (["audit-log", "list", "--event-id", "3"], "eventId 3 is not an event of this site"),
-        (["audit-log", "list", "--item-id", "99"], "itemId 99 is not an item of this site"),
+        (["audit-log", "list", "--event-id", "3"], "--event-id 3 is not an event of this site"),
+        (["audit-log", "list", "--item-id", "99"], "--item-id 99 is not an item of this site"),
         (
             ["audit-log", "list", "--import-job-id", "9"],
-            "importJobId 9 is not an import job of this site",
+            "--import-job-id 9 is not an import job of this site",
         ),
         (["report", "run", "9"], "report 9 does not exist; reports: 1 (Register items"),
         (

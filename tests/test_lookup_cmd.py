@@ -229,3 +229,8 @@ def test_a_lookup_on_a_server_exits_with_the_same_statuses(tmp_path: Path) -> No
         refused = runner.invoke(cli, [*remote, FOUND, "--candidates", "2"])
         assert refused.exit_code == 2
         assert "--candidates work offline" in refused.stderr
+        # The server's message names the API's option; the command shows the CLI's.
+        bad = runner.invoke(cli, [*remote, "123", "--mode", "code", "--code-field", "nope"])
+        assert bad.exit_code == 1
+        assert "HTTP 400: --code-field is 'nope'; this asset index has" in bad.stderr
+        assert "codeField" not in bad.stderr

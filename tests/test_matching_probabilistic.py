@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -206,3 +207,21 @@ def test_a_batch_split_over_threads_links_exactly_as_in_one_piece(
     np.testing.assert_allclose(split["probability"], whole["probability"])
     expected = [f"P{i}" for i in picked]
     assert (whole["asset_id"] == expected).mean() > 0.9
+
+
+def test_an_index_written_as_one_string_keeps_its_fuzzy_side(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = _index(_town_names())
+    queries = pd.DataFrame({"query": TOWN_QUERIES})
+    before = resolve(index, queries, OFF)
+    out = io.BytesIO()
+    index.dump(out)
+    with caplog.at_level("WARNING"):
+        loaded = AssetIndex.loads(out.getvalue())
+        side = loaded.fuzzy_side()
+        after = resolve(loaded, queries, OFF)
+    assert "rebuilding" not in caplog.text
+    np.testing.assert_array_equal(side.groups.rows, index.fuzzy_side().groups.rows)
+    assert after["asset_id"].tolist() == before["asset_id"].tolist()
+    np.testing.assert_allclose(after["probability"], before["probability"])

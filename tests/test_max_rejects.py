@@ -57,7 +57,7 @@ def test_more_rejects_than_allowed_fail_the_job_and_write_nothing(
     assert "Import job 1: FAILED" in out
     assert "read 10, inserted 7, updated 0, unchanged 0, skipped 0, retired 0, rejected 3" in out
     assert err == (
-        f"Error: import job 1 FAILED: 3 row(s) rejected, more than maxRejects {shown} "
+        f"Error: import job 1 FAILED: 3 row(s) rejected, more than --max-rejects {shown} "
         "allows; nothing was written\n"
     )
     assert _asset_codes(tmp_path) == []
@@ -80,7 +80,7 @@ def test_a_dry_run_over_the_limit_fails_too(tmp_path: Path) -> None:
     assert code == 1
     assert (job["status"], job["summary"]["dryRun"]) == ("FAILED", True)
     assert job["params"]["maxRejects"] == "1"
-    assert "3 row(s) rejected, more than maxRejects 1 allows" in err
+    assert "3 row(s) rejected, more than --max-rejects 1 allows" in err
 
 
 @pytest.mark.parametrize(

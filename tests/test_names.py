@@ -96,4 +96,16 @@ def test_the_server_checks_against_the_same_sets() -> None:
     assert filters.DIRECTIONS is names.DIRECTIONS
     assert runner.FORMATS is names.REPORT_FORMATS
     assert request.DATA_TYPES is names.DATA_TYPES
+    assert request.DATA_ENCODINGS is names.DATA_ENCODINGS
     assert local.FULLTEXT_OPERATORS is names.FULLTEXT_OPERATORS
+
+
+def test_the_document_names_the_same_states_and_encodings() -> None:
+    """Values the command line never offers as choices, pinned to the document by schema."""
+    schemas = openapi_document()["components"]["schemas"]
+    for schema, field, literal in (
+        ("ImportJob", "status", names.JobStatus),
+        ("ReportInstance", "status", names.ReportStatus),
+        ("ImportSchedule", "encoding", names.DataEncoding),
+    ):
+        assert schemas[schema]["properties"][field]["enum"] == list(get_args(literal)), schema

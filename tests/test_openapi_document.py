@@ -19,8 +19,10 @@ from toolkit.matching.options import MAX_RANKS, MODES, OUTPUTS, LookupOptions, _
 from toolkit.query.filters import COMMON_PARAMETERS, DIRECTIONS, MAX_LIMIT, OPERATORS, ORDER_COLUMNS
 from toolkit.reports.runner import Format
 from toolkit.server import openapi_document
+from toolkit.server.routes_records import WRITE_PARAMETERS
 from toolkit.server.routes_rpc import IMPORT_MODES, REPORT_MODES
 from toolkit.site import local as site
+from toolkit.site.writes import MAX_MESSAGE_CHARS
 
 DOC = openapi_document()
 SCHEMAS = DOC["components"]["schemas"]
@@ -56,6 +58,22 @@ def test_paging_and_ordering_enums_are_the_servers(path: str) -> None:
     assert params["until_operator"]["enum"] == list(OPERATORS)
     assert (params["limit"]["minimum"], params["limit"]["maximum"]) == (0, MAX_LIMIT)
     assert params["offset"]["minimum"] == 0
+
+
+WRITES = [
+    ("/api/json/item", "post"),
+    ("/api/json/item/id/{id}", "put"),
+    ("/api/json/item/id/{id}", "patch"),
+    ("/api/json/event/id/{id}", "put"),
+    ("/api/json/event/id/{id}", "patch"),
+]
+
+
+@pytest.mark.parametrize(("path", "method"), WRITES)
+def test_item_and_event_writes_document_their_audit_message(path: str, method: str) -> None:
+    params = _query_parameters(path, method)
+    assert set(params) == set(WRITE_PARAMETERS)
+    assert params["message"] == {"type": "string", "maxLength": MAX_MESSAGE_CHARS}
 
 
 def test_typed_filters_are_typed_in_the_document() -> None:

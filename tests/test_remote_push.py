@@ -187,6 +187,71 @@ def test_the_cli_pushes_with_url_and_a_dry_run_sends_nothing(staging: Staging) -
     assert len(_items_on_server(staging)) == 992
 
 
+def test_a_server_dry_run_plans_on_the_server_and_writes_nothing(staging: Staging) -> None:
+    env = {"TOOLKIT_API_KEY": staging.api_key, "TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
+    args = [
+        *("--site", "staging", "import", str(staging.items), "--type", "item"),
+        *("--rule", "damage-assessments", "--event-id", str(staging.event), "--region-id", "1"),
+        *("--assets", str(SAMPLE / "parcels.zip"), "--poll-interval", "0.05"),
+    ]
+    journal = staging.items.with_name(staging.items.name + ".push.json")
+    with running(create_app(staging.path, settings=staging.settings())) as url:
+        remote = [*args, "--url", url]
+        dry = CliRunner(env=env).invoke(cli, ["--json", *remote, "--server-dry-run"])
+        assert dry.exit_code == 0, dry.output
+        planned = json.loads(dry.stdout)
+        assert planned["serverDryRun"] is True and planned["status"] == "COMPLETE"
+        assert (planned["counts"]["inserted"], planned["counts"]["rejected"]) == (992, 8)
+        job = planned["chunks"][0]["job"]
+        assert job["summary"]["dryRun"] is True and job["params"]["dryRun"] == 1
+        assert _items_on_server(staging).empty  # the server wrote nothing
+        assert not journal.exists()  # and nothing was recorded as pushed
+
+        # The real push then sends everything, and does what the dry run said it would.
+        real = CliRunner(env=env).invoke(cli, ["--json", *remote])
+        assert real.exit_code == 0, real.output
+        assert json.loads(real.stdout)["counts"] == planned["counts"]
+        assert len(_items_on_server(staging)) == 992
+
+        # Planned against the site as it is now: every row would be unchanged.
+        again = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run"])
+        assert again.exit_code == 0, again.output
+        assert "(server dry run: the server checked and planned every chunk" in again.stdout
+        assert "  would be: read 1000, inserted 0, updated 0, unchanged 992," in again.stdout
+
+        # A limit the offline checks already break is told at once, nothing sent.
+        limited = CliRunner(env=env).invoke(
+            cli, [*remote, "--server-dry-run", "--max-rejects", "5"]
+        )
+        assert limited.exit_code == 1
+        assert limited.stderr.startswith("Error: server dry run of damage_assessments.csv FAILED: ")
+        # With room for the offline rejects, the server's plan is within the limit too.
+        within = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run", "--max-rejects", "8"])
+        assert within.exit_code == 0, within.output
+
+        both = CliRunner(env=env).invoke(cli, [*remote, "--server-dry-run", "--dry-run"])
+        assert both.exit_code == 2 and "not both" in both.stderr
+    local = CliRunner().invoke(cli, [*args, "--store", str(staging.path), "--server-dry-run"])
+    assert local.exit_code == 2 and "--server-dry-run asks a server (--url)" in local.stderr
+    assert len(_items_on_server(staging)) == 992
+
+
+def test_a_server_dry_run_in_chunks_sums_what_each_would_do(staging: Staging) -> None:
+    with (
+        running(create_app(staging.path, settings=staging.settings())) as url,
+        _remote(url, staging) as remote,
+    ):
+        result = _pusher(remote).push(_request(staging), server_dry_run=True)
+        assert result.ok and result.server_dry_run
+        assert len(result.chunks) >= 3
+        assert all(c["job"]["summary"]["dryRun"] for c in result.chunks)
+        assert result.counts()["inserted"] == 992
+        # A real push afterwards is not taken for done: nothing was journalled.
+        real = _pusher(remote).push(_request(staging))
+        assert not real.already_done and real.counts() == result.counts()
+    assert len(_items_on_server(staging)) == 992
+
+
 def test_a_pushed_job_that_fails_says_why_on_stderr(staging: Staging, tmp_path: Path) -> None:
     # A key repeated in the file passes the offline checks; the server's plan refuses it,
     # and with --rollback-on-error its job FAILS.
@@ -208,7 +273,7 @@ def test_a_pushed_job_that_fails_says_why_on_stderr(staging: Staging, tmp_path: 
     assert "server dry run of chunk 1: job " in result.stdout
     assert result.stderr == (
         "Error: push of repeated.csv FAILED: 1 row(s) rejected (0 offline and 1 by the "
-        "server's dry run) and rollbackOnError is set; nothing was sent\n"
+        "server's dry run) and --rollback-on-error is set; nothing was sent\n"
     )
     with staging.site() as site:
         assert site.list_registers() == []  # nothing was written, not even the register
@@ -236,7 +301,7 @@ def test_max_rejects_refuses_a_push_whose_offline_rejects_are_too_many(staging: 
             assert result.exit_code == 1, result.output
             assert result.stderr == (
                 "Error: push of damage_assessments.csv FAILED: 8 row(s) rejected (offline), "
-                f"more than maxRejects {shown} allows; nothing was sent\n"
+                f"more than --max-rejects {shown} allows; nothing was sent\n"
             )
             assert "Push of damage_assessments.csv: FAILED" in result.stdout
         assert _push_jobs(remote) == []  # not even a dry run was sent
@@ -266,7 +331,7 @@ def test_max_rejects_counts_the_rows_the_servers_dry_run_rejects(
         assert (check["status"], check["rejected"]) == ("COMPLETE", 1)
         assert refused.stderr == (
             "Error: push of repeated.csv FAILED: 1 row(s) rejected (0 offline and 1 by the "
-            "server's dry run), more than maxRejects 0 allows; nothing was sent\n"
+            "server's dry run), more than --max-rejects 0 allows; nothing was sent\n"
         )
         [dry] = _push_jobs(remote)
         assert dry["summary"]["dryRun"] is True and dry["id"] == check["jobId"]

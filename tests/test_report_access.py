@@ -228,13 +228,16 @@ def test_item_reports_refuse_or_filter_events_off_duty(world: World) -> None:
         items = local.list_items(
             {"registerId": "damage-assessment", "eventId": str(world.event), "limit": "1000"}
         )["models"].values()
-        linked = [int(i["assetId"]) for i in items if i["assetId"] is not None and i["status"] > 0]
-    assert linked
+        active = [i for i in items if i["assetId"] is not None and i["status"] > 0]
+        linked = [int(i["assetId"]) for i in active]
+        damaged = {int(i["assetId"]) for i in active if i["damageLevel"] not in (None, "None")}
+    assert linked and damaged and len(damaged) < len(set(linked))
     with world.client("noduty") as noduty:
         for report, params in (
             (1, {"eventId": world.other}),
             (2, {"eventId": world.other}),
             (4, {"jobId": world.other_job}),
+            (6, {"eventId": world.other}),
         ):
             message = _error(_run(noduty, reportId=report, params=params), 403)
             assert f"event {world.other}" in message and "needs duty" in message
@@ -242,9 +245,12 @@ def test_item_reports_refuse_or_filter_events_off_duty(world: World) -> None:
         jobs = _data(noduty, _completed(noduty, reportId=3))
         assert [j["id"] for j in jobs] == [world.asset_job]
     with world.client("api") as api:
-        impacted = _data(api, _completed(api, reportId=2))
+        impacted = _data(api, _completed(api, reportId=2, params={"impact": "any"}))
         assert {a["id"] for a in impacted} == set(linked)
         assert sum(a["activeItems"] for a in impacted) == len(linked)
+        # By default impacted means damaged: an assessment saying None is not damage.
+        impacted = _data(api, _completed(api, reportId=2))
+        assert {a["id"] for a in impacted} == damaged
         jobs = _data(api, _completed(api, reportId=3))
         assert {j["id"] for j in jobs} == {world.asset_job, world.event_job}
         quality = _data(api, _completed(api, reportId=4, params={"jobId": world.event_job}))
@@ -306,3 +312,29 @@ def test_a_burst_of_report_runs_waits_for_the_one_worker(world: World) -> None:
         assert started >= completed
     assert most_running <= 1
     assert "QUEUED" in seen  # the waiting runs were seen waiting
+
+
+# --- the report formats beyond the spec's, over HTTP ---------------------------------------
+
+
+def test_the_gis_and_excel_formats_come_over_http(world: World, tmp_path: Path) -> None:
+    import pyogrio
+
+    with world.client("api") as api:
+        damage = _completed(api, reportId=6, params={"eventId": world.event})
+        summary = _data(api, damage)
+        assert summary and all(r["event"] for r in summary)
+        impacted = _completed(api, reportId=2, params={"eventId": world.event})
+        rows = _data(api, impacted)
+        answer = _fetch(api, impacted, "gpkg")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["format"] == "gpkg"
+        layer_file = tmp_path / "impacted.gpkg"
+        layer_file.write_bytes(base64.b64decode(answer.json()["contents"]))
+        layer = pyogrio.read_dataframe(layer_file)
+        assert layer.crs.to_epsg() == 4326 and sorted(layer["id"]) == sorted(r["id"] for r in rows)
+        excel = _fetch(api, impacted, "csv-excel").json()
+        assert base64.b64decode(excel["contents"]).startswith(b"\xef\xbb\xbf")
+        jobs = _completed(api, reportId=3)
+        refused = _fetch(api, jobs, "geojson")
+        assert "has no asset geometry" in _error(refused, 400)

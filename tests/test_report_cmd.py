@@ -45,7 +45,7 @@ def test_list_shows_every_report_and_its_parameters(store: Path) -> None:
     result = invoke(store, "report", "list", "--json")
     assert result.exit_code == 0
     reports = json.loads(result.stdout)
-    assert [r["id"] for r in reports] == [1, 2, 3, 4, 5]
+    assert [r["id"] for r in reports] == [1, 2, 3, 4, 5, 6]
     table = invoke(store, "report", "list")
     assert "eventId* (integer)" in table.stdout
     assert "Impacted assets" in table.stdout

@@ -17,13 +17,20 @@ Operator = Literal["gt", "gte", "lt", "lte", "eq"]
 Order = Literal["id", "dateCreated", "dateModified"]
 Direction = Literal["asc", "desc"]
 FulltextOperator = Literal["contains", "startsWith", "equals"]
-ReportFormat = Literal["json", "csv", "html", "xlsx"]
+# The spec's four, the CSV for Excel (UTF-8 BOM, text kept as text; `--excel`), and the
+# spatial exports of reports with asset geometry (GeoPackage, GeoJSON, GeoParquet).
+ReportFormat = Literal["json", "csv", "csv-excel", "html", "xlsx", "gpkg", "geojson", "parquet"]
 # What an import job counts, in the order every summary shows them. Each row of the file is
 # exactly one of inserted, updated, unchanged, skipped or rejected, so those add up to
 # ``read``; ``retired`` counts records already there (deleteAndInsert), not rows.
 JobCount = Literal["read", "inserted", "updated", "unchanged", "skipped", "retired", "rejected"]
 # A file's format: the API's import dataType, and the CLI's --format of what it reads.
 DataType = Literal["csv", "zip", "xlsx", "geojson", "gpkg"]
+# How an import's data travels in its JSON body.
+DataEncoding = Literal["plain", "base64"]
+# Where an import job and a report instance stand (spec 2.7 and 5).
+JobStatus = Literal["NOT_STARTED", "RUNNING", "COMPLETE", "FAILED"]
+ReportStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED"]
 
 IMPORT_TYPES: tuple[ImportType, ...] = get_args(ImportType)
 OVERWRITE_RULES: tuple[OverwriteRule, ...] = get_args(OverwriteRule)
@@ -37,6 +44,9 @@ REPORT_FORMATS: tuple[ReportFormat, ...] = get_args(ReportFormat)
 JOB_COUNTS: tuple[JobCount, ...] = get_args(JobCount)
 ROW_OUTCOMES: tuple[JobCount, ...] = ("inserted", "updated", "unchanged", "skipped", "rejected")
 DATA_TYPES: tuple[DataType, ...] = get_args(DataType)
+DATA_ENCODINGS: tuple[DataEncoding, ...] = get_args(DataEncoding)
+JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
+REPORT_STATUSES: tuple[ReportStatus, ...] = get_args(ReportStatus)
 
 
 _Name = TypeVar("_Name", bound=str)

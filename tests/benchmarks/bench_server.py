@@ -8,6 +8,7 @@ process on loopback: once with 1 connection (the HTTP overhead per request) and
 once with ``--connections`` (default 32; throughput, p50, p99, errors).
 
     python tests/benchmarks/bench_server.py [--requests 200] [--connections 32] [--assets N]
+    python tests/benchmarks/bench_server.py --requests 8 --connections 2 --rounds 3  # smoke
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--assets", type=int, default=None, help="generate a council this big")
+    parser.add_argument(
+        "--rounds", type=int, default=30, help="in-process repeats; least 1-connection requests"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path, event, names = build_site(Path(tmp), args.assets)
@@ -148,7 +152,7 @@ def main() -> None:
             local.index_cache = IndexCache()
             local.asset_lookup(queries, dict(LOOKUP_OPTIONS), "id")  # warm the index
             inprocess: dict[str, list[float]] = {"lookup 1000": [], "items page 100": []}
-            for _ in range(30):
+            for _ in range(args.rounds):
                 started = time.perf_counter()
                 json.dumps(local.asset_lookup(queries, dict(LOOKUP_OPTIONS), "id"))
                 inprocess["lookup 1000"].append(time.perf_counter() - started)
@@ -191,7 +195,9 @@ def main() -> None:
                     "body": body,
                 }
                 load({**spec, "requests": 10, "connections": 4})  # warm every worker thread
-                single = load({**spec, "requests": max(30, args.requests // 4), "connections": 1})
+                single = load(
+                    {**spec, "requests": max(args.rounds, args.requests // 4), "connections": 1}
+                )
                 loaded = load({**spec, "requests": args.requests, "connections": args.connections})
                 local_p50 = statistics.median(inprocess[name]) * 1000
                 single_p50, _ = percentiles(single["latencies"])

@@ -17,7 +17,8 @@ import traceback
 import click
 
 from toolkit import __version__
-from toolkit.cli.context import Settings, top_level_options
+from toolkit.cli.context import JobFailed, Settings, top_level_options
+from toolkit.cli.words import in_cli_words
 from toolkit.errors import ToolkitError
 
 # One module per command group keeps each command's owner obvious.
@@ -28,6 +29,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.lookup_cmd",
     "toolkit.cli.import_cmd",
     "toolkit.cli.records_cmd",
+    "toolkit.cli.writes_cmd",
+    "toolkit.cli.media_cmd",
     "toolkit.cli.report_cmd",
     "toolkit.cli.demo_cmd",
     "toolkit.cli.ping_cmd",
@@ -39,15 +42,53 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 class UserFacingError(click.ClickException):
-    """A library error as the user sees it: ``Error: <message>``, exit status 1."""
+    """A library error as the user sees it: ``Error: <message>``, exit status 1, in the
+    command's words (its options' names for the API's fields)."""
 
-    def __init__(self, error: ToolkitError) -> None:
-        super().__init__(str(error))
-        self.exit_code = error.exit_code
+    def __init__(self, error: ToolkitError, ctx: click.Context | None = None) -> None:
+        super().__init__(in_cli_words(str(error), ctx))
+        # Per instance, as click reads it; click's stubs declare it a ClassVar.
+        self.exit_code = error.exit_code  # type: ignore[misc]
+
+
+class ToolkitCommand(click.Command):
+    """A command whose library errors and failed jobs speak the command's words."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ToolkitError as exc:
+            if ctx.ensure_object(Settings).verbose:
+                traceback.print_exc()
+            raise UserFacingError(exc, ctx) from exc
+        except JobFailed as exc:
+            raise JobFailed(in_cli_words(exc.message, ctx)) from exc.__cause__
+
+
+class InternalError(click.ClickException):
+    """An error the toolkit did not expect (a bug): one line, the traceback with -v."""
+
+    def __init__(self, error: Exception, *, verbose: bool) -> None:
+        super().__init__(
+            f"an unexpected internal error occurred ({type(error).__name__}: {error}); the "
+            "traceback is above: please report it"
+            if verbose
+            else INTERNAL_ERROR
+        )
+
+
+INTERNAL_ERROR = (
+    "an unexpected internal error occurred; run again with -v (--verbose) for the "
+    "traceback and report it."
+)
 
 
 class ToolkitGroup(click.Group):
-    """Turns library errors into clean messages, whichever way the CLI is invoked."""
+    """Turns library errors into clean messages, whichever way the CLI is invoked; its
+    commands and groups are of the same kind, at any depth."""
+
+    command_class = ToolkitCommand
+    group_class = type  # a group made with @group.group() is a ToolkitGroup too
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -64,6 +105,14 @@ class ToolkitGroup(click.Group):
             if ctx.ensure_object(Settings).verbose:
                 traceback.print_exc()
             raise UserFacingError(exc) from exc
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            # A bug: one line, or with -v (anywhere on the line) its traceback first.
+            verbose = ctx.ensure_object(Settings).verbose
+            if verbose:
+                traceback.print_exc()
+            raise InternalError(exc, verbose=verbose) from exc
 
 
 @click.group(cls=ToolkitGroup, context_settings=CONTEXT_SETTINGS)
@@ -98,9 +147,25 @@ def _configure_logging(verbose: bool) -> None:
     )
 
 
+def _asks_verbose(args: list[str]) -> bool:
+    """Whether the command line asks for -v/--verbose (alone or among short flags, as
+    in -qv), before it is parsed: for errors raised before any command runs."""
+    for arg in args:
+        if arg == "--":
+            break
+        if arg == "--verbose" or (
+            arg.startswith("-")
+            and not arg.startswith("--")
+            and "v" in arg[1:]
+            and arg[1:].isalpha()
+        ):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI: library errors become ``Error: ...`` and exit 1; usage errors exit 2."""
-    verbose = "--verbose" in (argv if argv is not None else sys.argv[1:])
+    verbose = _asks_verbose(argv if argv is not None else sys.argv[1:])
     _configure_logging(verbose)
     try:
         # Without standalone mode Click returns the code of ctx.exit() instead of exiting.
@@ -128,10 +193,6 @@ def main(argv: list[str] | None = None) -> None:
     except Exception:
         if verbose:
             raise
-        click.echo(
-            "Error: an unexpected internal error occurred; run again with --verbose "
-            "for the traceback and report it.",
-            err=True,
-        )
+        click.echo(f"Error: {INTERNAL_ERROR}", err=True)
         sys.exit(1)
     sys.exit(status if isinstance(status, int) else 0)

@@ -6,6 +6,7 @@ This module (with the command modules) is the only place that prints.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -164,6 +165,9 @@ def _set_global(option: _GlobalOption) -> Callable[[click.Context, click.Paramet
         elif option.kwargs.get("is_flag"):
             if value:
                 setattr(current, option.attribute, True)
+                if option.attribute == "verbose":
+                    # -v after the command too: debug logging from here on.
+                    logging.getLogger().setLevel(logging.DEBUG)
         else:
             earlier = current.given.get(option.attribute)
             if not top and earlier is not None and earlier != value:
@@ -232,6 +236,13 @@ def json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def warn(message: str) -> None:
+    """``Warning: <message>`` on stderr: something done to the data that its user must
+    know (curves made straight, numbers where text was expected). Shown with --json
+    and --quiet too, which silence progress and summaries, not this."""
+    click.echo(f"Warning: {message}", err=True)
 
 
 def note(message: str) -> None:
@@ -348,6 +359,15 @@ def is_remote() -> bool:
     return bool(current.url or current.profile)
 
 
+def embedded_only(what: str) -> None:
+    """Refuse ``--url`` for an operation of the embedded site file, saying so (``Error:``,
+    exit status 1) instead of quietly working on a local file."""
+    if is_remote():
+        from toolkit.errors import OptionError
+
+        raise OptionError(f"{what}; the API has no route for it (run it without --url)")
+
+
 def open_site(*, create: bool = False) -> Site:
     """The site the command works on: the embedded site, or a server with ``--url``.
 
@@ -388,6 +408,20 @@ def open_local_site(*, create: bool = False) -> LocalSite:
     )
 
 
+def toolkit_invocation() -> str:
+    """How to run this toolkit again from a shell, without activating its environment:
+    the full path of the console script that is running, else this interpreter's full
+    path with ``-m toolkit`` (as under ``python -m toolkit``). Quoted for the shell."""
+    import shlex
+    import shutil
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.stem == "toolkit":
+        found = shutil.which(str(script))  # a bare name, as some launchers leave it
+        return shlex.quote(str(Path(found or script).absolute()))
+    return f"{shlex.quote(str(Path(sys.executable).absolute()))} -m toolkit"
+
+
 def print_table(
     rows: list[dict[str, Any]], columns: list[str], *, title: str | None = None
 ) -> None:
@@ -398,8 +432,18 @@ def print_table(
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+        table.add_row(*(cell_text(row.get(c)) for c in columns))
     print_renderable(table)
+
+
+def cell_text(value: Any) -> str:
+    """A value as text for a person: blank when missing (never Python's ``None``), lists
+    and objects as JSON (``null`` inside them), everything else as ``str``."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
 
 
 def print_renderable(renderable: Any) -> None:

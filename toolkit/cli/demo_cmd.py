@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,12 +13,13 @@ import click
 from toolkit.cli import cli
 from toolkit.cli.context import (
     JobFailed,
+    embedded_only,
     global_options,
-    is_remote,
     job_reason,
     open_local_site,
     progress_bar,
     settings,
+    toolkit_invocation,
 )
 from toolkit.cli.render import counts_line, render
 
@@ -53,17 +55,12 @@ def demo(sample_dir: Path | None, out_dir: Path) -> None:
     \b
     Examples:
       toolkit demo
-      toolkit --store /tmp/demo.sqlite demo --out /tmp/demo-output
+      toolkit --store demo.sqlite demo --out demo-output
       toolkit --json demo --quiet
     """
-    from toolkit.errors import OptionError
     from toolkit.sample.demo import check_sample_dir, packaged_sample_dir, run_demo
 
-    if is_remote():
-        raise OptionError(
-            "demo builds an embedded site from the sample data; the API has no route for it "
-            "(run it without --url)"
-        )
+    embedded_only("demo builds an embedded site from the sample data")
     sample_dir = sample_dir or packaged_sample_dir()
     check_sample_dir(sample_dir)  # before the site file is made
     with (
@@ -121,9 +118,10 @@ def _demo_lines(document: dict[str, Any]) -> list[str]:
     lines.append("Outputs:")
     for label, path in document["outputs"].items():
         lines.append(f"  {label}: {path}")
-    store = settings().store
+    # Whole commands that run as printed, with or without the environment activated.
+    toolkit = f"{toolkit_invocation()} --store {shlex.quote(str(settings().store))}"
     lines.append(
-        f"Next: toolkit --store {store} item list --register damage-assessment --limit 5\n"
-        f"      toolkit --store {store} asset list --impacted --limit 5"
+        f"Next: {toolkit} item list --register damage-assessment --limit 5\n"
+        f"      {toolkit} asset list --impacted --limit 5"
     )
     return lines

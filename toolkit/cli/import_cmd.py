@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,20 +13,24 @@ from toolkit.cli.context import (
     Settings,
     global_options,
     is_remote,
-    job_reason,
     note,
     open_local_site,
     open_site,
     print_table,
     progress_bar,
     settings,
+    warn,
 )
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.listing import output_format, write_rows
 from toolkit.cli.render import Columns, counts_line, render
+from toolkit.cli.words import in_cli_words
 from toolkit.errors import OptionError
 from toolkit.importing.reject_limit import RejectLimit
 from toolkit.names import IMPORT_TYPES, JOB_COUNTS, OVERWRITE_RULES
+
+if TYPE_CHECKING:
+    from toolkit.site.protocol import Delivery
 
 
 def complete_rule_names(
@@ -78,14 +82,16 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     if summary.get("source") or params.get("source"):
         lines.append(f"  source: {summary.get('source') or params.get('source')}")
     if summary.get("reason"):
-        lines.append(f"  reason: {summary['reason']}")
+        lines.append(f"  reason: {in_cli_words(summary['reason'])}")
     if counts:
         lines.append("  " + counts_line(counts))
     if summary.get("linking"):
         linking = summary["linking"]
         lines.append("  assets: " + ", ".join(f"{k} {v}" for k, v in linking.items()))
+    for warning in summary.get("warnings", []):
+        lines.append(f"  warning: {warning}")
     for note_text in summary.get("notes", []):
-        lines.append(f"  note: {note_text}")
+        lines.append(f"  note: {in_cli_words(note_text)}")
     errors = summary.get("errors", [])
     if errors:
         lines.append(f"  first {len(errors)} of {summary.get('errorCount', len(errors))} problems:")
@@ -114,7 +120,11 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
     shell_complete=complete_rule_names,
     help="Import rule by name (see `toolkit rules list`) or a rule file (.py).",
 )
-@click.option("--matching-id", help="Field that matches existing records (default: the rule's).")
+@click.option(
+    "--matching-id",
+    help="Field that matches existing records, by its name in the rule or the file's "
+    "heading for it (default: the rule's).",
+)
 @click.option(
     "--overwrite-rule",
     type=click.Choice(OVERWRITE_RULES),
@@ -123,6 +133,12 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @click.option("--event-id", type=int, help="Event the items belong to (item imports).")
 @click.option("--region-id", type=int, help="Region the items belong to (item imports).")
 @click.option("--dry-run", is_flag=True, help="Do everything but write; report what would happen.")
+@click.option(
+    "--server-dry-run",
+    is_flag=True,
+    help="With --url: send every chunk with the API's dryRun=1, so the server checks, "
+    "links and plans it and writes nothing; prints the counts a real push would give.",
+)
 @click.option(
     "--rollback-on-error", is_flag=True, help="Write nothing at all if any row is rejected."
 )
@@ -171,6 +187,7 @@ def _summary_lines(job: dict[str, Any]) -> list[str]:
 @global_options
 def import_command(
     file: Path,
+    server_dry_run: bool,
     assets_file: Path | None,
     force: bool,
     poll_interval: float | None,
@@ -191,10 +208,25 @@ def import_command(
           --event-id 1 --region-id 1 --dry-run --rejects rejects.csv
       toolkit --json import fixed.csv --type item --rule damage-assessments \\
           --event-id 1 --region-id 1 --overwrite-rule updateOnly
-      export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
+      ./export.sh | toolkit import - --format csv --delimiter ';' --type asset --rule assets-csv
+      toolkit --url https://staging.example.org import damage.csv --type item \\
+          --rule damage-assessments --event-id 1 --region-id 1 --server-dry-run
     """
+    if server_dry_run:
+        if options["dry_run"]:
+            raise click.UsageError(
+                "give --dry-run (checks here, sends nothing) or --server-dry-run (the "
+                "server checks and plans), not both"
+            )
+        if not is_remote():
+            raise click.UsageError(
+                "--server-dry-run asks a server (--url); on the embedded site --dry-run "
+                "does the same"
+            )
     with input_file(file, options["file_format"]) as (source, name):
-        _import(source, name, assets_file, force, poll_interval, links_file, options)
+        _import(
+            source, name, assets_file, force, poll_interval, links_file, options, server_dry_run
+        )
 
 
 def _import(
@@ -205,30 +237,37 @@ def _import(
     poll_interval: float | None,
     links_file: Path | None,
     options: dict[str, Any],
+    server_dry_run: bool = False,
 ) -> None:
     from toolkit.importing.pipeline import ImportRequest
+    from toolkit.importing.results import JobOutcome
 
     request = ImportRequest(source=source, source_name=name, **options)
-    if is_remote():
-        if links_file is not None:
-            raise click.UsageError("--links works on the embedded site, not with --url")
-        _push(request, assets_file, force, poll_interval)
-        return
     if links_file is not None:
+        if is_remote():
+            raise click.UsageError("--links works on the embedded site, not with --url")
         from toolkit.matching.review import read_review
 
         with open_local_site(create=True) as site:
-            kept = site.store.decisions.remember(read_review(links_file))
+            kept = site.remember_decisions(read_review(links_file))
         note(f"Remembered {kept} review decisions from {links_file.name}")
-    with open_local_site(create=True) as site, progress_bar() as progress:
-        job = site.run_import(request, progress=progress)
-    render(job, lines=_summary_lines)
-    if request.rejects_path is not None and (job.get("summary") or {}).get("counts", {}).get(
-        "rejected"
-    ):
-        note(f"Rejected rows written to {request.rejects_path}")
-    if job["status"] != "COMPLETE":
-        raise JobFailed(f"import job {job['id']} {job['status']}: {job_reason(job)}")
+    delivery = _delivery(assets_file, force, poll_interval, server_dry_run)
+    with open_site(create=True) as site, progress_bar() as progress:
+        outcome = site.import_file(request, progress=progress, delivery=delivery)
+    for warning in outcome.warnings():
+        warn(warning)
+    document = outcome.to_dict()
+    if isinstance(outcome, JobOutcome):  # one job, run in place
+        render(document, lines=_summary_lines)
+        if request.rejects_path is not None and (document.get("summary") or {}).get(
+            "counts", {}
+        ).get("rejected"):
+            note(f"Rejected rows written to {request.rejects_path}")
+    else:  # a push: its chunks' jobs and the offline checks
+        render(document, lines=lambda d: _push_lines(d, outcome))
+    failure = outcome.failure()
+    if failure is not None:
+        raise JobFailed(failure)
 
 
 @cli.command("import-status")
@@ -386,11 +425,18 @@ def _show_rule(rule: dict[str, Any]) -> None:
         click.echo("  other columns are kept as text fields under their heading")
 
 
-def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: float | None) -> None:
-    """``toolkit import --url ...``: check and link offline, then push in chunks."""
+def _delivery(
+    assets_file: Path | None,
+    force: bool,
+    poll_interval: float | None,
+    server_dry_run: bool = False,
+) -> Delivery:
+    """How ``toolkit import --url ...`` sends the file: the options of a push (the
+    embedded site reads the file in place and uses none of them)."""
     import os
 
-    from toolkit.remote.push import MIN_POLL_INTERVAL_S, Pusher
+    from toolkit.remote.push import MIN_POLL_INTERVAL_S
+    from toolkit.site.protocol import Delivery
 
     minimum = float(os.environ.get("TOOLKIT_MIN_POLL_INTERVAL", MIN_POLL_INTERVAL_S))
     interval = minimum if poll_interval is None else poll_interval
@@ -410,29 +456,12 @@ def _push(request: Any, assets_file: Path | None, force: bool, poll_interval: fl
                 return local.asset_index()
         return None
 
-    with open_site() as site, progress_bar() as progress:
-        pusher = Pusher(
-            site,
-            rule_paths=settings().rule_paths,
-            asset_index=local_index,
-            poll_interval_s=interval,
-            progress=progress,
-        )
-        result = pusher.push(request, force=force)
-    render(result.to_dict(), lines=lambda document: _push_lines(document, result))
-    if result.refused is not None:
-        raise JobFailed(f"push of {result.source} FAILED: {result.refused}")
-    if not result.ok and not result.dry_run:
-        failed = [c for c in result.chunks if c.get("status") != "COMPLETE"]
-        raise JobFailed(
-            f"{len(failed)} of {len(result.chunks)} chunk(s) of {result.source} did not "
-            "complete: "
-            + "; ".join(
-                f"chunk {c['index'] + 1} (job {c.get('jobId')}) {c.get('status')}: "
-                + job_reason(c.get("job") or {"status": c.get("status")})
-                for c in failed
-            )
-        )
+    return Delivery(
+        asset_index=local_index,
+        force=force,
+        poll_interval_s=interval,
+        server_dry_run=server_dry_run,
+    )
 
 
 def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
@@ -442,6 +471,11 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
     lines.append(
         f"Push of {document['source']}: {document['status']}"
         + (" (dry run: nothing sent)" if result.dry_run else "")
+        + (
+            " (server dry run: the server checked and planned every chunk, nothing written)"
+            if result.server_dry_run
+            else ""
+        )
         + (" (already pushed: nothing sent; --force to push again)" if result.already_done else "")
     )
     lines.append(
@@ -464,7 +498,7 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
             f"{check['status']}, rejected {check['rejected']}"
         )
     if document.get("reason"):
-        lines.append(f"  reason: {document['reason']}")
+        lines.append(f"  reason: {in_cli_words(document['reason'])}")
     for chunk in document["chunks"]:
         counts = ((chunk.get("job") or {}).get("summary") or {}).get("counts") or {}
         lines.append(
@@ -473,5 +507,6 @@ def _push_lines(document: dict[str, Any], result: Any) -> list[str]:
         )
     if document["counts"]:
         # The file's rows: those sent, and those refused offline (counted as rejected).
-        lines.append("  total: " + counts_line(document["counts"]))
+        label = "would be" if result.server_dry_run else "total"
+        lines.append(f"  {label}: " + counts_line(document["counts"]))
     return lines

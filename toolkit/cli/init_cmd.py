@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit.cli import cli
-from toolkit.cli.context import global_options, is_remote, settings
+from toolkit.cli.context import embedded_only, global_options, settings
 from toolkit.cli.render import render
 
 
@@ -22,16 +22,12 @@ def init() -> None:
     \b
     Examples:
       toolkit init
-      toolkit --store /srv/toolkit/council.sqlite --site staging init
+      toolkit --store council.sqlite --site staging init
       toolkit --json init
     """
-    from toolkit.errors import OptionError
     from toolkit.site import init_site
 
-    if is_remote():
-        raise OptionError(
-            "init makes an embedded site file; the API has no route for it (run it without --url)"
-        )
+    embedded_only("init makes an embedded site file")
     current = settings()
     render(init_site(current.store, current.site), lines=_init_lines)
 

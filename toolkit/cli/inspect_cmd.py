@@ -13,6 +13,7 @@ from toolkit.cli.context import (
     note,
     print_renderable,
     progress_bar,
+    warn,
 )
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.render import render
@@ -81,6 +82,8 @@ def inspect(
             lon_column=lon_column,
             progress=progress,
         )
+    for warning in report.warnings:
+        warn(warning)
     document = report.to_dict()
     if head:
         document["head"] = head_rows(frame, head)
@@ -101,8 +104,9 @@ def head_rows(frame: gpd.GeoDataFrame, count: int) -> list[dict[str, Any]]:
     part = frame.head(count)
     wkt = part.geometry.to_wkt()
     rows = []
-    for (row, values), text in zip(
-        part.drop(columns=part.geometry.name).iterrows(), wkt, strict=True
+    labels: list[int] = part.index.tolist()  # row numbers: a read file is indexed by row
+    for row, (_, values), text in zip(
+        labels, part.drop(columns=part.geometry.name).iterrows(), wkt, strict=True
     ):
         record: dict[str, Any] = {"row": int(row)}
         record.update({str(k): _plain(v) for k, v in values.items()})

@@ -144,10 +144,10 @@ def lookup(
 
     \b
     Examples:
-      toolkit lookup "12 SMITH ST BALLARAT" --mode soundex --max-rank 3
-      toolkit lookup 005123 --mode code --code-field propnum --assets sample_data/parcels.zip
+      toolkit lookup "11 SMITH ST BALLARAT CENTRAL" --mode soundex --max-rank 3
+      toolkit lookup 003938 --mode code --code-field propnum --assets sample_data/parcels.zip
       toolkit lookup --file sample_data/damage_assessments.csv --column Address \\
-          --code-column Reference --assets sample_data/parcels.zip --index /tmp/parcels.idx \\
+          --code-column Reference --assets sample_data/parcels.zip --index parcels.idx \\
           --max-rank 3 --fallback-mode fuzzy -o matches.csv
       toolkit --json lookup --file points.csv --lat-column lat --lon-column lon --mode geo
       cut -d, -f1,2 damage.csv | toolkit lookup --file - --column Address -o - > matches.csv
@@ -158,6 +158,7 @@ def lookup(
     from toolkit.matching.lookup import index_from_file, queries_from_file, result_rows, run_lookup
     from toolkit.matching.review import read_review, review_frame, write_review
     from toolkit.safe_output import safe_frame
+    from toolkit.site.ties import mark_ties
 
     if bool(queries) == (file is not None):
         raise click.UsageError("give QUERIES or --file, one of the two")
@@ -208,10 +209,10 @@ def lookup(
                 progress("index", 0, None, detail="loading the site's asset index")
                 index = site.asset_index()
                 progress("index", len(index), len(index))
-                if decisions is not None:
-                    kept = site.store.decisions.remember(decisions)
+                if decisions is not None and links_file is not None:
+                    kept = site.remember_decisions(decisions)
                     note(f"Remembered {kept} review decisions from {links_file.name}")
-                decisions = site.store.decisions.all()
+                decisions = site.match_decisions()
         result = run_lookup(index, frame, options, candidates, decisions, progress=progress)
     if review_file is not None:
         to_review = review_frame(index, result.resolved, asset_class)
@@ -221,7 +222,7 @@ def lookup(
     if out_file is not None:
         _write_rows(safe_frame(result_rows(result)), out_file)
     if settings().json or out_file is None:
-        document = to_spec_result(index, result.resolved, output)
+        document = mark_ties(to_spec_result(index, result.resolved, output), result.resolved)
         if candidates:
             rows = result_rows(result)
             for entry, review in zip(document.values(), rows["review"], strict=True):
@@ -289,6 +290,7 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
     import shapely
 
     from toolkit.safe_output import safe_frame
+    from toolkit.site.ties import is_ambiguous
 
     texts = frame["query"].astype("string").fillna("")
     if "geometry" in frame.columns:
@@ -307,7 +309,7 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
         document = site.asset_lookup(queries, options, output)  # batched by the remote site
     entries = list(document.values())
     matched = sum(1 for e in entries if e["asset"])
-    ambiguous = sum(1 for e in entries if not e["asset"] and "tied" in str(e.get("err") or ""))
+    ambiguous = sum(1 for e in entries if is_ambiguous(e))
     if out_file is not None:
         rows = pd.DataFrame(
             [

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import global_options, open_site
+from toolkit.cli.context import cell_text, global_options, open_site
 from toolkit.cli.listing import list_options, show_collection
 from toolkit.cli.render import Columns, render
 from toolkit.names import DIRECTIONS, FULLTEXT_OPERATORS, OPERATORS, ORDER_COLUMNS
@@ -70,9 +70,9 @@ def _show_record(record: dict[str, Any]) -> None:
 
 
 def _record_lines(record: dict[str, Any]) -> list[str]:
-    """One ``key  value`` line a field, keys aligned."""
+    """One ``key  value`` line a field, keys aligned; a missing value is blank."""
     width = max((len(k) for k in record), default=0)
-    return [f"{key.ljust(width)}  {value}" for key, value in record.items()]
+    return [f"{key.ljust(width)}  {cell_text(value)}".rstrip() for key, value in record.items()]
 
 
 # --- events ------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def event_list(
     \b
     Examples:
       toolkit event list --active --tag flood
-      toolkit --json event list --fulltext river --start-date-after 2026-01-01
+      toolkit --json event list --fulltext flood --start-date-after 2026-01-01
       toolkit event list --all --csv > events.csv
     """
     params = _params(
@@ -232,7 +232,7 @@ def event_update(
     Examples:
       toolkit event update 1 --status 0 --description "Closed" --message "end of response"
     """
-    changes = {
+    changes: dict[str, Any] = {
         k: v
         for k, v in {
             "name": name,
@@ -286,12 +286,15 @@ def register_list() -> None:
 @cli.group("item")
 @global_options
 def item_group() -> None:
-    """Read register items with the spec's filters.
+    """Read, add, change and retire register items.
 
     \b
     Examples:
       toolkit item list --register damage-assessment --cql 'damageLevel:Severe'
       toolkit item get 42
+      toolkit item add --register damage-assessment --event-id 1 --field damageLevel=Severe
+      toolkit item update 42 --field damageLevel=Minor --message "re-inspected"
+      toolkit item retire 42 --message "duplicate of 41"
     """
 
 

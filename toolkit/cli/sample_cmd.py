@@ -18,7 +18,7 @@ def sample() -> None:
 
     \b
     Examples:
-      toolkit sample generate --assets 10000 --items 10000 --out /tmp/workload
+      toolkit sample generate --assets 10000 --items 10000 --out workload
     """
 
 
@@ -59,8 +59,8 @@ def generate(
     \b
     Examples:
       toolkit sample generate --assets 1000000 --items 1000000 --seed 1 --out /tmp/workload
-      toolkit --json sample generate --assets 500 --items 200 --out /tmp/small --overwrite
-      toolkit sample generate --assets 3000 --items 1000 --extras --out /tmp/sample
+      toolkit --json sample generate --assets 500 --items 200 --out small --overwrite
+      toolkit sample generate --assets 3000 --items 1000 --extras --out my-sample
     """
     from toolkit.sample.generate import generate as generate_sample
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from toolkit.cli import cli
-from toolkit.cli.context import global_options, note, settings
+from toolkit.cli.context import embedded_only, global_options, note, settings
 
 
 @cli.command("serve")
@@ -110,6 +110,7 @@ def serve(
     from toolkit.server.limits import parse_rate
     from toolkit.server.transport import uvicorn_config
 
+    embedded_only("serve serves the embedded site file")
     current = settings()
     parse_rate(rate_limit)  # a bad value is a clear error before anything starts
     parse_rate(auth_rate_limit)

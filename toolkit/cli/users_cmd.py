@@ -46,9 +46,9 @@ def user_group() -> None:
 
     \b
     Examples:
-      toolkit user add apiuser --position "API User" --approved --terms-accepted
-      TOOLKIT_PASSWORD=... toolkit user password apiuser
-      toolkit user totp apiuser
+      toolkit user add importer --position "API User" --approved --terms-accepted
+      TOOLKIT_PASSWORD="$(cat secret.txt)" toolkit user password importer
+      toolkit user totp importer
       toolkit user list
     """
 
@@ -77,7 +77,7 @@ def user_add(
 
     \b
     Examples:
-      toolkit user add apiuser --position "API User" --approved --terms-accepted
+      toolkit user add importer --position "API User" --approved --terms-accepted
     """
     with open_site(create=True) as site:
         _show_user(
@@ -120,7 +120,7 @@ def user_update(
     Examples:
       toolkit user update apiuser --position "API User" --position "Field Inspector"
       toolkit user update apiuser --not-approved
-      toolkit user update dataofficer --admin
+      toolkit user update apiuser --admin
     """
     with open_site() as site:
         _show_user(
@@ -145,8 +145,8 @@ def user_password(username: str) -> None:
 
     \b
     Examples:
-      TOOLKIT_PASSWORD="$(pass show staging/apiuser)" toolkit user password apiuser
-      printf '%s\\n' "$SECRET" | toolkit user password apiuser
+      TOOLKIT_PASSWORD="$(cat secret.txt)" toolkit user password apiuser
+      toolkit user password apiuser < secret.txt
     """
     password = os.environ.get(PASSWORD_ENV)
     if password is None:
@@ -217,7 +217,7 @@ def api_key_group() -> None:
     Examples:
       toolkit api-key issue apiuser --label "nightly import"
       toolkit api-key list
-      toolkit api-key revoke 3
+      toolkit api-key revoke 1
     """
 
 
@@ -251,7 +251,7 @@ def api_key_revoke(key: str) -> None:
 
     \b
     Examples:
-      toolkit api-key revoke 3
+      toolkit api-key revoke 1
     """
     with open_site() as site:
         revoked = site.revoke_api_key(key)

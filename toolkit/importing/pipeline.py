@@ -40,7 +40,13 @@ from toolkit.importing.request import (
     request_from_spec,
 )
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
-from toolkit.importing.rules import ImportRule, Prepared, apply_rule, load_rule
+from toolkit.importing.rules import (
+    ImportRule,
+    Prepared,
+    apply_rule,
+    load_rule,
+    numbers_for_text,
+)
 from toolkit.model.fieldjson import as_python, fields_json, id_list
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
@@ -257,6 +263,8 @@ class _Outcome:
     )
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # What the read did to the data that its user must know (see SourceReport.warnings).
+    warnings: list[str] = field(default_factory=list)
     linking: dict[str, int] = field(default_factory=dict)
     failed_stage: str | None = None
 
@@ -337,13 +345,7 @@ class ImportRunner:
                 )
             if self.store.events.get(request.event_id) is None:
                 raise NotFoundError(f"eventId {request.event_id} is not an event of this site")
-        matching_id = request.matching_id or rule.matching_id
-        if not self._is_matching_field(rule, matching_id):
-            allowed = sorted({f.name for f in rule.fields} | {"id"})
-            raise OptionError(
-                f"matchingId {matching_id!r} is not a field of rule {rule.name!r}; "
-                f"one of: {', '.join(allowed)}"
-            )
+        matching_field(rule, request.matching_id)
         return rule
 
     def _keep_own_account(self, plan: OverwritePlan, outcome: _Outcome) -> OverwritePlan:
@@ -356,10 +358,6 @@ class ImportRunner:
             return plan
         outcome.notes.append(f"the account running the import ({self.user_id}) was not retired")
         return replace(plan, retirements=plan.retirements[kept])
-
-    @staticmethod
-    def _is_matching_field(rule: ImportRule, name: str) -> bool:
-        return name == "id" or rule.field_named(name) is not None
 
     # --- running --------------------------------------------------------------------------
 
@@ -452,8 +450,18 @@ class ImportRunner:
         with self._stage(outcome, "read"):
             source = _read(request, self.progress)
         outcome.counts["read"] = source.records
+        outcome.warnings.extend(source.report.warnings)
         with self._stage(outcome, "validate"):
             ruled = _apply(rule, request, source, self.progress)
+        outcome.warnings.extend(
+            numbers_for_text(
+                rule,
+                ruled.prepared.column_of,
+                source.report.number_columns,
+                path=request.name,
+                sheet=source.report.layer,
+            )
+        )
         if ruled.prepared.ignored_columns:
             outcome.notes.append(
                 "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)
@@ -522,7 +530,7 @@ class ImportRunner:
         with self.store.db.transaction(commit=not dry_run) as conn:
             with self._stage(outcome, "plan"):
                 self.progress("plan", 0, len(kept.values))
-                matching_id = request.matching_id or rule.matching_id
+                matching_id = matching_field(rule, request.matching_id)
                 planned = plan_rows(
                     kept.values,
                     self._existing_keys(rule, request, matching_id),
@@ -903,7 +911,7 @@ class ImportRunner:
             "importRule": rule.name,
             "importType": rule.import_type,
             "overwriteRule": request.overwrite_rule or rule.overwrite_rule,
-            "matchingId": request.matching_id or rule.matching_id,
+            "matchingId": matching_field(rule, request.matching_id),
             "dryRun": request.dry_run,
             "counts": outcome.counts,
             "linking": outcome.linking or None,
@@ -920,6 +928,7 @@ class ImportRunner:
             ],
             "errorCount": len(rejections),
             "notes": outcome.notes,
+            "warnings": outcome.warnings,
             "timings": outcome.timings,
         }
 
@@ -929,6 +938,23 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def matching_field(rule: ImportRule, matching_id: str | None) -> str:
+    """The field a request matches records on: the rule's, or the one ``matching_id``
+    names by its field name or by the file's heading for it (``Reference`` for
+    ``reference``); any other is an :class:`OptionError` listing both."""
+    if matching_id is None:
+        return rule.matching_id
+    field = rule.matching_field(matching_id)
+    if field is None:
+        fields = ", ".join(sorted({f.name for f in rule.fields} | {"id"}))
+        headings = ", ".join(f.column for f in rule.fields)
+        raise OptionError(
+            f"matchingId {matching_id!r} is neither a field of rule {rule.name!r} ({fields}) "
+            f"nor a heading of one ({headings})"
+        )
+    return field
 
 
 def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:
@@ -945,7 +971,13 @@ def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:
 def register_fields(rule: ImportRule) -> list[dict[str, object]]:
     """The register's field definitions, as the rule declares them."""
     return [
-        {"name": f.name, "type": f.type, "label": f.column, "choices": list(f.choices)}
+        {
+            "name": f.name,
+            "type": f.type,
+            "label": f.column,
+            "choices": list(f.choices),
+            **({"role": f.role} if f.role else {}),
+        }
         for f in rule.fields
         if f.name not in ITEM_RECORD_FIELDS
     ]

@@ -11,10 +11,9 @@ from typing import Any
 
 from toolkit.errors import OptionError
 from toolkit.importing.reject_limit import RejectLimit
+from toolkit.names import DATA_ENCODINGS as DATA_ENCODINGS  # the API's encoding values
 from toolkit.names import DATA_TYPES as DATA_TYPES  # the API's dataType values
 from toolkit.query.filters import parse_int
-
-DATA_ENCODINGS = ("plain", "base64")
 
 
 @dataclass(frozen=True)

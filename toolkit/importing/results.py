@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,36 @@ from toolkit.safe_output import safe_frame
 
 # How many problems a job's summary (and a push's offline report) lists; counts say the rest.
 MAX_ERRORS_IN_RESULT = 20
+
+
+def job_reason(job: Mapping[str, Any]) -> str:
+    """Why an import job failed, from its summary (or its status, when it has none)."""
+    summary = job.get("summary") or {}
+    return str(summary.get("reason") or f"the job ended {job.get('status')}")
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """An import run in place by the embedded site: its one finished job."""
+
+    job: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.job["status"] == "COMPLETE")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.job
+
+    def warnings(self) -> list[str]:
+        """What the job warns of (the import went on)."""
+        return list((self.job.get("summary") or {}).get("warnings", []))
+
+    def failure(self) -> str | None:
+        """Why the import failed, or None when it did not."""
+        if self.ok:
+            return None
+        return f"import job {self.job['id']} {self.job['status']}: {job_reason(self.job)}"
 
 
 def job_object(row: Any) -> dict[str, Any]:

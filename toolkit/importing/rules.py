@@ -17,10 +17,10 @@ import importlib
 import importlib.util
 import pkgutil
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,28 @@ NULL_MARKER = "[NULL]"
 BUILTIN_PACKAGE = "pipelines"
 
 
+FieldRole = Literal["severity", "inspected", "habitable", "occupants"]
+# Each role and the field type it needs: ``severity`` is a lookup whose choices run from
+# no damage (the first) to the worst (the last); ``inspected`` the date the item records.
+FIELD_ROLES: dict[str, str] = {
+    "severity": "lookup",
+    "inspected": "date",
+    "habitable": "boolean",
+    "occupants": "integer",
+}
+
+
+def _check_role(name: str, kind: str, choices: tuple[str, ...], role: str) -> None:
+    if role not in FIELD_ROLES:
+        raise OptionError(f"field {name!r}: role {role!r} is not one of: {', '.join(FIELD_ROLES)}")
+    if kind != FIELD_ROLES[role]:
+        raise OptionError(f"field {name!r}: role {role} needs a {FIELD_ROLES[role]} field")
+    if role == "severity" and len(choices) < 2:
+        raise OptionError(
+            f"field {name!r}: a severity field needs its choices from none to the worst"
+        )
+
+
 @dataclass(frozen=True)
 class FieldRule:
     """One target field and the file heading it comes from."""
@@ -60,9 +82,14 @@ class FieldRule:
     # Leading and trailing spaces are trimmed from every cell (" waller" is stored
     # "waller", so CQL surname:waller finds it); trim=False keeps a text field as written.
     trim: bool = True
+    # What the field means to reports (see FIELD_ROLES): the damage summary and the
+    # impacted-assets report find a register's severity, date, habitable and occupants here.
+    role: FieldRole | None = None
 
     def __post_init__(self) -> None:
         check_field_type(self.name, self.type, allowed=IMPORT_FIELD_TYPES)
+        if self.role is not None:
+            _check_role(self.name, self.type, self.choices, self.role)
         if self.type == "lookup" and not self.choices:
             raise OptionError(f"field {self.name!r}: a lookup field needs its choices")
         if not self.trim and self.type != "text":
@@ -121,6 +148,9 @@ class ImportRule:
         names = [f.name for f in self.fields]
         if len(set(names)) != len(names):
             raise OptionError(f"rule {self.name!r}: a field is named twice")
+        roles = [f.role for f in self.fields if f.role is not None]
+        if len(set(roles)) != len(roles):
+            raise OptionError(f"rule {self.name!r}: a role is given to two fields")
 
     @property
     def uses_geometry(self) -> bool:
@@ -132,6 +162,22 @@ class ImportRule:
 
     def field_named(self, name: str) -> FieldRule | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    def matching_field(self, name: str) -> str | None:
+        """The field a matchingId names: a field's name (or ``id``), else the file's
+        heading for a field (its column or an alias, matched as headings are: any case,
+        spaces or underscores), so ``Reference`` names ``reference``; None if neither."""
+        if name == "id" or self.field_named(name) is not None:
+            return name
+        key = _heading_key(name)
+        return next(
+            (
+                f.name
+                for f in self.fields
+                if any(_heading_key(c) == key for c in (f.column, *f.aliases))
+            ),
+            None,
+        )
 
     def defaults(self) -> dict[str, Any]:
         """Values for fields left empty, applied to inserted rows only."""
@@ -160,6 +206,7 @@ class ImportRule:
                     "default": f.default,
                     "choices": list(f.choices),
                     "trim": f.trim,
+                    "role": f.role,
                     "description": f.description,
                 }
                 for f in self.fields
@@ -260,6 +307,33 @@ def _reject(
 def _convert(spec: FieldRule, text: pd.Series) -> tuple[pd.Series, np.ndarray, str]:
     """Convert one column; returns the values, a mask of bad cells and the reason for them."""
     return convert_column(spec.type, text, choices=spec.choices, max_length=spec.max_length)
+
+
+def numbers_for_text(
+    rule: ImportRule,
+    column_of: Mapping[str, str],
+    number_columns: Mapping[str, Mapping[str, Any]],
+    *,
+    path: str,
+    sheet: str | None,
+) -> list[str]:
+    """A warning per column a text field of ``rule`` reads whose workbook cells are
+    numbers (``number_columns``, from the XLSX reader): a code typed as 007 in a number
+    cell is the number 7, and would overwrite a stored '007'."""
+    warnings = []
+    for spec in rule.fields:
+        heading = column_of.get(spec.name)
+        found = number_columns.get(heading) if heading is not None else None
+        if spec.type != "text" or not found:
+            continue
+        warnings.append(
+            f"{path}: sheet {sheet!r}, column {heading!r}: {found['count']} cell(s) are "
+            f"numbers in the workbook, e.g. {found['example']!r}, but field {spec.name!r} "
+            "is text: any leading zeros were lost in Excel (007 is stored as 7); format "
+            "the column as Text and retype them, or check them before they overwrite "
+            "stored values"
+        )
+    return warnings
 
 
 def apply_rule(

@@ -79,6 +79,15 @@ class AssetSide:
             **{f"shape_{f}": getattr(shapes, f) for f in Shapes.__dataclass_fields__},
         }
 
+    def _header(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "rows": len(self.parsed),
+            "assets": len(self.codes),
+            "u": {c: self.u[c].tolist() for c in COMPONENTS},
+        }
+
     def save(self, folder: Path) -> None:
         """Write the side into ``folder`` (created). Each file is written beside and then
         renamed over the old one, so a process reading the old files keeps them intact."""
@@ -87,17 +96,32 @@ class AssetSide:
             _replace(folder / f"{name}.npy", lambda path, v=values: np.save(path, v))
         vocabulary = pa.table({"text": pa.array(self.parsed.vocabulary, type=pa.large_string())})
         _replace(folder / "vocabulary.parquet", lambda path: pq.write_table(vocabulary, path))
-        header = {
-            "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "rows": len(self.parsed),
-            "assets": len(self.codes),
-            "u": {c: self.u[c].tolist() for c in COMPONENTS},
-        }
+        header = self._header()
         _replace(
             folder / "side.json",
             lambda path: path.write_text(json.dumps(header, indent=1), encoding="utf-8"),
         )
+
+    def tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+        """The side as one-column Arrow tables by name, and its header (JSON-ready): for an
+        index written as one string (``AssetIndex.dump``)."""
+        tables = {name: pa.table({"v": values}) for name, values in self._arrays().items()}
+        vocabulary = pa.array(self.parsed.vocabulary, type=pa.large_string())
+        tables["vocabulary"] = pa.table({"v": vocabulary})
+        return tables, self._header()
+
+    @classmethod
+    def from_tables(
+        cls, tables: dict[str, pa.Table], header: dict[str, Any], n_assets: int, place: str
+    ) -> AssetSide:
+        """Read a side from ``tables``; anything missing or inconsistent is a
+        ``MatchingError`` naming ``place``."""
+        try:
+            arrays = {name: tables[name]["v"].to_numpy() for name in _ARRAY_NAMES}
+            vocabulary = tables["vocabulary"]["v"]
+        except (KeyError, ValueError, pa.ArrowException) as exc:
+            raise MatchingError(f"the fuzzy matching data in {place} is unusable: {exc}") from exc
+        return cls._assemble(arrays, vocabulary, header, n_assets, place)
 
     @classmethod
     def load(cls, folder: Path, n_assets: int) -> AssetSide:
@@ -105,26 +129,37 @@ class AssetSide:
         missing, foreign or inconsistent is a ``MatchingError``."""
         try:
             header: dict[str, Any] = json.loads((folder / "side.json").read_text("utf-8"))
-            if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
-                raise ValueError(f"format {header.get('format')!r} {header.get('version')!r}")
             arrays = {
                 name: np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r"))
-                for name in (
-                    *(f"code_{f}" for f in ASSET_FIELDS),
-                    "street_words", "locality_words", "key_rows", "keys", "codes",
-                    "street_tf", "locality_tf", "group_keys", "group_start", "group_rows",
-                    *(f"shape_{f}" for f in Shapes.__dataclass_fields__),
-                )
-            }  # fmt: skip
+                for name in _ARRAY_NAMES
+            }
             vocabulary = pq.read_table(folder / "vocabulary.parquet")["text"]
-            u = {c: np.asarray(header["u"][c], dtype=np.float64) for c in COMPONENTS}
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise MatchingError(f"the fuzzy matching data in {folder} is unusable: {exc}") from exc
-        rows = int(header.get("rows", -1))
+        return cls._assemble(arrays, vocabulary, header, n_assets, str(folder))
+
+    @classmethod
+    def _assemble(
+        cls,
+        arrays: dict[str, np.ndarray],
+        vocabulary: Any,
+        header: dict[str, Any],
+        n_assets: int,
+        place: str,
+    ) -> AssetSide:
+        if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
+            raise MatchingError(
+                f"the fuzzy matching data in {place} has format {header.get('format')!r} "
+                f"{header.get('version')!r}; expected {FORMAT_NAME!r} {FORMAT_VERSION}"
+            )
+        try:
+            u = {c: np.asarray(header["u"][c], dtype=np.float64) for c in COMPONENTS}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MatchingError(f"the fuzzy matching data in {place} is unusable: {exc}") from exc
         if header.get("assets") != n_assets or len(arrays["codes"]) != n_assets:
-            raise MatchingError(f"the fuzzy matching data in {folder} is for another asset table")
-        if len(arrays["street_words"]) != rows:
-            raise MatchingError(f"the fuzzy matching data in {folder} is corrupt")
+            raise MatchingError(f"the fuzzy matching data in {place} is for another asset table")
+        if len(arrays["street_words"]) != int(header.get("rows", -1)):
+            raise MatchingError(f"the fuzzy matching data in {place} is corrupt")
         parsed = Parsed(
             np.asarray(vocabulary.to_numpy(), dtype=object),
             {f: arrays[f"code_{f}"] for f in ASSET_FIELDS},
@@ -139,6 +174,14 @@ class AssetSide:
         )
         groups = KeyGroups(arrays["group_keys"], arrays["group_start"], arrays["group_rows"])
         return cls(parsed, arrays["codes"], u, arrays["street_tf"], arrays["locality_tf"], groups)
+
+
+_ARRAY_NAMES = (
+    *(f"code_{f}" for f in ASSET_FIELDS),
+    "street_words", "locality_words", "key_rows", "keys", "codes",
+    "street_tf", "locality_tf", "group_keys", "group_start", "group_rows",
+    *(f"shape_{f}" for f in Shapes.__dataclass_fields__),
+)  # fmt: skip
 
 
 def _replace(path: Path, write: Any) -> None:

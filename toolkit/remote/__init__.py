@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from toolkit.remote.site import RemoteSite
 from toolkit.site import LocalSite, Site
+
+if TYPE_CHECKING:
+    from toolkit.remote.site import RemoteSite
 
 __all__ = ["RemoteSite", "open_site"]
 
@@ -34,6 +37,19 @@ def open_site(
     """
     if url or profile:
         from toolkit.remote.client import load_profile
+        from toolkit.remote.site import RemoteSite
 
-        return RemoteSite(load_profile(profile, base_url=url, site=remote_site))
+        return RemoteSite(
+            load_profile(profile, base_url=url, site=remote_site), rule_paths=rule_paths
+        )
     return LocalSite(store, site, user_id=user_id, create=create, rule_paths=rule_paths)
+
+
+def __getattr__(name: str) -> Any:
+    # RemoteSite loads httpx (most of a second cold): only the commands that reach a server
+    # pay for it, not those working on the embedded site (issue 17, cold start).
+    if name == "RemoteSite":
+        from toolkit.remote.site import RemoteSite
+
+        return RemoteSite
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,12 @@ logs or errors.
   request that must not be repeated blindly (scheduling an import) is retried only
   when it certainly did not reach the server.
 - Errors: a server error becomes :class:`~toolkit.errors.RemoteError` carrying the
-  HTTP status and the server's message.
+  HTTP status and the server's message; every failure of httpx (a refused connection,
+  a name that does not resolve, a timeout, a TLS handshake, a broken answer, an answer
+  that is not JSON) becomes one too, saying what happened at which server (never with
+  a credential: a URL holding a user name or password is refused). A URL that is not
+  ``http://`` or ``https://`` is an :class:`~toolkit.errors.OptionError` before any
+  request. ``TOOLKIT_TIMEOUT`` (seconds) bounds each request (default 60).
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from __future__ import annotations
 import email.utils
 import json as json_module
 import logging
+import math
 import os
 import random
 import socket
+import ssl
 import stat
 import time
 import tomllib
@@ -30,7 +37,7 @@ import uuid
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import jwt
@@ -40,6 +47,7 @@ from toolkit import __version__
 from toolkit.errors import OptionError, RemoteError
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 TOKEN_LIFETIME_S = 3600  # spec 8: an access token lives one hour
 RENEW_MARGIN_S = 300  # renew this long before the token expires
@@ -47,6 +55,10 @@ TOTP_STEP_S = 30  # a TOTP code's time step (RFC 6238 default, as the service us
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 CONFIG_ENV = "TOOLKIT_CONFIG"
 DEFAULT_CONFIG = Path("~/.config/toolkit/config.toml")
+TIMEOUT_ENV = "TOOLKIT_TIMEOUT"
+DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 24 * 3600.0
+SCHEMES = ("http", "https")
 
 
 @dataclass(frozen=True, repr=False)
@@ -85,6 +97,54 @@ class Profile:
     base_url: str
     site: str
     credentials: Credentials
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+def check_base_url(url: str) -> str:
+    """``url`` when it can name a server of the API: ``http://`` or ``https://``, a host,
+    a port that exists, and no user name or password (secrets never go in a URL, which
+    ends up in shells' histories and in messages). Else an :class:`OptionError`."""
+    try:
+        parsed = httpx.URL(url)
+        port = parsed.port
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise OptionError(f"server URL {url!r} is not a URL: {exc}") from exc
+    if parsed.userinfo:
+        raise OptionError(
+            "the server URL holds a user name or password; give only http(s)://HOST[:PORT] "
+            "and the credentials in TOOLKIT_API_KEY, or TOOLKIT_USERNAME and "
+            "TOOLKIT_PASSWORD, or a config profile"
+        )
+    if parsed.scheme in SCHEMES and not parsed.host:
+        raise OptionError(f"server URL {url!r} names no host; e.g. https://HOST[:PORT]")
+    if "://" not in url:
+        raise OptionError(
+            f"server URL {url!r} does not start with http:// or https://; "
+            "e.g. https://HOST or http://HOST:PORT"
+        )
+    if parsed.scheme not in SCHEMES:
+        raise OptionError(
+            f"server URL {url!r}: the API is served over http:// or https://, not "
+            f"{parsed.scheme}://"
+        )
+    if not parsed.host:
+        raise OptionError(f"server URL {url!r} names no host; e.g. https://HOST[:PORT]")
+    if port is not None and not 0 < port < 65536:
+        raise OptionError(f"server URL {url!r}: port {port} does not exist (1 to 65535)")
+    return url
+
+
+def timeout_from(value: object, where: str) -> float:
+    """Seconds a request may take, from ``TOOLKIT_TIMEOUT`` or a profile's ``timeout``."""
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds <= MAX_TIMEOUT_S):
+        raise OptionError(
+            f"{where} {value!r} is not a number of seconds from more than 0 to {MAX_TIMEOUT_S:.0f}"
+        )
+    return seconds
 
 
 def load_profile(
@@ -126,10 +186,17 @@ def load_profile(
     url = base_url or values.get("base_url") or env.get("TOOLKIT_URL")
     if not url:
         raise OptionError("no server: pass --url, set TOOLKIT_URL, or give a profile base_url")
+    if env.get(TIMEOUT_ENV):
+        timeout_s = timeout_from(env[TIMEOUT_ENV], TIMEOUT_ENV)
+    elif values.get("timeout") is not None:
+        timeout_s = timeout_from(values["timeout"], f"{config}: timeout")
+    else:
+        timeout_s = DEFAULT_TIMEOUT_S
     return Profile(
-        base_url=str(url).rstrip("/"),
+        base_url=check_base_url(str(url)).rstrip("/"),
         site=site or values.get("site") or env.get("TOOLKIT_SITE") or "default",
         credentials=credentials,
+        timeout_s=timeout_s,
     )
 
 
@@ -181,9 +248,17 @@ class ServiceAuth(httpx.Auth):
                 f"authentication at {self.profile.base_url} failed: {_server_message(response)}",
                 response.status_code,
             )
-        token = response.json().get("token")
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        token = answer.get("token") if isinstance(answer, dict) else None
         if not token:
-            raise RemoteError("authentication answered without a token", response.status_code)
+            raise RemoteError(
+                f"authentication at {self.profile.base_url} answered without a token; is it "
+                "a server of the API?",
+                response.status_code,
+            )
         self.token = token
         try:
             claims = jwt.decode(token, options={"verify_signature": False})
@@ -232,7 +307,7 @@ class ApiClient:
         self,
         profile: Profile,
         *,
-        timeout_s: float = 60.0,
+        timeout_s: float | None = None,
         max_attempts: int = 5,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
@@ -241,6 +316,8 @@ class ApiClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.profile = profile
+        self.base_url = check_base_url(profile.base_url)
+        self.timeout_s = profile.timeout_s if timeout_s is None else timeout_s
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
@@ -248,7 +325,7 @@ class ApiClient:
         self.auth = ServiceAuth(profile, clock)
         self.http = httpx.Client(
             base_url=profile.base_url,
-            timeout=timeout_s,
+            timeout=self.timeout_s,
             transport=transport,
             headers={
                 "X-Site": profile.site,
@@ -288,7 +365,8 @@ class ApiClient:
         """Send a request, retrying what is safe to retry; non-2xx raises RemoteError.
 
         ``repeatable`` False marks a request whose repetition could do the work twice:
-        it is retried only on errors that prove it never reached the server.
+        it is retried only on errors that prove it never reached the server. Whatever
+        httpx raises leaves here as a :class:`RemoteError` saying what happened.
         """
         content: bytes | None = None
         headers: dict[str, str] = {}
@@ -297,8 +375,11 @@ class ApiClient:
             text = json_module.dumps(json, ensure_ascii=False, separators=(",", ":"))
             content = text.encode("utf-8")
             headers["Content-Type"] = "application/json;charset=UTF-8"
+        where = f"{method} {path}"
         last_error: Exception | None = None
+        attempts = 0
         for attempt in range(self.max_attempts):
+            attempts = attempt + 1
             try:
                 response = self.http.request(
                     method,
@@ -311,7 +392,10 @@ class ApiClient:
                     auth=self.auth if authenticated else None,
                 )
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                last_error = exc  # never reached the server: always safe to try again
+                # Never reached the server: safe to try again, unless trying cannot help.
+                if _is_tls(exc) or _is_unknown_host(exc):
+                    raise RemoteError(f"{self._describe(exc)} ({where})") from exc
+                last_error = exc
             except RemoteError as exc:
                 # The auth request itself met a busy server before this request was sent.
                 if exc.status not in RETRY_STATUSES or attempt == self.max_attempts - 1:
@@ -327,33 +411,166 @@ class ApiClient:
             ) as exc:
                 if not repeatable:
                     raise RemoteError(
-                        f"{method} {path}: the connection failed after the request was sent "
-                        f"({type(exc).__name__}); it may or may not have been done"
+                        f"{self._describe(exc)}, after the request was sent: it may or may "
+                        f"not have been done ({where})"
                     ) from exc
                 last_error = exc
+            except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+                # Nothing a retry mends (a URL httpx refuses, a redirect loop, a bad encoding).
+                raise RemoteError(f"{self._describe(exc)} ({where})") from exc
             else:
+                if response.is_redirect:
+                    # Never followed: a token is not sent on to wherever a server points.
+                    location = response.headers.get("Location", "elsewhere")
+                    raise RemoteError(
+                        f"{where}: {self.base_url} answered HTTP {response.status_code}, a "
+                        f"redirect to {location}; give that address as --url",
+                        response.status_code,
+                    )
                 retryable = response.status_code in RETRY_STATUSES and (
                     repeatable or response.status_code in (429, 503)
                 )
                 if not retryable or attempt == self.max_attempts - 1:
                     if response.is_success:
                         return response
-                    raise RemoteError(
-                        f"{method} {path}: {_server_message(response)}", response.status_code
-                    )
-                log.info("%s %s: %s, retrying", method, path, response.status_code)
+                    raise RemoteError(f"{where}: {_server_message(response)}", response.status_code)
+                log.info("%s: %s, retrying", where, response.status_code)
                 self._wait(attempt, response)
                 continue
-            log.info("%s %s: %s, retrying", method, path, type(last_error).__name__)
+            log.info("%s: %s, retrying", where, type(last_error).__name__)
             if attempt < self.max_attempts - 1:
                 self._wait(attempt, None)
-        raise RemoteError(
-            f"{method} {path}: cannot reach {self.profile.base_url} "
-            f"({type(last_error).__name__}: {last_error})"
-        ) from last_error
+        assert last_error is not None
+        tries = f"{attempts} attempts" if attempts > 1 else "1 attempt"
+        if isinstance(last_error, RemoteError):
+            raise last_error
+        raise RemoteError(f"{self._describe(last_error)} ({where}, {tries})") from last_error
+
+    def _describe(self, exc: Exception) -> str:
+        """What went wrong with the server at ``base_url``, in words (never a credential)."""
+        url = self.base_url
+        seconds = f"{self.timeout_s:g} s"
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"connecting to {url} timed out after {seconds} (TOOLKIT_TIMEOUT sets it)"
+        if isinstance(exc, httpx.ReadTimeout):
+            return f"{url} did not answer within {seconds} (TOOLKIT_TIMEOUT sets how long to wait)"
+        if isinstance(exc, httpx.WriteTimeout):
+            return f"sending to {url} timed out after {seconds}"
+        if isinstance(exc, httpx.PoolTimeout):
+            return f"no connection to {url} came free within {seconds}"
+        if isinstance(exc, httpx.ConnectError):
+            if _is_tls(exc):
+                return (
+                    f"the TLS handshake with {url} failed ({_reason(exc)}); check http:// "
+                    "against https:// and the server's certificate (SSL_CERT_FILE names a "
+                    "CA bundle to trust)"
+                )
+            dns = _dns_error(exc)
+            if dns is not None or _is_unknown_host(exc):
+                host = httpx.URL(url).host
+                why = f": {dns.strerror}" if dns is not None and dns.strerror else ""
+                return f"cannot reach {url}: the host name {host!r} does not resolve (DNS{why})"
+            if _caused_by(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
+                return (
+                    f"cannot reach {url}: the connection was refused (is the server running, "
+                    "and is the port right?)"
+                )
+            return f"cannot reach {url}: {_reason(exc)}"
+        if isinstance(exc, httpx.RemoteProtocolError):
+            return f"{url} broke off or did not answer in HTTP ({_reason(exc)})"
+        if isinstance(exc, httpx.ReadError | httpx.WriteError):
+            return f"the connection to {url} was cut ({_reason(exc)})"
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return f"{url} is not an http:// or https:// URL"
+        if isinstance(exc, httpx.TooManyRedirects):
+            return f"{url} redirected too many times"
+        if isinstance(exc, httpx.DecodingError):
+            return f"the answer of {url} could not be decoded ({_reason(exc)})"
+        return f"the request to {url} failed ({type(exc).__name__}: {_reason(exc)})"
+
+    def json_of(self, response: httpx.Response) -> Any:
+        """The JSON of an answer; an error naming the server when it is not JSON."""
+        try:
+            return response.json()
+        except (ValueError, UnicodeDecodeError) as exc:
+            kind = response.headers.get("Content-Type") or "no content type"
+            raise RemoteError(
+                f"{response.request.method} {response.request.url.path}: {self.base_url} "
+                f"answered HTTP {response.status_code} with {kind}, not JSON; is it a server "
+                "of the API?",
+                response.status_code,
+            ) from exc
+
+    def request_json(self, method: str, path: str, **kwargs: Any) -> Any:
+        """:meth:`request`, then the answer's JSON."""
+        return self.json_of(self.request(method, path, **kwargs))
+
+    def request_object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """:meth:`request`, then the answer's JSON object (anything else is an error)."""
+        return _expect(self.request_json(method, path, **kwargs), dict, method, path)
+
+    def request_list(self, method: str, path: str, **kwargs: Any) -> list[Any]:
+        """:meth:`request`, then the answer's JSON array (anything else is an error)."""
+        return _expect(self.request_json(method, path, **kwargs), list, method, path)
 
     def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        return self.request("GET", path, params=params).json()
+        return self.request_json("GET", path, params=params)
 
     def post_json(self, path: str, body: Any, *, repeatable: bool = True) -> Any:
-        return self.request("POST", path, json=body, repeatable=repeatable).json()
+        return self.request_json("POST", path, json=body, repeatable=repeatable)
+
+
+def _expect(value: Any, kind: type[_T], method: str, path: str) -> _T:
+    if not isinstance(value, kind):
+        wanted = "an object" if kind is dict else "an array"
+        raise RemoteError(
+            f"{method} {path}: the server answered {type(value).__name__} where the API has "
+            f"{wanted}"
+        )
+    return value
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it, outermost first (httpx wraps httpcore wraps the OS)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    return any(isinstance(e, kind) for e in _chain(exc))
+
+
+def _is_tls(exc: BaseException) -> bool:
+    """A TLS failure: no retry mends a certificate or a scheme that does not match."""
+    return _caused_by(exc, ssl.SSLError) or any(
+        "SSL" in str(e) or "CERTIFICATE" in str(e) for e in _chain(exc)
+    )
+
+
+def _dns_error(exc: BaseException) -> socket.gaierror | None:
+    """The resolver's error behind ``exc``, if a host name did not resolve."""
+    for error in _chain(exc):
+        if isinstance(error, socket.gaierror):
+            return error
+    return None
+
+
+def _is_unknown_host(exc: BaseException) -> bool:
+    """A name the resolver does not know: asking again cannot help (a resolver's temporary
+    failure, ``EAI_AGAIN``, is retried)."""
+    error = _dns_error(exc)
+    if error is not None:
+        return error.errno != socket.EAI_AGAIN
+    text = str(exc)
+    return "Name or service not known" in text or "nodename nor servname" in text
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost message of ``exc``, cut short."""
+    messages = [str(e) for e in _chain(exc) if str(e)]
+    text = messages[-1] if messages else type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."

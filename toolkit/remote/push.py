@@ -16,6 +16,10 @@
    server (the spec's ``dryRun``), and nothing is sent when the offline and server-side
    rejects together exceed it. Each chunk then carries the rest of the limit as
    ``maxRejects`` (the toolkit's extension field), which ``toolkit serve`` enforces per job.
+6. A server dry run (``--server-dry-run``) is that dry run of every chunk alone: the server
+   reads, checks, links and plans each chunk against the site as it is and writes
+   nothing but the job record; the jobs' counts are what a real push would do. It keeps
+   no journal, so the real push afterwards sends everything.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +41,10 @@ import pyarrow.compute as pc
 
 from toolkit.errors import OptionError, RemoteError, ToolkitError
 from toolkit.importing.linking import link_rows
-from toolkit.importing.pipeline import ImportRequest
+from toolkit.importing.pipeline import ImportRequest, matching_field
 from toolkit.importing.reject_limit import refusal
-from toolkit.importing.results import MAX_ERRORS_IN_RESULT
-from toolkit.importing.rules import apply_rule, load_rule
+from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_reason
+from toolkit.importing.rules import apply_rule, load_rule, numbers_for_text
 from toolkit.matching import AssetIndex
 from toolkit.names import JOB_COUNTS
 from toolkit.progress import Progress, no_progress
@@ -92,7 +96,8 @@ def json_escaped_bytes(lines: list[str]) -> np.ndarray:
         extra += pc.count_substring(array, pattern).to_numpy(zero_copy_only=False) * cost
     other_controls = pc.count_substring_regex(array, r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
     extra += other_controls.to_numpy(zero_copy_only=False) * 5  # \u00XX for one byte
-    return size.astype(np.int64) + extra + 2  # the "\n" between lines, escaped
+    total: np.ndarray = size.astype(np.int64) + extra + 2  # the "\n" between lines, escaped
+    return total
 
 
 @dataclass(frozen=True)
@@ -283,6 +288,8 @@ class PushResult:
     refused: str | None = None
     # The server's dry run of each chunk, when a limit on rejected rows asked for one.
     check: list[dict[str, Any]] | None = None
+    # Only the server's dry run was asked for: ``chunks`` are its jobs, nothing was written.
+    server_dry_run: bool = False
 
     @property
     def ok(self) -> bool:
@@ -303,12 +310,34 @@ class PushResult:
         total["rejected"] += int(self.offline["rejectedRows"])
         return total
 
+    def warnings(self) -> list[str]:
+        """What the offline checks warn of (the import went on)."""
+        return list(self.offline.get("warnings", []))
+
+    def failure(self) -> str | None:
+        """Why the push failed (nothing sent, or chunks that did not complete), or None."""
+        if self.refused is not None:
+            what = "server dry run" if self.server_dry_run else "push"
+            return f"{what} of {self.source} FAILED: {self.refused}"
+        if self.ok or self.dry_run:
+            return None
+        failed = [c for c in self.chunks if c.get("status") != "COMPLETE"]
+        return (
+            f"{len(failed)} of {len(self.chunks)} chunk(s) of {self.source} did not complete: "
+            + "; ".join(
+                f"chunk {c['index'] + 1} (job {c.get('jobId')}) {c.get('status')}: "
+                + job_reason(c.get("job") or {"status": c.get("status")})
+                for c in failed
+            )
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "status": "COMPLETE" if self.ok else "FAILED",
             "reason": self.refused,
             "dryRun": self.dry_run,
+            "serverDryRun": self.server_dry_run,
             "alreadyPushed": self.already_done,
             "offline": self.offline,
             "counts": self.counts(),
@@ -351,6 +380,10 @@ class Pusher:
                 f"importRule {rule.name!r} imports {rule.import_type}s, not "
                 f"{request.import_type}s; pass importType {rule.import_type}"
             )
+        # A heading given for the matching field is sent as the field's name.
+        matching_id = (
+            None if request.matching_id is None else matching_field(rule, request.matching_id)
+        )
         frame, report = read_source(
             request.source, name=request.source_name, **request.read_options()
         )
@@ -366,10 +399,21 @@ class Pusher:
             # A server takes a rule's name, never a path: a rule file given here is sent
             # by the name it defines (the server must have that rule in its catalogue).
             "importRule": rule.name,
+            "matchingId": matching_id,
             "read": report.record_count(frame.index),
             "rejected": [],
             "linking": None,
             "dataType": "zip" if spatial else "csv",
+            "warnings": [
+                *report.warnings,
+                *numbers_for_text(
+                    rule,
+                    prepared.column_of,
+                    report.number_columns,
+                    path=request.name,
+                    sheet=report.layer,
+                ),
+            ],
         }
         rows = (
             frame
@@ -381,31 +425,37 @@ class Pusher:
             if index is not None and len(index):
                 linked = link_rows(index, frame, prepared, rule, reference_field=rule.matching_id)
                 offline["linking"] = linked.counts()
+                unlinked = linked.reasons.dropna().head(20)
                 offline["unlinked"] = [
                     {"row": int(r), "reason": str(why)}
-                    for r, why in linked.reasons.dropna().head(20).items()
+                    for r, why in zip(unlinked.index.tolist(), unlinked.tolist(), strict=True)
                 ]
-                ids = linked.asset_ids.astype("string")
-                rows = rows.assign(**{ASSET_ID_COLUMN: ids.where(ids.notna(), pd.NA)})
+                # The links as text; a row without one stays <NA>.
+                rows = rows.assign(**{ASSET_ID_COLUMN: linked.asset_ids.astype("string")})
         bad_rows = set(rejected["row"].tolist()) | {p["row"] for p in problems}
         # The first problems, as a job's summary shows them; the counts say how many in all.
         shown = rejected.head(max(0, MAX_ERRORS_IN_RESULT - len(problems)))
         offline["rejected"] = problems[:MAX_ERRORS_IN_RESULT] + [
             {
-                "row": int(r.row),
-                "column": r.column,
-                "value": None if pd.isna(r.value) else str(r.value),
-                "reason": r.reason,
+                "row": int(row),
+                "column": column,
+                "value": None if pd.isna(value) else str(value),
+                "reason": reason,
             }
-            for r in shown.itertuples(index=False)
+            for row, column, value, reason in zip(
+                *(shown[c].tolist() for c in ("row", "column", "value", "reason")), strict=True
+            )
         ]
         offline["problemCount"] = len(problems) + len(rejected)
         offline["rejectedRows"] = len(bad_rows)
         keep = ~rows.index.isin(list(bad_rows))
         return rows[keep], offline
 
-    def push(self, request: ImportRequest, *, force: bool = False) -> PushResult:
-        """Check offline, cut into chunks, send each as a job and await them all.
+    def push(
+        self, request: ImportRequest, *, force: bool = False, server_dry_run: bool = False
+    ) -> PushResult:
+        """Check offline, cut into chunks, send each as a job and await them all; with
+        ``server_dry_run`` the server only plans each chunk (see :meth:`_server_dry_run`).
 
         With a limit on rejected rows (``--max-rejects``, ``--rollback-on-error``) the
         whole file is refused, nothing sent, when the rows refused offline exceed it, or
@@ -414,9 +464,17 @@ class Pusher:
         rejects grew since the dry run fails whole on the server.
         """
         rows, offline = self.prepare(request)
+        request = replace(request, matching_id=offline["matchingId"])
         reason = self._refusal(request, offline, int(offline["rejectedRows"]))
         if reason is not None or request.dry_run:
-            return PushResult(request.name, [], offline, dry_run=request.dry_run, refused=reason)
+            return PushResult(
+                request.name,
+                [],
+                offline,
+                dry_run=request.dry_run,
+                refused=reason,
+                server_dry_run=server_dry_run,
+            )
         if offline["dataType"] == "zip":
             chunks = plan_zip_chunks(rows, max_bytes=self.max_bytes)
         else:
@@ -428,6 +486,8 @@ class Pusher:
             "url": getattr(getattr(self.site, "profile", None), "base_url", None),
             "params": {k: v for k, v in request.spec_params().items() if k != "source"},
         }
+        if server_dry_run:
+            return self._server_dry_run(request, chunks, key, offline)
         journal = Journal.open(request.source, key)
         if force:
             journal.chunks = {}
@@ -494,6 +554,26 @@ class Pusher:
         results = [dict(journal.chunks[c.sha256], index=c.index) for c in chunks]
         return PushResult(request.name, results, offline, check=check)
 
+    def _server_dry_run(
+        self,
+        request: ImportRequest,
+        chunks: list[Chunk],
+        key: dict[str, Any],
+        offline: dict[str, Any],
+    ) -> PushResult:
+        """Every chunk planned by the server (the spec's ``dryRun=1``), nothing written and
+        nothing journalled: the counts a real push would give, and the reason its limit on
+        rejected rows (``--max-rejects``, ``--rollback-on-error``) would refuse it."""
+        check = self._server_check(
+            request, chunks, Journal(request.source, key, kept=False), offline["importRule"]
+        )
+        rejected = int(offline["rejectedRows"]) + sum(c["rejected"] for c in check)
+        reason = self._refusal(request, offline, rejected, by_server=True)
+        if reason is not None:
+            reason = reason.replace("nothing was sent", "a push would send nothing")
+        results = [{k: v for k, v in c.items() if k not in ("rejected", "reason")} for c in check]
+        return PushResult(request.name, results, offline, refused=reason, server_dry_run=True)
+
     @staticmethod
     def _allowed(request: ImportRequest, offline: dict[str, Any]) -> int:
         limit = request.reject_limit()
@@ -547,10 +627,13 @@ class Pusher:
             checked.append(
                 {
                     "index": chunk.index,
+                    "rows": list(chunk.rows),
+                    "count": chunk.count,
                     "jobId": entry["jobId"],
                     "status": entry.get("status"),
                     "rejected": int((summary.get("counts") or {}).get("rejected") or 0),
                     "reason": summary.get("reason"),
+                    "job": job,
                 }
             )
         return checked
@@ -605,7 +688,10 @@ class Pusher:
             return
         by_tag: dict[str, Any] = {}
         for job in jobs if isinstance(jobs, list) else []:
-            message = str(((job.get("params") or {}).get("message")) or "")
+            params = job.get("params") or {}
+            if params.get("dryRun") not in (None, 0, "0", False):
+                continue  # a dry run of the same chunk wrote nothing: not its job
+            message = str(params.get("message") or "")
             for chunk in interrupted:
                 if _chunk_tag(chunk) in message:
                     by_tag[chunk.sha256] = job.get("id")

@@ -3,11 +3,13 @@
 Modules: ``catalogue`` (what a report is), ``builtin`` (the reports, by stable id),
 ``runner`` (queue, execute, render), ``execution`` (who executes a queued run),
 ``snapshot`` (the Parquet rows of a run), ``json_contents``, ``csv_file``,
-``xlsx_file``, ``html_page`` (one renderer each), ``schema`` (``$schema``).
+``xlsx_file``, ``html_page`` (one renderer each), ``schema`` (``$schema``),
+``waiting`` (asking a run's status until it ends).
 """
 
 from __future__ import annotations
 
+from toolkit.names import REPORT_FORMATS as FORMATS
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.execution import (
     DetachedProcessExecutor,
@@ -17,7 +19,7 @@ from toolkit.reports.execution import (
     inline_executor,
     run_task,
 )
-from toolkit.reports.runner import FORMATS, MEDIA_TYPES, ReportRunner, instance_object
+from toolkit.reports.runner import MEDIA_TYPES, ReportRunner, instance_object
 from toolkit.reports.schema import load_schema, schema_url
 
 __all__ = [

@@ -1,15 +1,15 @@
 """The built-in reports. Ids are stable: scripts and schedules name reports by them.
 
 1 register items of an event, 2 impacted assets, 3 import jobs, 4 asset-matching
-quality of an import, 5 audit log. Rows are gathered set-wise by the store, only of
-the events the caller sees (items, impacted assets' items, item jobs, audit entries of
-an event); parameters naming an event (an item's, an import job's) are each report's
-``scope``. Metadata is computed on the finished snapshot's columns.
+quality of an import, 5 audit log, 6 damage summary (``damage``). Rows are gathered
+set-wise by the store, only of the events the caller sees (items, impacted assets'
+items, item jobs, audit entries of an event); parameters naming an event (an item's,
+an import job's) are each report's ``scope``. Metadata is computed on the finished
+snapshot's columns.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,17 +21,23 @@ import shapely
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.model.visibility import job_events
-from toolkit.names import IMPORT_TYPES, JOB_COUNTS
+from toolkit.names import IMPORT_TYPES, JOB_COUNTS, ROW_OUTCOMES
+from toolkit.reports.audit_text import readable_changes
 from toolkit.reports.catalogue import (
     Catalogue,
     Chart,
     Field,
-    FieldType,
     Gathered,
     MetaEntry,
     Param,
     ReportDefinition,
     band_counts,
+)
+from toolkit.reports.damage import damage_summary
+from toolkit.reports.registers import (
+    Register,
+    all_registers,
+    get_register,
 )
 
 if TYPE_CHECKING:
@@ -43,12 +49,6 @@ JOB_STATUSES = ("NOT_STARTED", "RUNNING", "COMPLETE", "FAILED")
 
 RECORD_TYPES = ("item", "asset", "user", "event")
 AUDIT_ACTIONS = ("create", "update", "retire")
-# Register field types of import rules, as report field types.
-REGISTER_FIELD_TYPES: dict[str, FieldType] = {
-    "integer": "integer",
-    "decimal": "number",
-    "boolean": "boolean",
-}
 
 
 def _keyed(chunks: Iterator[pd.DataFrame], renames: Mapping[str, str]) -> Iterator[pd.DataFrame]:
@@ -68,21 +68,24 @@ def _true_count(snapshot: Snapshot, key: str) -> int:
 
 ITEM_FIELDS = (
     Field("id", "Item id", "integer"),
-    Field("registerId", "Register", "text"),
     Field("eventId", "Event id", "integer"),
-    Field("regionId", "Region id", "integer"),
+    Field("event", "Event", "text"),
+    Field("register", "Register", "text"),
+    Field("regionId", "Region", "integer"),
     Field("assetId", "Asset id", "integer"),
     Field("assetName", "Asset", "text"),
     Field("assetFriendly", "Asset address", "text"),
-    Field("status", "Status", "integer"),
+    Field("locality", "Locality", "text"),
+    Field("status", "Status", "text"),
     Field("isTemplate", "Template", "boolean"),
     Field("tags", "Tags", "text"),
     Field("dateCreated", "Created", "timestamp"),
     Field("dateModified", "Modified", "timestamp"),
 )
 ITEM_RENAMES = {
-    "register_id": "registerId",
+    "register_name": "register",
     "event_id": "eventId",
+    "event_name": "event",
     "region_id": "regionId",
     "asset_id": "assetId",
     "asset_name": "assetName",
@@ -97,35 +100,58 @@ def _event_scope(_store: SiteStore, params: Mapping[str, Any]) -> set[int | None
     return set() if params["eventId"] is None else {params["eventId"]}
 
 
+def _require_event(store: SiteStore, event_id: int | None) -> None:
+    if event_id is not None and store.events.get(event_id) is None:
+        raise NotFoundError(f"parameter eventId {event_id}: event {event_id} does not exist")
+
+
+def _require_asset_type(store: SiteStore, name: str | None) -> None:
+    if name is None:
+        return
+    known = [str(r["name"]) for r in store.assets.types()]
+    if name not in known:
+        raise NotFoundError(
+            f"parameter type {name!r}: no such asset class; classes: "
+            f"{', '.join(known) or 'none yet'}"
+        )
+
+
+def _inspected_field(
+    register: Register | None, params: Mapping[str, Any], *, filtering: bool = True
+) -> str | None:
+    """The register's inspection-date field (only when the run filters on it, unless
+    not ``filtering``); a filter on a register without one fails the run, never
+    matches everything."""
+    field = None if register is None else register.role("inspected")
+    ranged = params.get("inspectedFrom") is not None or params.get("inspectedTo") is not None
+    if filtering and not ranged:
+        return None
+    if field is None and ranged:
+        where = "the items' registers" if register is None else f"register {register.id}"
+        raise NotFoundError(
+            f"parameters inspectedFrom/inspectedTo: {where} has no inspection date "
+            "(a date field with role inspected, or inspectionDate); choose a registerId "
+            "that has one"
+        )
+    return None if field is None else str(field["name"])
+
+
 def _register_items(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
     event_id = params["eventId"]
-    if store.events.get(event_id) is None:
-        raise NotFoundError(f"parameter eventId {event_id}: event {event_id} does not exist")
+    _require_event(store, event_id)
     register_id = params["registerId"]
-    register_fields: list[Field] = []
+    register: Register | None = None
     if register_id is not None:
-        register = store.registers.get(register_id)
-        if register is None:
-            known = ", ".join(r["id"] for r in store.registers.all()) or "none yet"
-            raise NotFoundError(
-                f"parameter registerId {register_id!r}: no such register; registers: {known}"
-            )
-        taken = {f.key for f in ITEM_FIELDS}
-        for definition in json.loads(register["fields"]):
-            if definition["name"] in taken:
-                continue
-            register_fields.append(
-                Field(
-                    definition["name"],
-                    definition.get("label") or definition["name"],
-                    REGISTER_FIELD_TYPES.get(definition.get("type", "text"), "text"),
-                )
-            )
-    spec = ITEM_FIELDS + (
-        tuple(register_fields) if register_id is not None else (Field("fields", "Fields"),)
-    )
+        register = get_register(store, register_id)
+    else:
+        # One register among the event's items: its fields are the columns by default.
+        present = store.reports.item_registers(event_id)
+        if len(present) == 1:
+            register = get_register(store, present[0])
+    register_fields = register.columns([f.key for f in ITEM_FIELDS]) if register else ()
+    spec = ITEM_FIELDS + (register_fields if register is not None else (Field("fields", "Fields"),))
     renames = {**ITEM_RENAMES, **{f"f{n}": f.key for n, f in enumerate(register_fields)}}
     chunks = store.reports.item_rows(
         event_id=event_id,
@@ -136,36 +162,53 @@ def _register_items(
         created_to=params["dateTo"],
         is_template=params["isTemplate"],
         within_events=within,
+        date_field=_inspected_field(register, params),
+        date_from=params["inspectedFrom"],
+        date_to=params["inspectedTo"],
     )
 
     def meta(snapshot: Snapshot) -> list[MetaEntry]:
         rows = snapshot.row_count
-        active = int(pc.sum(pc.greater(snapshot.column("status"), 0)).as_py() or 0)
+        active = int(pc.sum(pc.equal(snapshot.column("status"), "active")).as_py() or 0)
         without_asset = _null_count(snapshot, "assetId")
         return [
             MetaEntry.count("active", "Active items", active),
             MetaEntry.count("inactive", "Inactive (retired) items", rows - active),
             MetaEntry.count("withoutAsset", "Items without an asset", without_asset),
             MetaEntry.share("linkedShare", "Share linked to an asset", rows - without_asset, rows),
-            MetaEntry.count(
-                "registers", "Registers", len(pc.unique(snapshot.column("registerId")))
-            ),
+            MetaEntry.count("registers", "Registers", len(pc.unique(snapshot.column("register")))),
         ]
 
-    return Gathered(spec, _keyed(chunks, renames), meta)
+    severity = None if register is None else register.severity
+    charts = None
+    if severity is not None:
+        label = str(severity.get("label") or severity["name"])
+        charts = (Chart("bars", f"Items per {label.lower()}", str(severity["name"])),)
+    return Gathered(
+        spec,
+        _keyed(chunks, renames),
+        meta,
+        charts=charts,
+        levels=() if register is None else register.levels,
+    )
 
 
 # --- 2 impacted assets ------------------------------------------------------------------
 
+IMPACTS = ("damaged", "any")
 IMPACTED_FIELDS = (
     Field("id", "Asset id", "integer"),
     Field("type", "Type", "text"),
     Field("code", "Code", "text"),
     Field("name", "Name", "text"),
-    Field("friendly", "Address", "text"),
-    Field("regionId", "Region id", "integer"),
+    Field("address", "Address", "text"),
+    Field("locality", "Locality", "text"),
+    Field("regionId", "Region", "integer"),
+    Field("worstLevel", "Worst damage level", "text"),
+    Field("damagedItems", "Items with damage", "integer"),
     Field("activeItems", "Active items", "integer"),
     Field("registers", "Registers", "integer"),
+    Field("lastInspected", "Last inspected", "date"),
     Field("firstItem", "First item", "timestamp"),
     Field("lastChange", "Last change", "timestamp"),
     Field("longitude", "Longitude", "number"),
@@ -173,20 +216,46 @@ IMPACTED_FIELDS = (
 )
 
 
-def _with_location(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """Each asset's location as the centroid of its geometry, computed per chunk."""
+class _Tally:
+    """Counts kept while chunks stream past (the metadata reads them afterwards)."""
+
+    def __init__(self) -> None:
+        self.assessed = 0
+        self.damaged = 0
+
+
+def _impacted_frames(
+    chunks: Iterator[pd.DataFrame], levels: tuple[str, ...], damaged_only: bool, tally: _Tally
+) -> Iterator[pd.DataFrame]:
+    """Each asset's worst level by name, its location as the centroid of its geometry
+    (computed per chunk), and only the damaged assets when so asked."""
+    names = np.array([*levels, None], dtype=object)
     for frame in chunks:
+        rank = pd.to_numeric(frame["worst_rank"], errors="coerce")
+        damaged = (rank > 0).fillna(False).to_numpy(dtype=bool)
+        tally.assessed += len(frame)
+        tally.damaged += int(damaged.sum())
+        if damaged_only:
+            frame, rank = frame[damaged], rank[damaged]
+        index = rank.fillna(len(levels)).astype(np.int64).to_numpy()
         geometry = shapely.from_wkb(frame["geometry"].to_numpy(dtype=object))
         points = shapely.centroid(geometry)
         yield (
-            frame.drop(columns=["geometry", "status"])
-            .assign(longitude=shapely.get_x(points), latitude=shapely.get_y(points))
+            frame.drop(columns=["status", "worst_rank"])
+            .assign(
+                worstLevel=names[index] if len(levels) else None,
+                longitude=shapely.get_x(points),
+                latitude=shapely.get_y(points),
+                damaged_items=pd.to_numeric(frame["damaged_items"]).fillna(0),
+            )
             .rename(
                 columns={
                     "region_id": "regionId",
+                    "damaged_items": "damagedItems",
                     "active_items": "activeItems",
                     "first_item": "firstItem",
                     "last_change": "lastChange",
+                    "last_inspected": "lastInspected",
                 }
             )
         )
@@ -196,23 +265,69 @@ def _impacted_assets(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
     event_id = params["eventId"]
-    if event_id is not None and store.events.get(event_id) is None:
-        raise NotFoundError(f"parameter eventId {event_id}: event {event_id} does not exist")
+    _require_event(store, event_id)
+    _require_asset_type(store, params["type"])
+    register: Register | None = None
+    if params["registerId"] is not None:
+        register = get_register(store, params["registerId"])
+    else:
+        with_severity = [r for r in all_registers(store) if r.severity is not None]
+        if len(with_severity) > 1 and params["impact"] == "damaged":
+            raise NotFoundError(
+                "impacted assets: several registers have a severity field; choose one with "
+                f"registerId: {', '.join(r.id for r in with_severity)}"
+            )
+        register = with_severity[0] if with_severity else None
+    severity = None if register is None else register.severity
+    levels = register.levels if register is not None else ()
+    # Damage needs a severity to read; without one, impacted is the spec's "has an active
+    # register item", and the metadata says so.
+    damaged_only = params["impact"] == "damaged" and severity is not None
+    meaning = (
+        f"damaged: an active item of {register.id} above {levels[0]}"
+        if damaged_only and register is not None
+        else "any active register item"
+        + ("" if params["impact"] == "any" else " (no register with a severity field)")
+    )
+    tally = _Tally()
     chunks = store.reports.impacted_asset_rows(
         event_id=event_id,
         register_id=params["registerId"],
         asset_type=params["type"],
         within_events=within,
+        severity=None if severity is None else str(severity["name"]),
+        levels=levels,
+        date_field=_inspected_field(register, params, filtering=False),
+        date_from=params["inspectedFrom"],
+        date_to=params["inspectedTo"],
     )
     active_assets = store.reports.active_asset_count(params["type"])
 
     def meta(snapshot: Snapshot) -> list[MetaEntry]:
         rows = snapshot.row_count
-        return [
+        entries = [
+            MetaEntry("impactMeans", "Impacted means", damaged_only, meaning),
             MetaEntry.count("activeAssets", "Active assets", active_assets),
             MetaEntry.share(
                 "impactedShare", "Share of active assets impacted", rows, active_assets
             ),
+        ]
+        if levels:
+            entries += [
+                MetaEntry.count(
+                    "assessedAssets", "Assets with active items (assessed)", tally.assessed
+                ),
+                MetaEntry.count(
+                    "damagedAssets", f"Assets damaged (above {levels[0]})", tally.damaged
+                ),
+                MetaEntry.count(
+                    "undamagedAssets",
+                    f"Assessed, no damage ({levels[0]} or not recorded)",
+                    tally.assessed - tally.damaged,
+                ),
+            ]
+        return [
+            *entries,
             MetaEntry.count(
                 "activeItems",
                 "Active items on them",
@@ -223,7 +338,15 @@ def _impacted_assets(
             ),
         ]
 
-    return Gathered(IMPACTED_FIELDS, _with_location(chunks), meta)
+    return Gathered(
+        IMPACTED_FIELDS,
+        _impacted_frames(chunks, levels, damaged_only, tally),
+        meta,
+        geometry=True,
+        levels=levels,
+        charts=(Chart("map", "Impacted assets by worst damage level", "worstLevel"),),
+        headline=("damagedAssets", "assessedAssets", "impactedShare") if levels else (),
+    )
 
 
 # --- 3 import jobs ----------------------------------------------------------------------
@@ -368,7 +491,7 @@ def _probability_meta(snapshot: Snapshot) -> list[MetaEntry]:
 
 def _job_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
     job = store.jobs.get(params["jobId"])
-    return set() if job is None else job_events(job)
+    return set() if job is None else job_events(dict(zip(job.keys(), job, strict=True)))
 
 
 def _matching_quality(
@@ -433,10 +556,20 @@ AUDIT_FIELDS = (
     Field("recordId", "Record id", "integer"),
     Field("itemId", "Item id", "integer"),
     Field("eventId", "Event id", "integer"),
+    Field("event", "Event", "text"),
     Field("importJobId", "Import job", "integer"),
     Field("message", "Message", "text"),
     Field("changes", "Changes", "text"),
+    Field("changesJson", "Changes (JSON)", "text"),
 )
+
+
+def _readable(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for frame in chunks:
+        yield frame.assign(
+            changesJson=frame["changes"],
+            changes=readable_changes(frame["action"], frame["changes"]),
+        )
 
 
 def _audit_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
@@ -449,13 +582,19 @@ def _audit_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]
     if params["importJobId"] is not None:
         job = store.jobs.get(params["importJobId"])
         if job is not None:
-            events |= job_events(job)
+            events |= job_events(dict(zip(job.keys(), job, strict=True)))
     return events
 
 
 def _audit_log(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
+    _require_event(store, params["eventId"])
+    if params["itemId"] is not None and store.items.get(params["itemId"]) is None:
+        raise NotFoundError(f"parameter itemId {params['itemId']}: no such item")
+    job_id = params["importJobId"]
+    if job_id is not None and store.jobs.get(job_id) is None:
+        raise NotFoundError(f"parameter importJobId {job_id}: import job {job_id} does not exist")
     chunks = store.reports.audit_rows(
         event_id=params["eventId"],
         item_id=params["itemId"],
@@ -473,6 +612,7 @@ def _audit_log(
         "record_id": "recordId",
         "item_id": "itemId",
         "event_id": "eventId",
+        "event_name": "event",
         "import_job_id": "importJobId",
     }
 
@@ -485,13 +625,20 @@ def _audit_log(
             ),
         ]
 
-    return Gathered(AUDIT_FIELDS, _keyed(chunks, renames), meta)
+    return Gathered(AUDIT_FIELDS, _readable(_keyed(chunks, renames)), meta)
 
 
 def _date_range(what: str) -> tuple[Param, Param]:
     return (
         Param("dateFrom", f"{what} from", "timestamp"),
         Param("dateTo", f"{what} until", "timestamp"),
+    )
+
+
+def _inspected_range() -> tuple[Param, Param]:
+    return (
+        Param("inspectedFrom", "Inspected from", "date"),
+        Param("inspectedTo", "Inspected until", "date"),
     )
 
 
@@ -507,6 +654,7 @@ CATALOGUE = Catalogue(
                 Param("registerId", "Register", "text"),
                 Param("status", "Status", "choice", STATUSES, default="all"),
                 *_date_range("Created"),
+                *_inspected_range(),
                 Param("isTemplate", "Templates", "boolean"),
             ),
             _register_items,
@@ -516,14 +664,17 @@ CATALOGUE = Catalogue(
         ReportDefinition(
             2,
             "Impacted assets",
-            "Assets with active register items: how many, and where.",
+            "Damaged assets (an active item above the lowest damage level; impact=any: any "
+            "active item): address, locality, region, worst damage level, and where.",
             (
                 Param("eventId", "Event", "integer"),
                 Param("registerId", "Register", "text"),
                 Param("type", "Asset type", "text"),
+                Param("impact", "Impacted means", "choice", IMPACTS, default="damaged"),
+                *_inspected_range(),
             ),
             _impacted_assets,
-            Chart("map", "Impacted assets"),
+            Chart("map", "Impacted assets by worst damage level", "worstLevel"),
             _event_scope,
         ),
         ReportDefinition(
@@ -535,7 +686,13 @@ CATALOGUE = Catalogue(
                 Param("importType", "Import type", "choice", IMPORT_TYPES),
             ),
             _import_jobs,
-            Chart("bars", "Jobs per status", "status"),
+            Chart(
+                "stacked",
+                "Rows of each job by outcome",
+                "id",
+                ROW_OUTCOMES,
+                palette="categorical",
+            ),
         ),
         ReportDefinition(
             4,
@@ -562,6 +719,21 @@ CATALOGUE = Catalogue(
             _audit_log,
             Chart("bars", "Entries per action", "action"),
             _audit_scope,
+        ),
+        ReportDefinition(
+            6,
+            "Damage summary",
+            "How much damage, and where: items by damage level and locality, by damage "
+            "level over inspection date, uninhabitable places and occupants displaced, "
+            "parcels assessed and damaged; per event, for one register with a severity.",
+            (
+                Param("eventId", "Event", "integer"),
+                Param("registerId", "Register", "text"),
+                *_inspected_range(),
+            ),
+            damage_summary,
+            Chart("stacked", "Items by damage level and locality", "locality"),
+            _event_scope,
         ),
     )
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
@@ -24,9 +25,11 @@ if TYPE_CHECKING:
     from toolkit.reports.snapshot import Snapshot
     from toolkit.store import SiteStore
 
-FieldType = Literal["integer", "number", "text", "timestamp", "boolean"]
+# ``date`` is a calendar date (a register's date field): ISO text in JSON and CSV, a
+# typed date in XLSX; ``timestamp`` a moment, shown in the site's time zone.
+FieldType = Literal["integer", "number", "text", "timestamp", "boolean", "date"]
 FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
-ParamType = Literal["integer", "text", "timestamp", "boolean", "choice"]
+ParamType = Literal["integer", "text", "timestamp", "boolean", "choice", "date"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class Param:
             return parse_bool(name, value)
         if self.type == "timestamp":
             return parse_time(name, value)
+        if self.type == "date":
+            return parse_date(name, value)
         text = str(value)
         if self.type == "choice" and text not in self.choices:
             raise OptionError(f"{name} {text!r} is not one of: {', '.join(self.choices)}")
@@ -92,15 +97,41 @@ class Param:
         }
 
 
+def parse_date(name: str, value: Any) -> str:
+    """An ISO calendar date (``2026-02-14``), kept as that text."""
+    try:
+        return date.fromisoformat(str(value).strip()).isoformat()
+    except ValueError:
+        raise OptionError(f"{name} {value!r} is not a date (YYYY-MM-DD)") from None
+
+
+ChartKind = Literal["bars", "bands", "map", "stacked", "series"]
+
+
 @dataclass(frozen=True)
 class Chart:
-    """The chart an HTML page draws: ``bars`` of counts per value of ``key``, ``bands`` of
-    counts per tenth of a 0-1 number ``key`` (a distribution, every band drawn in order), or
-    a ``map`` of the points in the ``longitude``/``latitude`` fields."""
+    """A chart an HTML page draws: ``bars`` of counts per value of ``key``, ``bands`` of
+    counts per tenth of a 0-1 number ``key`` (a distribution, every band drawn in order),
+    a ``map`` of the assets (their parcels coloured by ``key``, the worst damage level,
+    when the snapshot has geometry; else points), ``stacked`` bars per value of ``key``
+    made of the count columns ``stacks`` (a severity scale, least first), or a ``series``
+    over time of the rows of the metadata entry ``key`` (each ``{date, <stack>: n}``)."""
 
-    kind: Literal["bars", "bands", "map"]
+    kind: ChartKind
     title: str
     key: str | None = None
+    stacks: tuple[str, ...] = ()
+    # Severity: grey then light to dark; categorical: Okabe-Ito (unordered kinds).
+    palette: Literal["severity", "categorical"] = "severity"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "title": self.title,
+            "key": self.key,
+            "stacks": list(self.stacks),
+            "palette": self.palette,
+        }
 
 
 def band_counts(values: np.ndarray) -> dict[str, int]:
@@ -120,6 +151,20 @@ class Gathered:
     spec: tuple[Field, ...]
     chunks: Iterator[pd.DataFrame]
     meta: Callable[[Snapshot], list[MetaEntry]] = field(default=lambda _snapshot: [])
+    # Charts of this run when they depend on the parameters (else the definition's).
+    charts: tuple[Chart, ...] | None = None
+    # The chunks carry ``geometry`` (WKB, EPSG:4326) beside the fields: kept in the
+    # snapshot, not a field, for the map and the spatial exports.
+    geometry: bool = False
+    # Severity levels (none first) when the rows carry a worst level: the map's legend.
+    levels: tuple[str, ...] = ()
+    # Metadata entries whose value is a list of row objects: extra tables (XLSX sheets,
+    # HTML tables), as (key, title).
+    tables: tuple[tuple[str, str], ...] = ()
+    # The HTML table ends with a row of totals of its count columns.
+    totals: bool = False
+    # Metadata keys shown large at the top of the HTML page.
+    headline: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -168,6 +213,8 @@ class ReportDefinition:
     scope: Scope = no_scope
     # Further charts the HTML page draws after the first (the catalogue lists only that).
     more_charts: tuple[Chart, ...] = ()
+    # Where the definition comes from: built-in, or the file an analyst wrote.
+    source: str = "built-in"
 
     def parse_params(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
         """Typed parameters with defaults filled; unknown, missing or bad ones are errors."""
@@ -218,6 +265,7 @@ class ReportDefinition:
             "description": self.description,
             "params": [p.describe() for p in self.params],
             "chart": None if self.chart is None else self.chart.kind,
+            "source": self.source,
         }
 
 

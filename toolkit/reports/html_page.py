@@ -1,9 +1,13 @@
 """HTML contents: one self-contained page a person would rather read than the CSV.
 
-Title, filters, metadata, a chart where one helps (bars of counts, or a map of
-points), and the first rows of the table. No script, stylesheet, font or image
-is fetched from anywhere; every value is escaped. A table of a million rows
-helps nobody, so the page shows the first :data:`MAX_TABLE_ROWS` and says so.
+Title, filters, metadata, charts that carry information (stacked bars by severity, a
+time series, bands of a distribution, a map of parcels coloured by worst damage level),
+extra tables, and the first rows of the table, which a small inline script lets one
+sort, search and filter. Nothing is fetched from anywhere (a Content-Security-Policy
+says so); every value is escaped; the script reads the table, never data written into
+it. Print CSS lays it out on A4 landscape (see :mod:`toolkit.reports.html_assets`). A
+table of a million rows helps nobody, so the page shows the first
+:data:`MAX_TABLE_ROWS` and says so.
 """
 
 from __future__ import annotations
@@ -13,35 +17,27 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.reports.catalogue import band_counts
-from toolkit.reports.csv_file import iso_text
+from toolkit.reports.charts import (
+    UNKNOWN,
+    categorical_colours,
+    severity_colours,
+    stacked_bars,
+    time_series,
+)
+from toolkit.reports.csv_file import header_zone, labels
+from toolkit.reports.html_assets import CSP, SCRIPT, STYLE
+from toolkit.reports.map_svg import draw_map
 from toolkit.reports.snapshot import Snapshot
+from toolkit.reports.times import iso_local
 
 MAX_TABLE_ROWS = 1_000
 MAX_BARS = 20
 MAX_MAP_POINTS = 5_000
-
-STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;margin:2rem;
-color:#1b1f23;background:#fff;line-height:1.4}
-h1{font-size:1.6rem;margin:0 0 .25rem}h2{font-size:1.15rem;margin:1.75rem 0 .5rem}
-.sub{color:#57606a;margin:0 0 1rem}
-.facts{border-collapse:collapse;margin:.25rem 0}
-.facts th{text-align:left;font-weight:600;padding:.2rem 1.5rem .2rem 0;color:#57606a}
-.facts td{padding:.2rem 0}
-.note{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem .75rem;border-radius:4px}
-.wrap{overflow-x:auto;max-height:70vh;border:1px solid #d0d7de;border-radius:4px}
-table.data{border-collapse:collapse;font-size:.85rem;white-space:nowrap}
-table.data th{position:sticky;top:0;background:#1f4e78;color:#fff;text-align:left;
-padding:.35rem .6rem}
-table.data td{padding:.25rem .6rem;border-top:1px solid #eaeef2}
-table.data tr:nth-child(even) td{background:#f6f8fa}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-svg text{font-size:12px;fill:#1b1f23}
-"""
 
 
 def _e(value: object) -> str:
@@ -58,10 +54,23 @@ def _facts(entries: list[dict[str, Any]]) -> str:
     return f"<table class='facts'>{rows}</table>"
 
 
-def _bars(snapshot: Snapshot, key: str, title: str) -> str:
+def _bars(snapshot: Snapshot, key: str, title: str, levels: list[str] | None = None) -> str:
     counts = pc.value_counts(snapshot.column(key).combine_chunks()).to_pylist()
+    found = {c["values"]: int(c["counts"]) for c in counts}
+    if levels and set(found) <= {*levels, None}:
+        # A severity: every level in order, none first, in its colour (zeros shown too).
+        pairs = [(level, found.get(level, 0)) for level in levels]
+        colours = severity_colours(len(levels))
+        if found.get(None):
+            pairs.append(("(not recorded)", found[None]))
+            colours.append(UNKNOWN)
+        return _draw_bars(pairs, title, colours)
     if not counts:
         return ""
+    if len(counts) == 1:  # one bar carries nothing a sentence does not
+        only = counts[0]
+        value = "(empty)" if only["values"] is None else str(only["values"])
+        return f"<h2>{_e(title)}</h2><p class='sub'>All {only['counts']:,} rows: {_e(value)}.</p>"
     counts.sort(key=lambda c: (-c["counts"], str(c["values"])))
     shown = counts[:MAX_BARS]
     others = sum(c["counts"] for c in counts[MAX_BARS:])
@@ -81,7 +90,7 @@ def _bands(snapshot: Snapshot, key: str, title: str) -> str:
     return _draw_bars(list(counts.items()), title)
 
 
-def _draw_bars(pairs: list[tuple[str, int]], title: str) -> str:
+def _draw_bars(pairs: list[tuple[str, int]], title: str, colours: list[str] | None = None) -> str:
     top = max(max(count for _, count in pairs), 1)
     row_height, label_width, bar_width = 24, 170, 380
     height = row_height * len(pairs) + 10
@@ -92,16 +101,43 @@ def _draw_bars(pairs: list[tuple[str, int]], title: str) -> str:
         parts.append(
             f"<text x='{label_width - 8}' y='{y + 16}' text-anchor='end'>{_e(label[:28])}</text>"
             f"<rect x='{label_width}' y='{y + 3}' width='{width:.1f}' height='{row_height - 8}' "
-            f"fill='#2f81c1'><title>{_e(label)}: {count:,}</title></rect>"
+            f"fill='{colours[index] if colours else '#2f81c1'}' stroke='#4d4d4d' "
+            f"stroke-width='{0.5 if colours else 0}'><title>{_e(label)}: {count:,}</title></rect>"
             f"<text x='{label_width + width + 6:.1f}' y='{y + 16}'>{count:,}</text>"
         )
     return (
-        f"<h2>{_e(title)}</h2><svg role='img' aria-label='{_e(title)}' width='640' "
-        f"height='{height}' viewBox='0 0 640 {height}'>" + "".join(parts) + "</svg>"
+        f"<figure class='chart'><h2>{_e(title)}</h2><svg role='img' aria-label='{_e(title)}' "
+        f"width='640' height='{height}' viewBox='0 0 640 {height}'>"
+        + "".join(parts)
+        + "</svg></figure>"
     )
 
 
-def _map(snapshot: Snapshot, title: str) -> str:
+def _map(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, Any]) -> str:
+    """Parcels coloured by the chart's key (worst level) when the rows carry geometry."""
+    if not snapshot.has_geometry:
+        if "longitude" not in {f["key"] for f in header["spec"]}:
+            return f"<h2>{_e(chart['title'])}</h2><p class='sub'>The rows have no geometry.</p>"
+        return _points(snapshot, chart["title"])
+    wkb: list[bytes | None] = []
+    values: list[str | None] = []
+    places: list[str | None] = []
+    keys = [chart.get("key") or "", "locality"]
+    present = {f["key"] for f in header["spec"]}
+    for batch in snapshot.batches(geometry=True):
+        names = batch.schema.names
+        wkb += batch.column(names.index("geometry")).to_pylist()
+        n = batch.num_rows
+        values += (
+            batch.column(names.index(keys[0])).to_pylist() if keys[0] in present else [None] * n
+        )
+        places += (
+            batch.column(names.index(keys[1])).to_pylist() if keys[1] in present else [None] * n
+        )
+    return draw_map(chart["title"], wkb, values, list(header.get("levels") or []), places)
+
+
+def _points(snapshot: Snapshot, title: str) -> str:
     x = snapshot.column("longitude").to_numpy()
     y = snapshot.column("latitude").to_numpy()
     located = ~(np.isnan(x) | np.isnan(y))
@@ -135,46 +171,167 @@ def _map(snapshot: Snapshot, title: str) -> str:
     )
 
 
-def _chart(snapshot: Snapshot, chart: Mapping[str, Any] | None) -> str:
+def _stack_labels(header: Mapping[str, Any], stacks: list[str]) -> list[str]:
+    labels = {f["key"]: f["label"] for f in header["spec"]}
+    return [str(labels.get(s, s)) for s in stacks]
+
+
+def _stacked(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, Any]) -> str:
+    """Bars per value of the chart's key, made of its count columns, largest first."""
+    stacks = list(chart.get("stacks") or [])
+    frame = pd.DataFrame(
+        {k: snapshot.column(k).to_pandas() for k in [chart["key"], *stacks]}
+    ).fillna({chart["key"]: "(empty)"})
+    sums = frame.groupby(chart["key"])[stacks].sum()
+    sums = sums.loc[sums.sum(axis=1).sort_values(ascending=False).index][:MAX_BARS]
+    return stacked_bars(
+        chart["title"],
+        [str(c) for c in sums.index],
+        _stack_labels(header, stacks),
+        {
+            label: sums[key].tolist()
+            for key, label in zip(stacks, _stack_labels(header, stacks), strict=True)
+        },
+        _palette(chart, len(stacks)),
+    )
+
+
+def _palette(chart: Mapping[str, Any], count: int) -> list[str]:
+    if chart.get("palette") == "categorical":
+        return categorical_colours(count)
+    return severity_colours(count)
+
+
+def _series(header: Mapping[str, Any], chart: Mapping[str, Any]) -> str:
+    """Stacked columns per date from the metadata table the chart names."""
+    rows = next((m["value"] for m in header["meta"] if m["key"] == chart["key"]), None) or []
+    stacks = list(chart.get("stacks") or [])
+    labels = _stack_labels(header, stacks)
+    dated = [r for r in rows if str(r.get("date", "")).startswith(("1", "2"))]
+    return time_series(
+        chart["title"],
+        [str(r["date"]) for r in dated],
+        labels,
+        {label: [int(r.get(k, 0)) for r in dated] for k, label in zip(stacks, labels, strict=True)},
+        severity_colours(len(stacks)),
+    )
+
+
+def _chart(snapshot: Snapshot, chart: Mapping[str, Any] | None, header: Mapping[str, Any]) -> str:
     if not chart or snapshot.row_count == 0:
         return ""
+    if chart["kind"] == "stacked":
+        return _stacked(snapshot, header, chart)
+    if chart["kind"] == "series":
+        return _series(header, chart)
     if chart["kind"] == "map":
-        return _map(snapshot, chart["title"])
+        return _map(snapshot, header, chart)
     if chart["kind"] == "bands":
         return _bands(snapshot, chart["key"], chart["title"])
-    return _bars(snapshot, chart["key"], chart["title"])
+    return _bars(snapshot, chart["key"], chart["title"], list(header.get("levels") or []))
 
 
-def _cell_text(column: pa.Array, kind: str) -> list[str]:
+def _cell_text(column: pa.Array, kind: str, zone: str) -> list[str]:
     if kind == "timestamp":
-        column = iso_text(column)
+        column = iso_local(column, zone, excel=True)
+    elif kind == "date":
+        column = column.cast(pa.string())
     values = column.to_pylist()
     if kind == "boolean":
         return ["" if v is None else ("yes" if v else "no") for v in values]
     return ["" if v is None else _e(v) for v in values]
 
 
-def _table(snapshot: Snapshot, spec: list[dict[str, Any]], limit: int) -> str:
-    heads = "".join(f"<th>{_e(f['label'])}</th>" for f in spec)
+def _table(snapshot: Snapshot, header: Mapping[str, Any], limit: int) -> str:
+    spec = list(header["spec"])
+    zone = header_zone(header)
     numeric = [f["type"] in ("integer", "number") for f in spec]
+    classes = ["<th scope='col' class='num'>" if n else "<th scope='col'>" for n in numeric]
+    heads = "".join(f"{classes[i]}{_e(label)}</th>" for i, label in enumerate(labels(header)))
+    filters = "".join(
+        f"<th><input data-col='{i}' aria-label='filter {_e(f['label'])}' placeholder='filter'></th>"
+        for i, f in enumerate(spec)
+    )
+    opens = [
+        "<td class='num'>"
+        if numeric[i]
+        else "<td class='ts'>"
+        if f["type"] in ("timestamp", "date")
+        else "<td>"
+        for i, f in enumerate(spec)
+    ]
     body: list[str] = []
+    sums = [0.0] * len(spec)
     shown = 0
     for batch in snapshot.batches(rows=min(limit, 65_536)):
         part = batch.slice(0, limit - shown)
-        columns = [_cell_text(part.column(i), f["type"]) for i, f in enumerate(spec)]
+        columns = [_cell_text(part.column(i), f["type"], zone) for i, f in enumerate(spec)]
+        if header.get("totals"):
+            for i, kind in enumerate(numeric):
+                if kind and spec[i]["key"] not in ("eventId", "id"):
+                    sums[i] += float(pc.sum(part.column(i)).as_py() or 0)
         for row in zip(*columns, strict=True):
-            cells = "".join(
-                f"<td class='num'>{v}</td>" if numeric[i] else f"<td>{v}</td>"
-                for i, v in enumerate(row)
-            )
+            cells = "".join(f"{opens[i]}{v}</td>" for i, v in enumerate(row))
             body.append(f"<tr>{cells}</tr>")
         shown += part.num_rows
         if shown >= limit:
             break
+    foot = ""
+    if header.get("totals") and shown == snapshot.row_count and shown > 1:
+        totals = [
+            f"<td class='num'>{sums[i]:,.0f}</td>"
+            if numeric[i] and spec[i]["key"] not in ("eventId", "id")
+            else "<td></td>"
+            for i in range(len(spec))
+        ]
+        totals[0] = "<td>Total</td>"
+        foot = f"<tfoot><tr>{''.join(totals)}</tr></tfoot>"
     return (
-        f"<div class='wrap'><table class='data'><thead><tr>{heads}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table></div>"
+        "<div class='controls'><input id='search' type='search' placeholder='Search every "
+        "column' aria-label='search the rows'><span><span id='shown'>"
+        f"{shown:,}</span> of {shown:,} rows shown</span></div>"
+        f"<div class='wrap'><table class='data'><thead><tr class='names'>{heads}</tr>"
+        f"<tr class='filters'>{filters}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody>{foot}</table></div>"
     )
+
+
+def _tiles(header: Mapping[str, Any]) -> str:
+    """The headline figures, large, before anything else."""
+    meta = {m["key"]: m for m in header["meta"]}
+    tiles = [
+        f"<div class='tile'><b>{_e(meta[k]['display'])}</b><span>{_e(meta[k]['label'])}</span>"
+        "</div>"
+        for k in header.get("headline") or []
+        if k in meta
+    ]
+    return f"<div class='tiles'>{''.join(tiles)}</div>" if tiles else ""
+
+
+def _extra_tables(header: Mapping[str, Any]) -> str:
+    """Metadata entries whose value is a list of rows (e.g. items per date), as tables."""
+    labels_of = {"date": "Date", **{f["key"]: f["label"] for f in header["spec"]}}
+    parts = []
+    for table in header.get("tables") or []:
+        rows = next((m["value"] for m in header["meta"] if m["key"] == table["key"]), None)
+        if not rows:
+            continue
+        keys = list(rows[0])
+        heads = "".join(f"<th>{_e(labels_of.get(k, k))}</th>" for k in keys)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td class='num'>{v:,}</td>" if isinstance(v, int) else f"<td>{_e(v)}</td>"
+                for v in (row.get(k) for k in keys)
+            )
+            + "</tr>"
+            for row in rows
+        )
+        parts.append(
+            f"<h2>{_e(table['title'])}</h2><div class='wrap'><table class='data extra'>"
+            f"<thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table></div>"
+        )
+    return "".join(parts)
 
 
 def write_html(
@@ -195,15 +352,20 @@ def write_html(
     else:
         note = f"<p class='sub'>All {total:,} rows.</p>"
     name = _e(header["name"])
+    tables = {t["key"] for t in header.get("tables") or []}
+    facts = [m for m in header["meta"] if m["key"] not in tables]
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{name}</title><style>{STYLE}</style></head><body>"
         f"<h1>{name}</h1><p class='sub'>{total:,} rows; generated {_e(generated)}</p>"
-        f"<h2>Filters</h2>{_facts(header['filter'])}"
-        f"<h2>Data quality</h2>{_facts(header['meta'])}"
-        f"{_chart(snapshot, header.get('chart'))}"
-        f"{''.join(_chart(snapshot, chart) for chart in header.get('charts', []))}"
-        f"<h2>Rows</h2>{note}{_table(snapshot, list(header['spec']), max_rows)}"
-        "</body></html>"
+        f"{_tiles(header)}"
+        f"<div class='cols'><section><h2>Filters</h2>{_facts(header['filter'])}</section>"
+        f"<section><h2>Data quality</h2>{_facts(facts)}</section></div>"
+        f"{_chart(snapshot, header.get('chart'), header)}"
+        f"{''.join(_chart(snapshot, chart, header) for chart in header.get('charts', []))}"
+        f"<h2>Rows</h2>{note}{_table(snapshot, header, max_rows)}"
+        f"{_extra_tables(header)}"
+        f"<script>{SCRIPT}</script></body></html>"
     )

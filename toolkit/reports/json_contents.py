@@ -22,7 +22,10 @@ def _json_rows(batch: pa.RecordBatch, first: bool) -> memoryview:
     parts: list[pa.Array | str] = []
     for position, name in enumerate(batch.schema.names):
         parts.append(("{" if position == 0 else ",") + json.dumps(name) + ":")
-        parts.append(pc.fill_null(json_literals(batch.column(position)), NULL))
+        column = batch.column(position)
+        if pa.types.is_date(column.type):  # a calendar date is its ISO text
+            column = column.cast(pa.string())
+        parts.append(pc.fill_null(json_literals(column), NULL))
     parts.append("}")
     # Every row starts with its comma; the very first row's is skipped below.
     pieces = [text(","), *(text(p) if isinstance(p, str) else p for p in parts)]

@@ -2,7 +2,8 @@
 
 ``queue`` checks the request and records a QUEUED instance; ``execute`` (in
 whatever thread or process an executor chose) moves it to RUNNING, gathers the
-rows into a Parquet snapshot, computes the metadata and marks it COMPLETED, or
+rows into a Parquet snapshot (a temporary file), computes the metadata and marks
+it COMPLETED with the snapshot stored in the site file, in one transaction, or
 FAILED with the reason. Rendering reads only the snapshot and the instance.
 
 Every step acts for one :class:`~toolkit.model.visibility.Visibility`. A run is refused
@@ -22,9 +23,15 @@ import logging
 import tempfile
 import time
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
-from toolkit.errors import NotFoundError, OptionError, PermissionDeniedError, ToolkitError
+from toolkit.errors import (
+    DiskFullError,
+    NotFoundError,
+    OptionError,
+    PermissionDeniedError,
+    ToolkitError,
+)
 from toolkit.model.visibility import EVERYTHING, Visibility
 from toolkit.names import REPORT_FORMATS as FORMATS
 from toolkit.names import ReportFormat
@@ -32,11 +39,14 @@ from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import format_time, parse_int
 from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
-from toolkit.reports.csv_file import write_csv
+from toolkit.reports.csv_file import header_zone, write_csv
+from toolkit.reports.definitions import active_catalogue
 from toolkit.reports.html_page import write_html
 from toolkit.reports.json_contents import write_json
 from toolkit.reports.schema import schema_url
 from toolkit.reports.snapshot import Snapshot, SnapshotWriter
+from toolkit.reports.spatial_file import SPATIAL_FORMATS, write_spatial
+from toolkit.reports.times import local_text, site_zone
 from toolkit.reports.xlsx_file import write_xlsx
 from toolkit.store import SiteStore
 
@@ -48,13 +58,18 @@ Format = ReportFormat
 MEDIA_TYPES = {
     "json": "application/json",
     "csv": "text/csv; charset=utf-8",
+    "csv-excel": "text/csv; charset=utf-8",
     "html": "text/html; charset=utf-8",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "gpkg": "application/geopackage+sqlite3",
+    "geojson": "application/geo+json",
+    "parquet": "application/vnd.apache.parquet",
 }
 
 
-def instance_object(row: Mapping[str, Any], catalogue: Catalogue = CATALOGUE) -> dict[str, Any]:
+def instance_object(row: Mapping[str, Any], catalogue: Catalogue | None = None) -> dict[str, Any]:
     """The spec's report instance (2.8), plus ``reportId`` and ``name``."""
+    catalogue = catalogue or active_catalogue(CATALOGUE)
     definition = catalogue.by_id.get(row["report_id"])
     return {
         "code": row["code"],
@@ -72,6 +87,18 @@ def instance_object(row: Mapping[str, Any], catalogue: Catalogue = CATALOGUE) ->
     }
 
 
+def _named_filters(store: SiteStore, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Filters naming an event show its name beside its id: ``1 (Sample flood 2026)``."""
+    named = []
+    for entry in filters:
+        if entry["key"] == "eventId" and isinstance(entry["value"], int):
+            event = store.events.get(entry["value"])
+            if event is not None:
+                entry = {**entry, "display": f"{entry['value']} ({event['name']})"}
+        named.append(entry)
+    return named
+
+
 class ReportRunner:
     """Report runs of one site."""
 
@@ -81,12 +108,17 @@ class ReportRunner:
         *,
         user_id: str | None = None,
         visibility: Visibility = EVERYTHING,
-        catalogue: Catalogue = CATALOGUE,
+        catalogue: Catalogue | None = None,
+        time_zone: str | None = None,
     ) -> None:
         self.store = store
+        # The site's zone (TOOLKIT_TIMEZONE, else UTC) unless given: read when a run
+        # executes, kept in its header.
+        self.time_zone = time_zone
         self.user_id = user_id
         self.visibility = visibility
-        self.catalogue = catalogue
+        # The built-in reports and the analysts' (TOOLKIT_REPORTS) unless given.
+        self.catalogue = catalogue or active_catalogue(CATALOGUE)
 
     # --- queueing -------------------------------------------------------------------------
 
@@ -178,33 +210,44 @@ class ReportRunner:
             return self._instance(row["id"])
         started = time.perf_counter()
         try:
-            definition = self.catalogue.get(row["report_id"])
-            header, rows = self._snapshot(row["id"], definition, json.loads(row["params"] or "{}"))
+            with self.store.reports.spool() as spool:
+                definition = self.catalogue.get(row["report_id"])
+                params = json.loads(row["params"] or "{}")
+                header, rows = self._snapshot(row["id"], definition, params, spool)
+                taken = time.perf_counter() - started
+                spool.seek(0)
+                # The snapshot goes into the site file with the COMPLETED status, at once.
+                self.store.reports.complete(
+                    row["id"],
+                    row_count=rows,
+                    time_taken=taken,
+                    header=header,
+                    result=f"completed: {rows:,} rows in {taken:.2f} s",
+                    snapshot=spool,
+                )
         except Exception as exc:  # every failure ends the instance, never the worker
             taken = time.perf_counter() - started
             if isinstance(exc, ToolkitError):
                 reason = str(exc)
                 code = 403 if isinstance(exc, PermissionDeniedError) else 400
+                if isinstance(exc, DiskFullError):
+                    code = 500
             else:
                 log.exception("report instance %s failed", row["id"])
                 # The exception's text can name files; it goes to the log only.
                 reason = f"internal error ({type(exc).__name__}); the log has the details"
                 code = 500
             self.store.reports.fail(row["id"], reason=reason, code=code, time_taken=taken)
-            return self._instance(row["id"])
-        taken = time.perf_counter() - started
-        self.store.reports.complete(
-            row["id"],
-            row_count=rows,
-            time_taken=taken,
-            header=header,
-            result=f"completed: {rows:,} rows in {taken:.2f} s",
-        )
         return self._instance(row["id"])
 
     def _snapshot(
-        self, instance_id: int, definition: ReportDefinition, params: Mapping[str, Any]
+        self,
+        instance_id: int,
+        definition: ReportDefinition,
+        params: Mapping[str, Any],
+        spool: IO[bytes],
     ) -> tuple[dict[str, Any], int]:
+        """Write the rows to ``spool``; returns the contents' header and the row count."""
         typed = definition.parse_params(params)
         # Checked again here: duty can end between queueing and running.
         scope = self._require_scope(definition, typed, f"report instance {instance_id}")
@@ -213,21 +256,22 @@ class ReportRunner:
         # The events the snapshot drew on: those the parameters name when they name
         # some (the rows are theirs alone), else every visible one (None: every event).
         narrowed = bool(scope) and None not in scope
-        drawn = sorted(scope) if narrowed else visible
-        path = self.store.reports.snapshot_path(instance_id)
-        with SnapshotWriter(path, gathered.spec) as writer:
+        drawn = sorted(e for e in scope if e is not None) if narrowed else visible
+        with SnapshotWriter(spool, gathered.spec, geometry=gathered.geometry) as writer:
             for frame in gathered.chunks:
                 writer.write(frame)
         generated = self.store.db.clock()
-        with Snapshot(path, gathered.spec) as snapshot:
+        zone = self.time_zone or site_zone()
+        with Snapshot(spool, gathered.spec, close_source=False) as snapshot:
             meta = [
                 MetaEntry.count("rowCount", "Rows", snapshot.row_count),
                 MetaEntry(
                     "dateGenerated",
                     "Data as of",
                     generated // 1000,
-                    str(format_time(generated)),
+                    f"{local_text(generated, zone)} ({zone})",
                 ),
+                MetaEntry("timeZone", "Times in", zone, zone),
                 *gathered.meta(snapshot),
             ]
             if visible is not None and not narrowed:  # duty limited the rows: say so
@@ -241,18 +285,24 @@ class ReportRunner:
                     )
                 )
             rows = snapshot.row_count
-        chart = definition.chart
+        charts = (
+            gathered.charts
+            if gathered.charts is not None
+            else tuple(c for c in (definition.chart, *definition.more_charts) if c is not None)
+        )
         header = {
             "name": definition.name,
             "meta": [m.describe() for m in meta],
-            "filter": definition.filters(typed),
+            "filter": _named_filters(self.store, definition.filters(typed)),
             "spec": [f.describe() for f in gathered.spec],
-            "chart": None
-            if chart is None
-            else {"kind": chart.kind, "title": chart.title, "key": chart.key},
-            "charts": [
-                {"kind": c.kind, "title": c.title, "key": c.key} for c in definition.more_charts
-            ],
+            # How the other formats draw and lay out the rows (not part of the JSON).
+            "chart": charts[0].describe() if charts else None,
+            "charts": [c.describe() for c in charts[1:]],
+            "levels": list(gathered.levels),
+            "tables": [{"key": k, "title": t} for k, t in gathered.tables],
+            "timeZone": zone,
+            "totals": gathered.totals,
+            "headline": list(gathered.headline),
             # Not part of the contents: who may read them (see _readable).
             "visibility": None if drawn is None else [int(e) for e in drawn],
         }
@@ -275,13 +325,13 @@ class ReportRunner:
             )
         header = json.loads(row["header"])
         spec = [Field(f["key"], f["label"], f["type"]) for f in header["spec"]]
-        path = self.store.reports.snapshot_path(row["id"])
-        if not path.exists():
+        stored = self.store.reports.snapshot(row["id"])
+        if stored is None:  # a run whose side-folder snapshot was lost before migration 5
             raise NotFoundError(
                 f"report instance {row['id']}: its snapshot is gone; run it again "
                 f"with reportInstanceId {row['id']}"
             )
-        return row, header, Snapshot(path, spec)
+        return row, header, Snapshot(stored, spec)
 
     def write(
         self,
@@ -306,13 +356,19 @@ class ReportRunner:
         with snapshot:
             if format == "json":
                 write_json(snapshot, header, schema_url(schema_base_url), out)
-            elif format == "csv":
-                write_csv(snapshot, header, out)
+            elif format in ("csv", "csv-excel"):
+                write_csv(snapshot, header, out, excel=format == "csv-excel")
+            elif format in SPATIAL_FORMATS:
+                write_spatial(snapshot, header, out, format)
             elif format == "xlsx":
-                options = {} if rows_per_sheet is None else {"rows_per_sheet": rows_per_sheet}
-                write_xlsx(snapshot, header, out, **options)
+                if rows_per_sheet is None:
+                    write_xlsx(snapshot, header, out)
+                else:
+                    write_xlsx(snapshot, header, out, rows_per_sheet=rows_per_sheet)
             else:
-                page = write_html(snapshot, header, generated=str(format_time(row["date_run"])))
+                zone = header_zone(header)
+                generated = f"{local_text(row['date_run'], zone)} ({zone})"
+                page = write_html(snapshot, header, generated=generated)
                 out.write(page.encode("utf-8"))
         return instance_object(row, self.catalogue)
 

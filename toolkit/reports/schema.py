@@ -23,4 +23,5 @@ def schema_url(base_url: str | None = None) -> str:
 
 
 def load_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return schema

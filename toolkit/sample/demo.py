@@ -103,11 +103,17 @@ def run_demo(
         result.jobs.append(job)
         if (job.get("summary") or {}).get("counts", {}).get("rejected"):
             result.outputs[f"{name} rejected rows"] = str(rejects)
+    if not result.ok:  # the failed job is the answer; reports of a half-made site mislead
+        result.outputs["site file"] = str(site.db.path)
+        return result
     items_job = result.jobs[-1]["id"]
-    # What an analyst takes away: the damage assessments of the event, and how well their
-    # addresses matched the parcels.
+    # What an analyst takes away: first how much damage and where (the headline), then the
+    # damaged parcels on a map, the assessments themselves (register fields as columns),
+    # and how well their addresses matched the parcels.
     for report_id, params, stem in (
-        (1, {"eventId": event["id"]}, "damage_assessments"),
+        (6, {"eventId": event["id"]}, "damage_summary"),
+        (2, {"eventId": event["id"]}, "impacted_assets"),
+        (1, {"eventId": event["id"], "registerId": "damage-assessment"}, "damage_assessments"),
         (4, {"jobId": items_job}, "matching_quality"),
     ):
         instance = site.report_run({"reportId": report_id, "params": params})["id"]

@@ -25,6 +25,7 @@ from toolkit.server.errors import (
 from toolkit.server.limits import AccessLogMiddleware, BodyLimitMiddleware
 from toolkit.server.routing import merge_routes
 from toolkit.server.state import ServerSettings, ServerState
+from toolkit.site.credentials import dummy_hash
 from toolkit.store import Database
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -57,6 +58,7 @@ def create_app(store_path: str | Path, *, settings: ServerSettings | None = None
     # Open (and migrate) the file once up front, so a bad path fails at start, not per call;
     # a server never makes a site file of its own.
     Database(path, create=False).close()
+    dummy_hash()  # made now, not on the first login of an unknown username (its timing)
     state = ServerState(path, settings)
 
     @contextlib.asynccontextmanager

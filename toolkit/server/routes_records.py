@@ -2,7 +2,8 @@
 
 Paths where the spec is silent are DESIGN.md's. Register data (items, their
 audit entries, event updates) needs the user on duty in the event (spec 5,
-rule 5); assets and event searches do not.
+rule 5); assets and event searches do not. Writes take the audit log's text as
+``?message=`` (our choice: the spec names ``message`` only for imports).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from starlette.routing import Route
 from toolkit.errors import OptionError
 from toolkit.query.filters import parse_int
 from toolkit.server.calls import Call, endpoint
+from toolkit.site.writes import checked_message
+
+# The query parameters of item and event writes (POST, PUT, PATCH): text for the audit log.
+WRITE_PARAMETERS = ("message",)
 
 
 def list_items(call: Call) -> Any:
@@ -26,8 +31,9 @@ def list_items(call: Call) -> Any:
 
 def create_item(call: Call) -> Any:
     body = _object(call)
+    message = _message(call)
     call.require_duty(body.get("eventId"))
-    return call.local.create_item(body)
+    return call.local.create_item(body, message=message)
 
 
 def get_item(call: Call) -> Any:
@@ -39,12 +45,13 @@ def get_item(call: Call) -> Any:
 def _update_item(call: Call, *, replace: bool) -> Any:
     item_id = call.path_int()
     body = _object(call)
+    message = _message(call)
     call.require_duty(call.local.get_item(item_id)["eventId"])
     if body.get("eventId") is not None:
         call.require_duty(body["eventId"])
     if replace:
-        return call.local.replace_item(item_id, body)
-    return call.local.patch_item(item_id, body)
+        return call.local.replace_item(item_id, body, message=message)
+    return call.local.patch_item(item_id, body, message=message)
 
 
 def replace_item(call: Call) -> Any:
@@ -81,9 +88,10 @@ def get_event(call: Call) -> Any:
 
 def _update_event(call: Call, *, replace: bool) -> Any:
     event_id = call.path_int()
+    message = _message(call)
     call.local.get_event(event_id)  # 404 before 403: another site's event is not found
     call.require_duty(event_id)
-    return call.local.update_event(event_id, _object(call), replace=replace)
+    return call.local.update_event(event_id, _object(call), replace=replace, message=message)
 
 
 def replace_event(call: Call) -> Any:
@@ -111,6 +119,19 @@ def get_audit_log(call: Call) -> Any:
     if entry["eventId"] is not None:
         call.require_duty(entry["eventId"])
     return entry
+
+
+def _message(call: Call) -> str | None:
+    """The audit message of a write, ``?message=`` (as an import's ``message`` field); a
+    write takes no other parameter."""
+    params = call.params
+    unknown = sorted(set(params) - set(WRITE_PARAMETERS))
+    if unknown:
+        raise OptionError(
+            f"unknown parameter(s) {', '.join(unknown)}; a write takes only "
+            + ", ".join(WRITE_PARAMETERS)
+        )
+    return checked_message(params.get("message"))
 
 
 def _object(call: Call) -> dict[str, Any]:

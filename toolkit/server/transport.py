@@ -114,6 +114,7 @@ class GuardedH11Protocol(H11Protocol):
 
     # --- connection caps ------------------------------------------------------------------
 
+    # As uvicorn's own (ignored there too): asyncio's base protocol takes any BaseTransport.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._peer = self.client[0] if self.client else "-"

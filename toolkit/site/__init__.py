@@ -2,7 +2,7 @@
 
 Owns :class:`Site` (the protocol both faces implement), :class:`LocalSite` (the spec's
 operations over a site file), its writes, user administration and credentials, and the
-matching-index cache beside the site file. May import ``toolkit.importing``,
+matching-index cache in the site file. May import ``toolkit.importing``,
 ``toolkit.reports``, ``toolkit.matching``, ``toolkit.sources``, ``toolkit.store``,
 ``toolkit.model``, ``toolkit.query`` and the shared top-level modules; never
 ``toolkit.remote``, ``toolkit.server`` or ``toolkit.cli``. Choosing a face

@@ -9,6 +9,7 @@ the caller can refuse it a second time (a code logs in once).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import secrets
 from collections.abc import Mapping
@@ -30,8 +31,18 @@ AUTH_SECRETS = ("password", "apiKey", "mfaCode")
 AUTH_KNOWN = (*AUTH_FIELDS, "username", *AUTH_SECRETS)
 
 _hasher = PasswordHasher()
+
+
 # Verified when the username is unknown, so a wrong username costs as long as a wrong password.
-_DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
+@functools.cache
+def dummy_hash() -> str:
+    """A hash to verify against when the user has none, so both cases take as long.
+
+    Made on first use: an argon2 hash takes a few hundred milliseconds, which every
+    command paid at import before (issue 17, cold start). A server makes it at start
+    (:func:`toolkit.server.create_app`), so even its first unknown username takes no
+    longer than a wrong password."""
+    return _hasher.hash(secrets.token_urlsafe(16))
 
 
 def hash_secret(secret: str) -> str:
@@ -41,7 +52,7 @@ def hash_secret(secret: str) -> str:
 def verify_secret(stored_hash: str | None, secret: str) -> bool:
     """True when ``secret`` matches ``stored_hash``; always spends the time of a check."""
     try:
-        return _hasher.verify(stored_hash or _DUMMY_HASH, secret) and stored_hash is not None
+        return _hasher.verify(stored_hash or dummy_hash(), secret) and stored_hash is not None
     except (VerificationError, InvalidHashError):
         return False
 

@@ -1,19 +1,17 @@
-"""The matching index of a site's assets: built from the store, cached beside the site file.
+"""The matching index of a site's assets: built from the store, cached in the site file.
 
-Building it for a million assets takes seconds, so it is saved beside the site
-file and reused until the site's assets change (a stamp of their count, last
-change and highest id).
+Building it for a million assets takes seconds, so it is kept in the site file
+(so that a copy of the file is the whole site) and reused until the site's assets
+change (a stamp of their count, last change and highest id).
 """
 
 from __future__ import annotations
 
 import io
-import json
 import logging
-import shutil
+import tempfile
 import threading
 import time
-from pathlib import Path
 
 import geopandas as gpd
 import numpy as np
@@ -66,31 +64,25 @@ def _extra_columns(extra_info: pd.Series) -> pd.DataFrame:
         return pd.read_json(io.StringIO(lines.decode("utf-8")), lines=True, dtype=False)
 
 
-def site_asset_index(
-    store: SiteStore, cache_root: Path | None = None, *, stamp: str | None = None
-) -> AssetIndex:
+def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetIndex:
     """The index of the site's active assets, from the cache when the assets have not changed.
 
     ``stamp`` is the assets' stamp when the caller has just read it.
     """
-    cache_root = cache_root or store.db.path.with_name(store.db.path.name + ".index")
-    folder = cache_root / f"site-{store.site_id}"
     stamp = stamp or store.assets.stamp()
-    stamp_file = folder / "stamp.json"
-    if stamp_file.exists():
+    cached = store.index_cache.get(stamp)
+    if cached is not None:
         try:
-            if json.loads(stamp_file.read_text("utf-8")).get("stamp") == stamp:
-                return AssetIndex.load(folder)
-        except (OSError, ValueError, ToolkitError) as exc:  # a damaged cache is rebuilt
-            log.warning("rebuilding the asset index cache %s: %s", folder, exc)
+            return AssetIndex.loads(cached, f"the site file {store.db.path}")
+        except ToolkitError as exc:  # a damaged cache is rebuilt
+            log.warning("rebuilding the asset index cache: %s", exc)
     index = AssetIndex.from_frame(site_asset_frame(store))
-    try:
-        if folder.exists():
-            shutil.rmtree(folder)
-        index.save(folder)
-        stamp_file.write_text(json.dumps({"stamp": stamp}), encoding="utf-8")
-    except OSError as exc:  # a read-only place: matching still works, only slower next time
-        log.warning("cannot cache the asset index in %s: %s", folder, exc)
+    # Spooled to disk past 64 MiB: a million assets' index is a few hundred.
+    with tempfile.SpooledTemporaryFile(max_size=64 * 2**20) as spool:
+        index.dump(spool)
+        spool.seek(0)
+        # A busy or read-only file: matching still works, only slower next time.
+        store.index_cache.put(stamp, spool)
     return index
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.importing.pipeline import ImportRequest, ImportRunner, job_object
+from toolkit.importing.results import JobOutcome
 from toolkit.importing.tasks import ImportExecutor
 from toolkit.importing.tasks import inline_executor as inline_import_executor
 from toolkit.model.shapes import (
@@ -34,10 +35,14 @@ from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_exe
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
 from toolkit.site.index_cache import IndexCache
-from toolkit.site.writes import SiteWrites
+from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
+from toolkit.site.ties import mark_ties
+from toolkit.site.writes import SiteWrites, checked_message
 from toolkit.store import Actor, Database, SiteStore
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from toolkit.matching import AssetIndex
 
 ITEM_FILTERS = {
@@ -162,6 +167,16 @@ class LocalSite(SiteWrites, SiteAdmin):
 
     # --- rules and imports --------------------------------------------------------------
 
+    def import_file(
+        self,
+        request: ImportRequest,
+        *,
+        progress: Progress = no_progress,
+        delivery: Delivery = DEFAULT_DELIVERY,
+    ) -> JobOutcome:
+        """Import a file in place, as one job (``delivery`` is for a server: unused)."""
+        return JobOutcome(self.run_import(request, progress=progress))
+
     def run_import(
         self, request: ImportRequest, *, progress: Progress = no_progress
     ) -> dict[str, Any]:
@@ -178,8 +193,17 @@ class LocalSite(SiteWrites, SiteAdmin):
         )
         return runner.run(request)
 
+    def remember_decisions(self, decisions: pd.DataFrame) -> int:
+        """Keep a reviewer's match decisions (columns ``query``, ``asset_id``) for every
+        later lookup and import of this site; returns how many were kept."""
+        return self.store.decisions.remember(decisions)
+
+    def match_decisions(self) -> pd.DataFrame:
+        """Every remembered match decision of this site (columns ``query``, ``asset_id``)."""
+        return self.store.decisions.all()
+
     def asset_index(self) -> AssetIndex:
-        """The matching index of this site's active assets (cached beside the site file)."""
+        """The matching index of this site's active assets (cached in the site file)."""
         if self.index_cache is not None:
             return self.index_cache.get(self.store)
         from toolkit.site.index_cache import site_asset_index
@@ -193,19 +217,19 @@ class LocalSite(SiteWrites, SiteAdmin):
         output: str = "asset",
     ) -> dict[str, Any]:
         """The spec's asset lookup (4.3): one query string, or ``[{code, str}, ...]``."""
-        from toolkit.matching import (
-            checked_options,
-            lookup_one,
-            queries_from_spec,
-            resolve,
-            to_spec_result,
-        )
+        import pandas as pd
+
+        from toolkit.matching import checked_options, queries_from_spec, resolve, to_spec_result
 
         index = self.asset_index()
-        if isinstance(queries, str):
-            return lookup_one(index, queries, options, output)
-        resolved = resolve(index, queries_from_spec(queries), checked_options(index, options))
-        return to_spec_result(index, resolved, output)
+        if isinstance(queries, str):  # the GET form: one query, answered as "1"
+            checked = checked_options(index, options)
+            frame = pd.DataFrame({"query": pd.array([queries], dtype="str")})
+        else:
+            frame = queries_from_spec(queries)
+            checked = checked_options(index, options)
+        resolved = resolve(index, frame, checked)
+        return mark_ties(to_spec_result(index, resolved, output), resolved)
 
     def import_status(
         self, job_id: int | None = None, *, visibility: Visibility = EVERYTHING
@@ -231,6 +255,7 @@ class LocalSite(SiteWrites, SiteAdmin):
     # --- events and registers -----------------------------------------------------------
 
     def create_event(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
+        message = checked_message(message)
         columns = self._event_columns(values)
         if not columns.get("name"):
             raise OptionError("an event needs a name")
@@ -281,6 +306,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         message: str | None = None,
     ) -> dict[str, Any]:
         """PATCH (a change-set) or, with ``replace``, PUT (missing fields become null)."""
+        message = checked_message(message)
         self.get_event(event_id)
         if replace:
             missing = [n for n in EVENT_REQUIRED if changes.get(n) in (None, "")]

@@ -10,10 +10,43 @@ used by ``toolkit serve``); callers that hold a ``Site`` never pass them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, BinaryIO, Protocol, Self
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, Self
 
 from toolkit.progress import Progress, no_progress
+
+if TYPE_CHECKING:
+    from toolkit.importing.request import ImportRequest
+    from toolkit.matching.index import AssetIndex
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How a file travels to a server (``toolkit import --url``): the embedded site reads
+    it in place and needs none of this."""
+
+    # Assets to link items to offline before sending (None: link on the server).
+    asset_index: Callable[[], AssetIndex | None] | None = None
+    force: bool = False  # push again what the journal says was pushed
+    poll_interval_s: float | None = None  # between status checks; None: the spec's minimum
+    server_dry_run: bool = False  # the server only plans each chunk; nothing is written
+
+
+DEFAULT_DELIVERY = Delivery()
+
+
+class ImportOutcome(Protocol):
+    """What :meth:`Site.import_file` did: one job, or a push's chunks and offline checks."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def warnings(self) -> list[str]: ...
+
+    def failure(self) -> str | None: ...
 
 
 class Site(Protocol):
@@ -40,6 +73,17 @@ class Site(Protocol):
     ) -> dict[str, Any]: ...
 
     def import_schedule(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def import_file(
+        self,
+        request: ImportRequest,
+        *,
+        progress: Progress = no_progress,
+        delivery: Delivery = DEFAULT_DELIVERY,
+    ) -> ImportOutcome:
+        """Import a file of this machine: in place (one job), or checked and linked
+        offline, then pushed to the server in chunks."""
+        ...
 
     def import_status(self, job_id: int | None = None) -> dict[str, Any] | list[dict[str, Any]]: ...
 

@@ -23,7 +23,7 @@ from toolkit.importing.pipeline import ImportRunner, materialise_data, request_f
 from toolkit.importing.tasks import ImportExecutor, ImportTask
 from toolkit.model.fieldtypes import convert_value
 from toolkit.model.shapes import ITEM_OUTPUT_ONLY_FIELDS, ITEM_OWN_FIELDS
-from toolkit.query.filters import format_time, parse_int
+from toolkit.query.filters import format_time, listing, parse_int, shown
 from toolkit.store import Actor, Database, SiteStore
 from toolkit.store.items import NewItems
 
@@ -57,6 +57,38 @@ SCHEDULE_FIELDS = (
 )
 # How asset_friendly is looked up: the service's sounds-like search, words in any order.
 FRIENDLY_OPTIONS = {"mode": "soundex", "maxRank": 3, "useExternalLookups": False}
+# An audit message of a REST write travels as ``?message=`` in the URL: 1,000 characters
+# percent-encoded stay well inside a server's 16 kB request head whatever the script.
+MAX_MESSAGE_CHARS = 1000
+# A media file is one request of at most 10 MB (spec 8), multipart envelope included: what
+# the embedded site accepts, a server accepts too.
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+MAX_MEDIA_BYTES = MAX_REQUEST_BYTES - 64 * 1024
+
+
+def check_media_size(name: str, size: int) -> None:
+    """An error when a media file of ``size`` bytes is over what one request may carry."""
+    if size > MAX_MEDIA_BYTES:
+        raise OptionError(
+            f"media file {name!r} is {size:,} bytes; a media file is at most "
+            f"{MAX_MEDIA_BYTES:,} bytes (one request of the API's 10 MB limit)"
+        )
+
+
+def checked_message(message: str | None) -> str | None:
+    """The audit message of a write (None when empty); an error when it is too long."""
+    if message is None:
+        return None
+    if not isinstance(message, str):
+        raise OptionError(f"message {shown(message)} must be text")
+    if not message.strip():
+        return None
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise OptionError(
+            f"message is {len(message):,} characters; an audit message is at most "
+            f"{MAX_MESSAGE_CHARS:,}"
+        )
+    return message
 
 
 class SiteWrites:
@@ -74,6 +106,7 @@ class SiteWrites:
 
         def get_item(self, item_id: int) -> dict[str, Any]: ...
         def asset_index(self) -> AssetIndex: ...
+        def require_account_admin(self, what: str) -> None: ...  # SiteAdmin's
         def import_status(
             self, job_id: int | None = None
         ) -> dict[str, Any] | list[dict[str, Any]]: ...
@@ -83,6 +116,7 @@ class SiteWrites:
     def create_item(self, values: Mapping[str, Any], message: str | None = None) -> dict[str, Any]:
         """POST an item (4.6): the saved record with its final values."""
         values = _object("item", values)
+        message = checked_message(message)
         register_id = _register_of(values)
         if register_id is None:
             raise OptionError("an item needs registerId (alias type)")
@@ -124,6 +158,7 @@ class SiteWrites:
     def _update_item(
         self, item_id: int, values: Mapping[str, Any], *, replace: bool, message: str | None
     ) -> dict[str, Any]:
+        message = checked_message(message)
         row = self.store.items.get(item_id)
         if row is None:
             raise NotFoundError(f"item {item_id} does not exist")
@@ -178,7 +213,11 @@ class SiteWrites:
     def _register_field_types(self, register_id: str) -> dict[str, dict[str, Any]]:
         row = self.store.registers.get(register_id)
         if row is None:
-            raise NotFoundError(f"register {register_id!r} does not exist in this site")
+            known = [str(r["id"]) for r in self.store.registers.all()]
+            raise NotFoundError(
+                f"registerId {register_id!r} is not a register of this site; registers: "
+                + listing(known, none="none yet (an item import makes its register)")
+            )
         fields = {f["name"]: f for f in json.loads(row["fields"])}
         fields.setdefault(DEFAULT_MEDIA_FIELD, {"name": DEFAULT_MEDIA_FIELD, "type": "media"})
         return fields
@@ -299,6 +338,7 @@ class SiteWrites:
             raise OptionError("a media file needs a name (the multipart part 'name')")
         if len(name) > 255:
             raise OptionError("a media file name is at most 255 characters")
+        check_media_size(name, len(content))
         kind = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
         media_id = self.store.media.add(name, kind, content, Actor(self.user_id))
         return self.get_media(media_id)
@@ -349,7 +389,7 @@ class SiteWrites:
             )
             rule = runner.check(request)
             if rule.import_type == "user":
-                self.require_account_admin("an import of type user")  # type: ignore[attr-defined]
+                self.require_account_admin("an import of type user")
             job_id = runner.record(request, rule)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)

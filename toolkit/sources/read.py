@@ -216,6 +216,7 @@ def _read_named(
         report.problems = [
             replace(p, message=_renamed(p.message, path, name)) for p in report.problems
         ]
+        report.warnings = [_renamed(w, path, name) for w in report.warnings]
     return frame, report
 
 
@@ -363,6 +364,10 @@ def _read_xlsx(
         crs=geometry.crs,
         geometry_source=geometry.source,
         geometry_columns=geometry.columns,
+        number_columns={
+            name: {"count": count, "example": example}
+            for name, (count, example) in sheet.numbers.items()
+        },
     )
     problems = _merge(sheet.problems, sheet.rejected_rows, geometry.bad, sheet.row_numbers)
     # A sheet row is the XLSX counterpart of a CSV line.
@@ -400,6 +405,7 @@ def _read_spatial(
         crs=spatial.crs,
         geometry_source="native" if frame.geometry.notna().any() or spatial.crs else None,
         problems=[*spatial.problems, *unusable],
+        warnings=spatial.warnings,
     )
     if len(frame) == 0:
         report.problems.append(SourceProblem("the layer holds no records"))

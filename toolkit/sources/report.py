@@ -80,6 +80,12 @@ class SourceReport:
     null_geometries: int = 0
     empty_geometries: int = 0
     problems: list[SourceProblem] = field(default_factory=list)
+    # What the read did to the data that its user should know (curves made straight,
+    # text fields that came as numbers), each naming the file.
+    warnings: list[str] = field(default_factory=list)
+    # XLSX: the columns with cells typed as numbers, {column: {count, example}}; a rule
+    # that reads such a column as text warns (leading zeros do not survive a number).
+    number_columns: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def row_problems(self) -> list[dict[str, Any]]:
         """Every problem of a row, as an import rejects it: ``{row, column, value, reason}``.

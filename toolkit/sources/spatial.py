@@ -21,6 +21,7 @@ from pyproj.exceptions import CRSError
 
 from toolkit.errors import SourceError
 from toolkit.sources.archive import extracted_zip
+from toolkit.sources.curves import can_linearise, count_curves, is_curve_error, linear_geometries
 from toolkit.sources.encoding import check_encoding, guess_single_byte
 from toolkit.sources.report import EncodingSource, ReadLimits, SourceProblem
 from toolkit.sources.tabular import crs_label, parse_crs, to_wgs84
@@ -42,6 +43,8 @@ class SpatialRead:
     encoding_source: EncodingSource | None
     crs: str | None
     problems: list[SourceProblem] = field(default_factory=list)
+    # What was done to the data that its user should know (curves made straight).
+    warnings: list[str] = field(default_factory=list)
 
 
 def _sidecar(shp: Path, suffix: str) -> Path | None:
@@ -156,18 +159,22 @@ def _finish_crs(
 
 def _read_layer(
     source: Path, layer: str | None, encoding: str | None, shown: Path
-) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
-    """The layer as a GeoDataFrame, and a problem for each record whose shape is not a
-    geometry (left missing). Errors name ``shown`` (the file the user gave), never the
-    folder a zip was extracted to."""
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem], int]:
+    """The layer as a GeoDataFrame, a problem for each record whose shape is not a
+    geometry (left missing), and how many curved shapes were made straight. Errors name
+    ``shown`` (the file the user gave), never the folder a zip was extracted to."""
     try:
         try:
             frame = pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
-            return frame, []
+            return frame, [], 0
         except shapely.errors.GEOSException:
             # A shape GDAL hands over but GEOS refuses (a ring that does not close): that
             # record is a problem, not the whole file.
-            return _read_with_invalid_shapes(source, layer, encoding)
+            return (*_read_with_invalid_shapes(source, layer, encoding), 0)
+        except NotImplementedError as exc:
+            if not is_curve_error(exc):
+                raise
+            return _read_linearised(source, layer, encoding, shown)
     except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
         where = "" if source == shown else f"{source.name}: "
         detail = str(exc).replace(str(source.parent), "").replace(str(source), source.name)
@@ -178,6 +185,22 @@ def _read_layer(
             f"{shown}: {where}cannot read its text as {encoding or 'the encoding it declares'}: "
             f"{exc.reason} at byte {exc.start}; pass --encoding (e.g. windows-1252)"
         ) from exc
+
+
+def _read_linearised(
+    source: Path, layer: str | None, encoding: str | None, shown: Path
+) -> tuple[gpd.GeoDataFrame, list[SourceProblem], int]:
+    """A layer with curves (arcs), each made of straight segments by GDAL."""
+    meta, table = pyogrio.read_arrow(source, layer=layer, encoding=encoding, columns=[])
+    curved = count_curves(table.column(meta["geometry_name"] or "wkb_geometry"))
+    if not can_linearise():
+        raise SourceError(
+            f"{shown}: holds {curved} curved geometries (arcs), which cannot be made straight "
+            "here; convert them first: ogr2ogr -nlt CONVERT_TO_LINEAR out.gpkg in.gpkg"
+        )
+    with linear_geometries():
+        frame = pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=False)
+    return frame, [], curved
 
 
 def _read_with_invalid_shapes(
@@ -240,7 +263,7 @@ def _read_without_prj(
         for part in shp.parent.iterdir():
             if part.stem == shp.stem and part.suffix.lower() in SHAPEFILE_PARTS - {".prj"}:
                 (Path(folder) / part.name).symlink_to(part.absolute())
-        return _read_layer(Path(folder) / shp.name, None, encoding, shown)
+        return _read_layer(Path(folder) / shp.name, None, encoding, shown)[:2]
 
 
 def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None) -> SpatialRead:
@@ -268,7 +291,7 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
         if prj is not None and _prj_not_text(prj):
             # GDAL and pyogrio fail in their own ways on such bytes: never hand it over.
             raise SourceError(f"{shown}: {prj.name} is not text")
-        frame, shape_problems = _read_layer(shp, None, gdal_encoding, shown)
+        frame, shape_problems, _ = _read_layer(shp, None, gdal_encoding, shown)
         # GDAL reads some broken .prj files as no CRS at all...
         prj_problem = _prj_problem(prj, parsed=False) if frame.crs is None and prj else None
     except SourceError as exc:
@@ -329,9 +352,15 @@ def read_ogr(path: Path, layer: str | None, encoding: str | None, crs: str | Non
         raise SourceError(f"{path}: cannot open: {exc}") from exc
     chosen = _choose_layer(path, available, layer)
     decided = check_encoding(encoding, str(path)) if encoding else None
-    frame, problems = _read_layer(path, chosen, decided, path)
+    frame, problems, curved = _read_layer(path, chosen, decided, path)
     frame, label = _finish_crs(path, frame, crs, problems)
     # Both formats are UTF-8 by definition (RFC 7946; SQLite text).
-    return SpatialRead(
+    read = SpatialRead(
         frame, chosen, decided or "utf-8", "given" if decided else "default", label, problems
     )
+    if curved:
+        read.warnings.append(
+            f"{path}: {curved} curved geometr{'y' if curved == 1 else 'ies'} made linear "
+            "(any arcs approximated by straight segments)"
+        )
+    return read

@@ -27,6 +27,9 @@ class SheetTable:
     sheet: str
     problems: list[SourceProblem] = field(default_factory=list)
     rejected_rows: dict[int, SourceProblem] = field(default_factory=dict)
+    # Columns with cells the workbook types as numbers: (how many, the first as text).
+    # A code typed in Excel as 007 is stored as the number 7; its zeros are gone.
+    numbers: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 def cell_text(value: Any) -> str | None:
@@ -116,6 +119,8 @@ def read_sheet(
     rejected: dict[int, SourceProblem] = {}
     columns: list[list[str | None]] = [[] for _ in range(width)]
     kept_rows: list[int] = []
+    number_counts = [0] * width
+    number_examples: list[str | None] = [None] * width
     for row_number, (sheet_row, values) in enumerate(data, start=1):
         texts = [cell_text(v) for v in values[:width]]
         texts += [None] * (width - len(texts))
@@ -134,6 +139,11 @@ def read_sheet(
         kept_rows.append(row_number)
         for column, text in zip(columns, texts, strict=True):
             column.append(text)
+        for i, value in enumerate(values[:width]):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                number_counts[i] += 1
+                if number_examples[i] is None:
+                    number_examples[i] = texts[i]
     table = pa.table(
         {
             name: pa.array(column, type=pa.string())
@@ -143,6 +153,11 @@ def read_sheet(
     record_lines = np.array([sheet_row for sheet_row, _ in data], dtype=np.int64)
     if not data:
         problems.append(SourceProblem(f"sheet {sheet!r} has a header but no data rows"))
+    numbers = {
+        name: (count, example or "")
+        for name, count, example in zip(names_clean, number_counts, number_examples, strict=True)
+        if count
+    }
     return SheetTable(
-        table, np.array(kept_rows, dtype=np.int64), record_lines, sheet, problems, rejected
+        table, np.array(kept_rows, dtype=np.int64), record_lines, sheet, problems, rejected, numbers
     )

@@ -101,7 +101,7 @@ class AssetStore:
     ) -> int:
         """Patch ``extraInfo`` and set the columns given (None leaves a value alone)."""
         if "type" in columns:
-            self.ensure_types(conn, {t for t in columns["type"] if t is not None})  # type: ignore[misc]
+            self.ensure_types(conn, {str(t) for t in columns["type"] if t is not None})
         return self.table.update_many(conn, ids, extra_info_patches, columns, actor, now)
 
     def retire_many(

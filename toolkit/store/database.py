@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from toolkit.errors import DiskFullError, NoSiteError, StoreError
+from toolkit.store.legacy import absorb_side_folders
 from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 from toolkit.store.sql import sounds_like
 
@@ -82,6 +83,7 @@ class Database:
             self.connection.execute("PRAGMA foreign_keys=ON")
             self.connection.create_function("sounds_like", 2, sounds_like, deterministic=True)
             self._migrate()
+            absorb_side_folders(self)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: cannot open the site file: {exc}") from exc
         if recover:

@@ -2,8 +2,9 @@
 
 An instance moves ``QUEUED -> RUNNING -> COMPLETED | FAILED``; each move is its
 own small committed transaction. The rows of a completed run are a Parquet
-snapshot in :attr:`ReportStore.folder` (``<site file>.reports/``), owned here
-like the rest of the site's data.
+snapshot kept in the site file (table ``report_snapshot``, in parts), written in
+the transaction that marks the run COMPLETED: a run either completes with its
+snapshot or leaves none, and copying the site file copies every report's contents.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import json
 import os
 import socket
 import sqlite3
+import tempfile
 from collections.abc import Collection, Iterator, Sequence
-from pathlib import Path
+from typing import IO, Any
 
 import pandas as pd
 
 from toolkit.names import JOB_COUNTS
+from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
 from toolkit.store.sql import SqlValue, Where, json_path, one_row
 
@@ -38,6 +41,37 @@ def _within(
     where.add(f"{column} IS NULL OR {clause}" if or_null else clause, *sorted(events))
 
 
+# An asset's locality (suburb, town) as property data names it in its extraInfo.
+_LOCALITY = (
+    "coalesce(json_extract(a.extra_info, '$.locality'), json_extract(a.extra_info, '$.suburb'))"
+)
+# Statuses as people name them: positive is active, zero or below retired (spec 2.3).
+_STATUS_NAME = "CASE WHEN i.status > 0 THEN 'active' ELSE 'retired' END"
+
+
+def _date_range(
+    where: Where, alias: str, field: str | None, date_from: str | None, date_to: str | None
+) -> None:
+    """Keep items whose date field (ISO text) is within the range; without a field the
+    range cannot apply (callers refuse that before asking)."""
+    if field is None or (date_from is None and date_to is None):
+        return
+    extract = f"json_extract({alias}.fields, ?)"
+    if date_from is not None:
+        where.add(f"{extract} >= ?", json_path(field), date_from)
+    if date_to is not None:
+        where.add(f"{extract} <= ?", json_path(field), date_to)
+
+
+def _rank_sql(severity: str | None, levels: Sequence[str]) -> tuple[str, list[object]]:
+    """SQL of a severity's rank (0 for the first level) and its parameters; NULL when the
+    item has no level, or there is no severity."""
+    if severity is None or not levels:
+        return "NULL", []
+    whens = " ".join(f"WHEN ? THEN {n}" for n in range(len(levels)))
+    return f"(CASE json_extract(i.fields, ?) {whens} END)", [json_path(severity), *levels]
+
+
 class ReportStore:
     """The report instances of one site, and the data reports are made of."""
 
@@ -47,13 +81,15 @@ class ReportStore:
 
     # --- instances ------------------------------------------------------------------------
 
-    @property
-    def folder(self) -> Path:
-        """Where snapshots live: beside the site file, one folder for the whole file."""
-        return self.db.path.with_name(self.db.path.name + ".reports")
+    def spool(self) -> IO[bytes]:
+        """A temporary file for a snapshot being written, beside the site file (where its
+        bytes are going; the system's temporary folder may be small). It is removed as it
+        is made (on POSIX), so a run that dies leaves nothing behind."""
+        return tempfile.TemporaryFile(dir=self.db.path.parent, prefix=".report-")
 
-    def snapshot_path(self, instance_id: int) -> Path:
-        return self.folder / f"{instance_id}.parquet"
+    def snapshot(self, instance_id: int) -> BlobFile | None:
+        """The snapshot of a completed run as a read-only file; None when it has none."""
+        return open_parts(self.db.connection, "report_snapshot", "instance_id = ?", (instance_id,))
 
     def create(
         self, *, report_id: int, params: dict[str, object], user_id: str | None, result: str
@@ -106,8 +142,17 @@ class ReportStore:
         time_taken: float,
         header: dict[str, object],
         result: str,
+        snapshot: IO[bytes],
     ) -> None:
+        """COMPLETED, with the snapshot's bytes (read from where ``snapshot`` stands to
+        its end), in one transaction."""
         with self.db.transaction() as conn:
+            conn.execute("DELETE FROM report_snapshot WHERE instance_id = ?", (instance_id,))
+            for part, data in enumerate(parts_of(snapshot)):
+                conn.execute(
+                    "INSERT INTO report_snapshot (instance_id, part, data) VALUES (?, ?, ?)",
+                    (instance_id, part, data),
+                )
             conn.execute(
                 "UPDATE report_instance SET status = 'COMPLETED', code = 200, row_count = ?, "
                 "time_taken = ?, header = ?, result = ?, date_completed = ? WHERE id = ?",
@@ -139,7 +184,7 @@ class ReportStore:
 
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
-    def _chunks(self, sql: str, params: Sequence[SqlValue]) -> Iterator[pd.DataFrame]:
+    def _chunks(self, sql: str, params: Sequence[Any]) -> Iterator[pd.DataFrame]:
         yield from pd.read_sql_query(
             sql, self.db.connection, params=list(params), chunksize=CHUNK_ROWS
         )
@@ -155,9 +200,14 @@ class ReportStore:
         created_to: int | None,
         is_template: bool | None,
         within_events: Collection[int] | None = None,
+        date_field: str | None = None,
+        date_from: str | None = None,
+        date_to: str | None = None,
     ) -> Iterator[pd.DataFrame]:
-        """Items of an event with their asset's name; each register field as a column
-        ``f0, f1, ...`` (in ``register_fields`` order), else the fields as JSON text.
+        """Items of an event with their event's and register's names and their asset's
+        name and address; each register field as a column ``f0, f1, ...`` (in
+        ``register_fields`` order), else the fields as JSON text. ``date_field`` (a date
+        field of the register, ISO text) is kept within ``date_from``..``date_to``.
         ``within_events``, here and below: only register data of these events."""
         where = Where()
         where.add("i.site_id = ?", self.site_id)
@@ -175,6 +225,7 @@ class ReportStore:
             where.add("i.date_created <= ?", created_to)
         if is_template is not None:
             where.add("i.is_template = ?", int(is_template))
+        _date_range(where, "i", date_field, date_from, date_to)
         extract_params: list[SqlValue] = [json_path(name) for name in register_fields]
         extracted = "".join(
             f", json_extract(i.fields, ?) AS f{n}" for n in range(len(register_fields))
@@ -182,13 +233,29 @@ class ReportStore:
         if not register_fields:
             extracted = ", i.fields AS fields"
         sql = (
-            "SELECT i.id, i.register_id, i.event_id, i.region_id, i.asset_id, "
-            "a.name AS asset_name, a.friendly AS asset_friendly, i.status, i.is_template, "
+            "SELECT i.id, i.register_id, r.name AS register_name, i.event_id, "
+            "e.name AS event_name, i.region_id, i.asset_id, a.name AS asset_name, "
+            f"coalesce(a.friendly, a.name) AS asset_friendly, {_LOCALITY} AS locality, "
+            f"{_STATUS_NAME} AS status, i.is_template, "
             f"i.tags, i.date_created, i.date_modified{extracted} "
             "FROM item i LEFT JOIN asset a ON a.id = i.asset_id AND a.site_id = i.site_id "
+            "LEFT JOIN event e ON e.id = i.event_id "
+            "LEFT JOIN register r ON r.id = i.register_id AND r.site_id = i.site_id "
             f"WHERE {where.sql()} ORDER BY i.id"
         )
         return self._chunks(sql, [*extract_params, *where.params])
+
+    def item_registers(self, event_id: int | None) -> list[str]:
+        """The registers the event's items (every item without one) belong to."""
+        where = Where()
+        where.add("site_id = ?", self.site_id)
+        if event_id is not None:
+            where.add("event_id = ?", event_id)
+        rows = self.db.connection.execute(
+            f"SELECT DISTINCT register_id FROM item WHERE {where.sql()} ORDER BY register_id",
+            where.params,
+        ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def impacted_asset_rows(
         self,
@@ -197,9 +264,20 @@ class ReportStore:
         register_id: str | None,
         asset_type: str | None,
         within_events: Collection[int] | None = None,
+        severity: str | None = None,
+        levels: Sequence[str] = (),
+        damaged_only: bool = False,
+        date_field: str | None = None,
+        date_from: str | None = None,
+        date_to: str | None = None,
     ) -> Iterator[pd.DataFrame]:
-        """Assets with active items (spec 2.2 "impacted"), with counts and geometry (WKB);
-        only the items of ``within_events`` count."""
+        """Assets with active items (spec 2.2 "impacted"), with counts, address, locality,
+        region and geometry (WKB); only the items of ``within_events`` count.
+
+        With a ``severity`` field (its ``levels`` from none to the worst) each asset has
+        ``worst_rank`` (the index of its worst level; null when no item says) and
+        ``damaged_items`` (items above the first level); ``damaged_only`` keeps the
+        assets with at least one (damage, not merely an assessment)."""
         join = Where()
         join.add("i.asset_id = a.id")
         join.add("i.site_id = a.site_id")
@@ -209,18 +287,80 @@ class ReportStore:
             join.add("i.event_id = ?", event_id)
         if register_id is not None:
             join.add("i.register_id = ?", register_id)
+        _date_range(join, "i", date_field, date_from, date_to)
         where = Where()
         where.add("a.site_id = ?", self.site_id)
         if asset_type is not None:
             where.add("a.type = ?", asset_type)
+        rank, rank_params = _rank_sql(severity, levels)
+        last_inspected: list[object] = []
+        inspected = "NULL"
+        if date_field is not None:
+            inspected, last_inspected = "max(json_extract(i.fields, ?))", [json_path(date_field)]
+        having = " HAVING max(" + rank + ") > 0" if damaged_only and severity else ""
         sql = (
-            "SELECT a.id, a.type, a.code, a.name, a.friendly, a.region_id, a.status, "
+            "SELECT a.id, a.type, a.code, a.name, coalesce(a.friendly, a.name) AS address, "
+            f"{_LOCALITY} AS locality, coalesce(a.region_id, max(i.region_id)) AS region_id, "
+            "a.status, "
+            f"max({rank}) AS worst_rank, sum(({rank}) > 0) AS damaged_items, "
             "count(i.id) AS active_items, count(DISTINCT i.register_id) AS registers, "
-            "min(i.date_created) AS first_item, max(i.date_modified) AS last_change, a.geometry "
+            "min(i.date_created) AS first_item, max(i.date_modified) AS last_change, "
+            f"{inspected} AS last_inspected, a.geometry "
             f"FROM asset a JOIN item i ON {join.sql()} WHERE {where.sql()} "
-            "GROUP BY a.id ORDER BY a.id"
+            f"GROUP BY a.id{having} ORDER BY a.id"
         )
-        return self._chunks(sql, [*join.params, *where.params])
+        params = [*rank_params, *rank_params, *last_inspected, *join.params, *where.params]
+        if having:
+            params += rank_params
+        return self._chunks(sql, params)
+
+    def damage_item_rows(
+        self,
+        *,
+        event_id: int | None,
+        register_id: str,
+        severity: str,
+        levels: Sequence[str],
+        date_field: str | None,
+        habitable_field: str | None,
+        occupants_field: str | None,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        within_events: Collection[int] | None = None,
+    ) -> Iterator[pd.DataFrame]:
+        """The active, non-template items of a register, as the damage summary counts
+        them: event (id and name), asset and its locality, severity rank (index in
+        ``levels``; null when missing), inspection date, habitable, occupants."""
+        where = Where()
+        where.add("i.site_id = ?", self.site_id)
+        where.add("i.register_id = ?", register_id)
+        where.add("i.status > 0")
+        where.add("i.is_template = 0")
+        _within(where, "i.event_id", within_events)
+        if event_id is not None:
+            where.add("i.event_id = ?", event_id)
+        _date_range(where, "i", date_field, date_from, date_to)
+        rank, rank_params = _rank_sql(severity, levels)
+        extracted: list[object] = []
+        columns = []
+        for name, field in (
+            ("inspected", date_field),
+            ("habitable", habitable_field),
+            ("occupants", occupants_field),
+        ):
+            if field is None:
+                columns.append(f"NULL AS {name}")
+            else:
+                columns.append(f"json_extract(i.fields, ?) AS {name}")
+                extracted.append(json_path(field))
+        sql = (
+            "SELECT i.id, i.event_id, e.name AS event_name, i.asset_id, "
+            f"{_LOCALITY} AS locality, {rank} AS rank, {', '.join(columns)} "
+            "FROM item i LEFT JOIN asset a ON a.id = i.asset_id AND a.site_id = i.site_id "
+            "LEFT JOIN event e ON e.id = i.event_id "
+            f"WHERE {where.sql()} ORDER BY i.id"
+        )
+        return self._chunks(sql, [*rank_params, *extracted, *where.params])
 
     def active_asset_count(self, asset_type: str | None) -> int:
         where = Where()
@@ -299,8 +439,8 @@ class ReportStore:
     ) -> Iterator[pd.DataFrame]:
         """Audit entries; with ``within_events`` those of these events or of no event."""
         where = Where()
-        where.add("site_id = ?", self.site_id)
-        _within(where, "event_id", within_events, or_null=True)
+        where.add("l.site_id = ?", self.site_id)
+        _within(where, "l.event_id", within_events, or_null=True)
         for column, value in (
             ("event_id", event_id),
             ("item_id", item_id),
@@ -309,14 +449,103 @@ class ReportStore:
             ("action", action),
         ):
             if value is not None:
-                where.add(f"{column} = ?", value)
+                where.add(f"l.{column} = ?", value)
         if created_from is not None:
-            where.add("date_created >= ?", created_from)
+            where.add("l.date_created >= ?", created_from)
         if created_to is not None:
-            where.add("date_created <= ?", created_to)
+            where.add("l.date_created <= ?", created_to)
         sql = (
-            "SELECT id, date_created, user_id, action, record_type, record_id, item_id, "
-            "event_id, import_job_id, message, changes "
-            f"FROM audit_log WHERE {where.sql()} ORDER BY id"
+            "SELECT l.id, l.date_created, l.user_id, l.action, l.record_type, l.record_id, "
+            "l.item_id, l.event_id, e.name AS event_name, l.import_job_id, l.message, l.changes "
+            "FROM audit_log l LEFT JOIN event e ON e.id = l.event_id "
+            f"WHERE {where.sql()} ORDER BY l.id"
         )
         return self._chunks(sql, where.params)
+
+
+# --- analysts' queries: read-only SQL over views of one site ----------------------------
+
+# The views an analyst's query may read, each one site's rows with friendly names. Items,
+# audit entries and item import jobs are further kept to the events the caller sees.
+ANALYST_VIEWS: dict[str, str] = {
+    "events": "SELECT id, name, description, status, start_date AS startDate, tags, "
+    "date_created AS dateCreated FROM main.event WHERE site_id = {site}{events_id}",
+    "registers": "SELECT id, name, fields FROM main.register WHERE site_id = {site}",
+    "assets": "SELECT id, type, code, name, friendly, region_id AS regionId, status, "
+    "extra_info AS extraInfo, geometry, date_created AS dateCreated, "
+    "date_modified AS dateModified FROM main.asset WHERE site_id = {site}",
+    "items": "SELECT id, register_id AS registerId, event_id AS eventId, region_id AS regionId, "
+    "asset_id AS assetId, status, is_template AS isTemplate, tags, fields, "
+    "import_job_id AS importJobId, date_created AS dateCreated, date_modified AS dateModified "
+    "FROM main.item WHERE site_id = {site}{events}",
+    "audit": "SELECT id, date_created AS dateCreated, user_id AS userId, action, "
+    "record_type AS recordType, record_id AS recordId, item_id AS itemId, event_id AS eventId, "
+    "import_job_id AS importJobId, message, changes FROM main.audit_log "
+    "WHERE site_id = {site}{events_or_none}",
+    "jobs": "SELECT id, status, import_type AS importType, import_rule AS importRule, "
+    "user_id AS userId, summary, date_created AS dateCreated, "
+    "date_completed AS dateCompleted FROM main.import_job WHERE site_id = {site}",
+}
+# What an analyst's statement may do besides reading the views (SQLite action codes).
+_ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+
+
+class AnalystQueryError(ValueError):
+    """The analyst's SQL is not a read-only query of the views, or SQLite refused it."""
+
+
+def _view_sql(name: str, site_id: int, events: Collection[int] | None) -> str:
+    listed = ", ".join(str(int(e)) for e in sorted(events or ()))
+    only = "" if events is None else f" AND event_id IN ({listed or 'NULL'})"
+    return ANALYST_VIEWS[name].format(
+        site=int(site_id),
+        events=only,
+        events_id="" if events is None else f" AND id IN ({listed or 'NULL'})",
+        events_or_none=""
+        if events is None
+        else f" AND (event_id IS NULL{only.replace(' AND', ' OR')})",
+    )
+
+
+def analyst_rows(
+    db: Database,
+    site_id: int,
+    sql: str,
+    params: dict[str, Any],
+    within_events: Collection[int] | None = None,
+) -> Iterator[pd.DataFrame]:
+    """Run an analyst's SELECT over this site's views (``events``, ``registers``,
+    ``assets``, ``items``, ``audit``, ``jobs``) in chunks; anything else it names (another
+    table, another site's rows, a write, a pragma, an attached file) is refused."""
+    connection = sqlite3.connect(f"file:{db.path}?mode=ro", uri=True)
+    try:
+        for name in ANALYST_VIEWS:
+            connection.execute(
+                f"CREATE TEMP VIEW {name} AS {_view_sql(name, site_id, within_events)}"
+            )
+        connection.execute("PRAGMA query_only = 1")
+
+        def authorise(
+            action: int,
+            arg1: str | None,
+            arg2: str | None,
+            database: str | None,
+            source: str | None,
+        ) -> int:
+            if action in _ALLOWED_ACTIONS:
+                return sqlite3.SQLITE_OK
+            if action == sqlite3.SQLITE_READ:
+                # A view's own columns, or the tables under one of our views.
+                if database == "temp" and arg1 in ANALYST_VIEWS:
+                    return sqlite3.SQLITE_OK
+                if source in ANALYST_VIEWS:
+                    return sqlite3.SQLITE_OK
+            return sqlite3.SQLITE_DENY
+
+        connection.set_authorizer(authorise)
+        try:
+            yield from pd.read_sql_query(sql, connection, params=params, chunksize=CHUNK_ROWS)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
+            raise AnalystQueryError(str(exc)) from exc
+    finally:
+        connection.close()

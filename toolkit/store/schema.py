@@ -298,6 +298,30 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE import_link ADD COLUMN probability REAL;
     ALTER TABLE import_link ADD COLUMN evidence TEXT;
     """,
+    # 5: a site is one file (issue 13): report snapshots and the matching-index cache move
+    # from folders beside the file into it, as byte strings in parts (see store/blobs.py).
+    """
+    -- The Parquet snapshot of a COMPLETED run, written in the transaction that completes it.
+    CREATE TABLE report_snapshot (
+        instance_id INTEGER NOT NULL REFERENCES report_instance(id),
+        part INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (instance_id, part)
+    );
+
+    -- The asset index of a site's active assets, valid while their stamp is unchanged.
+    CREATE TABLE asset_index_cache (
+        site_id INTEGER PRIMARY KEY REFERENCES site(id),
+        stamp TEXT NOT NULL,
+        date_created INTEGER NOT NULL
+    );
+    CREATE TABLE asset_index_part (
+        site_id INTEGER NOT NULL REFERENCES asset_index_cache(site_id) ON DELETE CASCADE,
+        part INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (site_id, part)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,6 +6,7 @@ from toolkit.errors import NotFoundError
 from toolkit.store.assets import AssetStore
 from toolkit.store.audit import AuditStore
 from toolkit.store.auth import AuthStore
+from toolkit.store.caches import IndexCacheStore
 from toolkit.store.database import Database, no_site
 from toolkit.store.decisions import DecisionStore
 from toolkit.store.events import EventStore, RegisterStore
@@ -44,3 +45,4 @@ class SiteStore:
         self.media = MediaStore(db, site_id)
         self.reports = ReportStore(db, site_id)
         self.decisions = DecisionStore(db, site_id)
+        self.index_cache = IndexCacheStore(db, site_id)

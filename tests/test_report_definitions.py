@@ -1,0 +1,189 @@
+"""Analysts' report definitions (TOML, `--reports DIR`): good ones run through the CLI
+like the built-in reports (rows checked against the items, a spatial one exported and
+read back), broken ones are an error naming the file and the key, and a query can read
+only its own site's views, never write."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyogrio
+import pytest
+from click.testing import CliRunner
+from report_demo import demo_site
+
+from toolkit.cli import cli
+
+DEFINITIONS = Path(__file__).resolve().parent / "fixtures_reports"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    site, result = demo_site(tmp_path_factory.mktemp("definitions"))
+    yield site, result
+    site.close()
+
+
+@pytest.fixture(autouse=True)
+def _definitions_stay_in_the_test() -> Any:
+    """`--reports` hands its folders on in TOOLKIT_REPORTS (for background workers):
+    each test starts without and leaves none behind for other tests."""
+    before = os.environ.pop("TOOLKIT_REPORTS", None)
+    yield
+    os.environ.pop("TOOLKIT_REPORTS", None)
+    if before is not None:
+        os.environ["TOOLKIT_REPORTS"] = before
+
+
+def _cli(site: Any, *args: str) -> Any:
+    return CliRunner().invoke(
+        cli, ["--store", str(site.db.path), "--site", "default", *args], catch_exceptions=False
+    )
+
+
+def _run(site: Any, *args: str) -> dict[str, Any]:
+    done = _cli(site, "report", "run", *args, "--wait", "--json", "--reports", str(DEFINITIONS))
+    assert done.exit_code in (0, 1), done.output
+    instance: dict[str, Any] = json.loads(done.stdout)
+    return instance
+
+
+def test_definitions_join_the_catalogue_and_run_like_built_in_reports(demo: Any) -> None:
+    site, result = demo
+    listed = _cli(site, "report", "list", "--json", "--reports", str(DEFINITIONS))
+    reports = {r["id"]: r for r in json.loads(listed.stdout)}
+    assert {1, 2, 3, 4, 5, 6, 101, 102} <= set(reports)
+    assert reports[101]["name"] == "Damage by street"
+    assert reports[101]["source"].endswith("damage_by_street.toml")
+    assert [p["key"] for p in reports[101]["params"]] == ["eventId", "minimum"]
+    event = result.event["id"]
+    instance = _run(site, "101", "--param", f"eventId={event}", "--param", "minimum=2")
+    assert instance["status"] == "COMPLETED", instance["result"]
+    fetched = _cli(site, "report", "fetch", instance["id"], "--reports", str(DEFINITIONS))
+    contents = json.loads(fetched.stdout)["contents"]
+    assert [f["key"] for f in contents["spec"]] == ["street", "locality", "items", "damaged"]
+    rows = contents["data"]
+    assert rows and all(r["damaged"] >= 2 for r in rows)
+    assert [r["damaged"] for r in rows] == sorted((r["damaged"] for r in rows), reverse=True)
+    # Counted independently from the items and their parcels.
+    items = site.list_items(
+        {"registerId": "damage-assessment", "eventId": str(event), "limit": "1000"}
+    )["models"].values()
+    street = {}
+    for item in items:
+        if item["assetId"] is None or item["status"] <= 0:
+            continue
+        asset = site.get_asset(str(item["assetId"]))
+        extra = {e["key"]: e["value"] for e in asset["extraInfo"]}
+        key = (extra["street"], extra["locality"])
+        damaged = item["damageLevel"] != "None"
+        street[key] = street.get(key, 0) + damaged
+    first = rows[0]
+    assert street[(first["street"], first["locality"])] == first["damaged"]
+    assert sum(1 for n in street.values() if n >= 2) == len(rows)
+
+
+def test_a_definition_with_geometry_has_a_map_and_gis_exports(demo: Any, tmp_path: Path) -> None:
+    site, result = demo
+    instance = _run(site, "102", "--param", f"eventId={result.event['id']}")
+    assert instance["status"] == "COMPLETED", instance["result"]
+    out = tmp_path / "severe.gpkg"
+    done = _cli(
+        site,
+        "report",
+        "fetch",
+        instance["id"],
+        "--format",
+        "gpkg",
+        "-o",
+        str(out),
+        "--reports",
+        str(DEFINITIONS),
+    )
+    assert done.exit_code == 0, done.output
+    layer = pyogrio.read_dataframe(out)
+    assert layer.crs.to_epsg() == 4326 and set(layer["level"]) == {"Severe", "Destroyed"}
+    assert set(layer.geom_type) <= {"Polygon", "MultiPolygon"}
+    page = _cli(
+        site, "report", "fetch", instance["id"], "--format", "html", "--reports", str(DEFINITIONS)
+    ).stdout
+    assert "<figure class='chart map'>" in page and f"{len(layer)} of {len(layer)}" in page
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("id = 5\nname = 'x'\n[query]\nsql = 'SELECT 1 AS a'\n[[column]]\nkey = 'a'\n", ": id: "),
+        ("id = 150\n[query]\nsql = 'SELECT 1'\n[[column]]\nkey = 'a'\n", ": name: needs text"),
+        ("id = 150\nname = 'x'\n[[column]]\nkey = 'a'\n", ": query: needs a [query]"),
+        (
+            "id = 150\nname = 'x'\ncolour = 'red'\n[query]\nsql = 'SELECT 1'\n",
+            ": colour: is not a setting",
+        ),
+        (
+            "id = 150\nname = 'x'\n[[param]]\nkey = 'n'\ntype = 'float'\n[query]\nsql = 'SELECT 1'"
+            "\n[[column]]\nkey = 'a'\n",
+            ": param[0].type: 'float' is not one of",
+        ),
+        (
+            "id = 150\nname = 'x'\n[query]\nsql = 'SELECT 1'\n[[column]]\nkey = 'a'\n"
+            "type = 'money'\n",
+            ": column[0].type: 'money' is not one of",
+        ),
+        (
+            "id = 150\nname = 'x'\n[query]\nsql = 'SELECT 1'\n[[column]]\nkey = 'a'\n[chart]\n"
+            "title = 't'\nkey = 'b'\n",
+            ": chart.key: 'b' is not a column",
+        ),
+        ("id = 150\nname = 'x\n", ": not TOML"),
+        (
+            "id = 101\nname = 'x'\n[query]\nsql = 'SELECT 1'\n[[column]]\nkey = 'a'\n",
+            ": id: 101 is already",
+        ),
+    ],
+)
+def test_a_broken_definition_is_an_error_naming_the_file_and_key(
+    demo: Any, tmp_path: Path, text: str, named: str
+) -> None:
+    site, _result = demo
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    broken = folder / "broken.toml"
+    broken.write_text(text)
+    done = _cli(site, "report", "list", "--reports", str(DEFINITIONS), "--reports", str(folder))
+    assert done.exit_code == 1
+    assert f"Error: {broken}{named}" in done.output
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("SELECT count(*) AS a FROM item", "not authorized"),
+        ("SELECT name AS a FROM sqlite_master", "prohibited"),
+        ("DELETE FROM items", "cannot modify items"),
+        ("SELECT password_hash AS a FROM user", "prohibited"),
+    ],
+)
+def test_a_query_reads_only_its_sites_views(
+    demo: Any, tmp_path: Path, sql: str, reason: str
+) -> None:
+    site, _result = demo
+    (tmp_path / "bad.toml").write_text(
+        f'id = 150\nname = "x"\n[query]\nsql = "{sql}"\n[[column]]\nkey = "a"\n'
+    )
+    done = _cli(site, "report", "run", "150", "--wait", "--reports", str(tmp_path))
+    assert done.exit_code == 1
+    assert f"{tmp_path / 'bad.toml'}: query.sql:" in done.output and reason in done.output
+
+
+def test_a_column_the_query_does_not_return_fails_the_run(demo: Any, tmp_path: Path) -> None:
+    site, _result = demo
+    (tmp_path / "cols.toml").write_text(
+        'id = 151\nname = "x"\n[query]\nsql = "SELECT id AS b FROM events"\n[[column]]\nkey = "a"\n'
+    )
+    done = _cli(site, "report", "run", "151", "--wait", "--reports", str(tmp_path))
+    assert done.exit_code == 1
+    assert "column.key 'a' is not a column of the query's result; it returns: b" in done.output
