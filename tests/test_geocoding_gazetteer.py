@@ -13,8 +13,8 @@ import pytest
 from gazetteer_data import gnaf_points, noisy_queries, write_psv
 
 from toolkit.errors import OptionError, SourceError, StoreError
-from toolkit.geocoding import fuzzy_parts, keeping, load_files, read_gazetteer, required_features
-from toolkit.geocoding.fuzzy_parts import matcher_fingerprint
+from toolkit.geocoding import keeping, load_files, read_gazetteer, required_features
+from toolkit.geocoding.gazetteer import matcher_fingerprint
 from toolkit.geocoding.keeping import GazetteerCache, describe
 from toolkit.store import Database, SiteStore
 
@@ -290,15 +290,14 @@ def test_another_matcher_version_is_reindexed(
 ) -> None:
     # Written by a toolkit whose matcher's code differs (another fingerprint)...
     with monkeypatch.context() as patched:
-        for module in (fuzzy_parts, keeping):
-            patched.setattr(module, "matcher_fingerprint", lambda: "old")
+        patched.setattr(keeping, "matcher_fingerprint", lambda: "old")
         load_files(store, [write_psv(points.iloc[:800], tmp_path / "old.psv")], name="old")
     assert describe(store)["current"] is False  # type: ignore[index]
     # ... is read by this one: its kept matcher data is not used, the points re-indexed.
     with caplog.at_level(logging.WARNING):
         gazetteer = read_gazetteer(store)
     assert "indexed by another version of the matcher" in caplog.text
-    assert gazetteer is not None and "fuzzy" not in gazetteer.index._derived
+    assert gazetteer is not None
     query = noisy_queries(points.iloc[:800], 6, seed=9)
     assert gazetteer.geocode(query["query"], {})["place_id"].tolist() == query["truth"].tolist()
     assert matcher_fingerprint() != "old"
@@ -308,7 +307,7 @@ def test_a_damaged_gazetteer_is_a_clear_error(loaded: SiteStore) -> None:
     stored = loaded.gazetteers.current()
     assert stored is not None
     loaded.gazetteers.replace(stored.name, stored.header, io.BytesIO(b"not a gazetteer"))
-    with pytest.raises(StoreError, match=r"damaged \(it holds no gazetteer\).*gazetteer load"):
+    with pytest.raises(StoreError, match=r"damaged \(.*holds no asset index\).*gazetteer load"):
         read_gazetteer(loaded)
 
 
@@ -332,3 +331,21 @@ def test_the_openapi_document_lists_the_features() -> None:
     geocoder = schema["properties"]["geocoderOptions"]
     assert geocoder["properties"]["requiredFeatures"]["items"]["enum"] == list(FEATURES)
     assert geocoder["additionalProperties"] is False
+
+
+def test_a_query_sharing_no_key_with_any_point_is_a_miss_not_a_crash() -> None:
+    """(The probabilistic matcher's blocking once failed when no key of a batch matched.)"""
+    from toolkit.matching import AssetIndex, resolve
+
+    index = AssetIndex.from_frame(
+        pd.DataFrame({"id": ["A", "B"], "name": ["12 SMITH STREET KEW", "14 HIGH ROAD CAMBERWELL"]})
+    )
+    found = resolve(
+        index,
+        pd.DataFrame({"query": ["Zanzibar Primary School"]}),
+        {"mode": "fuzzy", "useExternalLookups": False},
+    )
+    assert found.loc[0, "asset_position"] == -1
+    assert found.loc[0, "err"] == (
+        "no asset shares a number, street or locality with this address (fuzzy)"
+    )

@@ -157,3 +157,56 @@ def test_parse_recognises_misspelt_and_joined_street_types(
         street_type,
         locality,
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "number", "street_name", "street_type", "locality", "postcode"),
+    [
+        # The type before the name, as French and some Australian addresses write it.
+        ("31 AVENUE SCOTT", "", "31", "SCOTT", "AVENUE", "", ""),
+        ("31 Avenue Scott, Kew 3101", "", "31", "SCOTT KEW", "AVENUE", "", "3101"),
+        ("5 Boulevard Haussmann", "", "5", "HAUSSMANN", "BOULEVARD", "", ""),
+        ("2/14 Esplanade Marine", "2", "14", "MARINE", "ESPLANADE", "", ""),
+        ("7 Rd Edgar", "", "7", "EDGAR", "ROAD", "", ""),
+        # ... but not where a type follows a name, or the next word is a type too.
+        ("4 The Avenue Kew", "", "4", "THE", "AVENUE", "KEW", ""),
+        ("10 Avenue Road", "", "10", "AVENUE ROAD", "", "", ""),
+        ("8 Avenue Victor Hugo Street Paris", "", "8", "AVENUE VICTOR HUGO", "STREET", "PARIS", ""),
+        # Names that begin with a type word which is seldom written first keep it.
+        ("12 Green Kew", "", "12", "GREEN KEW", "", "", ""),
+        ("3 Grove Hill", "", "3", "GROVE HILL", "", "", ""),
+        ("12 St Kilda", "", "12", "STREET KILDA", "", "", ""),
+        # The everyday forms around them.
+        (
+            "Unit 3, 12-14 Smith St, Richmond VIC 3121",
+            "3",
+            "12-14",
+            "SMITH",
+            "STREET",
+            "RICHMOND",
+            "3121",
+        ),
+        ("U5 7 Oak Ave Carlton", "5", "7", "OAK", "AVENUE", "CARLTON", ""),
+        ("Flat 2, 40 High Rd", "2", "40", "HIGH", "ROAD", "", ""),
+        ("9 Lime Gr Mount Clear", "", "9", "LIME", "GROVE", "MT CLEAR", ""),
+    ],
+)
+def test_parse_reads_real_world_forms(
+    text: str,
+    unit: str,
+    number: str,
+    street_name: str,
+    street_type: str,
+    locality: str,
+    postcode: str,
+) -> None:
+    got = parsed(text)
+    fields = ("unit", "number", "street_name", "street_type", "locality", "postcode")
+    assert tuple(got[f] for f in fields) == (
+        unit,
+        number,
+        street_name,
+        street_type,
+        locality,
+        postcode,
+    )

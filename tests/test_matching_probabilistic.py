@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching import probabilistic as prob
+from toolkit.matching.address import Analysis
+from toolkit.matching.blocking import MAX_CANDIDATES, KeyGroups, candidate_pairs
+from toolkit.matching.parsed import Parsed
 
 OFF = {"useExternalLookups": False, "mode": "fuzzy"}
 
@@ -95,10 +102,126 @@ def test_a_typo_in_any_one_component_still_links() -> None:
         "SMITH STREET KEW 17",  # number moved
         "17 SMITHSTREET KEW",  # joined words
         "23 WIL SON ROAD RICHMOND",  # split word
+        "23 ROAD WILSON RICHMOND",  # the type before the name
+        "23 RD WILSON",  # ... abbreviated, the locality left out
     ]
     result = resolve(index, pd.DataFrame({"query": queries}), OFF)
     expected = ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"]
-    expected += ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"]
+    expected += ["17 SMITH STREET KEW"] * 2 + ["23 WILSON ROAD RICHMOND"] * 3
     got = [None if p < 0 else names[p] for p in result["asset_position"]]
     assert got == expected, result["err"].tolist()
     assert (result["accuracy"] >= 80).all()
+
+
+def _town_names() -> list[str]:
+    return [
+        "12 SMITH STREET KEW",
+        "14 SMITH STREET KEW",
+        "3 JONES COURT RICHMOND",
+        "UNIT 2 7 OAK AVENUE CARLTON",
+        "40 HIGH ROAD FITZROY 3065",
+    ]
+
+
+TOWN_QUERIES = ["12 SMTIH ST KEW", "3 JONES CRT RICHMND", "2/7 OAK AVE CARLTON", "40 HIGH RD"]
+
+
+def test_a_saved_index_keeps_its_fuzzy_side_and_links_the_same(tmp_path: Path) -> None:
+    index = _index(_town_names())
+    queries = pd.DataFrame({"query": TOWN_QUERIES})
+    before = resolve(index, queries, OFF)
+    index.save(tmp_path / "index")
+    assert (tmp_path / "index" / "fuzzy" / "side.json").is_file()
+    loaded = AssetIndex.load(tmp_path / "index")
+    side, saved = index.fuzzy_side(), loaded.fuzzy_side()
+    assert saved.parsed.vocabulary.tolist() == side.parsed.vocabulary.tolist()
+    np.testing.assert_array_equal(saved.parsed.keys, side.parsed.keys)
+    np.testing.assert_array_equal(saved.groups.rows, side.groups.rows)
+    after = resolve(loaded, queries, OFF)
+    assert after["asset_id"].tolist() == before["asset_id"].tolist() == ["P0", "P2", "P3", "P4"]
+    np.testing.assert_allclose(after["probability"], before["probability"])
+
+
+def test_a_damaged_fuzzy_side_is_rebuilt_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = _index(_town_names())
+    index.save(tmp_path / "index")
+    (tmp_path / "index" / "fuzzy" / "keys.npy").write_bytes(b"not an array")
+    loaded = AssetIndex.load(tmp_path / "index")
+    with caplog.at_level("WARNING"):
+        result = resolve(loaded, pd.DataFrame({"query": TOWN_QUERIES}), OFF)
+    assert "rebuilding the fuzzy matching data" in caplog.text
+    assert result["asset_id"].tolist() == ["P0", "P2", "P3", "P4"]
+
+
+def test_candidates_are_capped_per_query_keeping_those_sharing_most_keys() -> None:
+    names = [f"{n} SMITH STREET KEW" for n in range(1, 61)] + ["7 JONES ROAD RICHMOND"]
+    assets = Parsed.of(Analysis.of(pd.Series(names)))
+    queries = Parsed.of(
+        Analysis.of(pd.Series(["7 SMITH STREET KEW", "7 JONES RD RICHMOND", "99 NOWHERE"])),
+        field_data=True,
+    )
+    groups = KeyGroups.of(assets.key_rows, assets.keys)
+    q, a = candidate_pairs(queries, groups, len(assets))
+    assert (np.diff(q) >= 0).all()  # grouped by query
+    per_query = np.bincount(q, minlength=3)
+    assert per_query[0] == MAX_CANDIDATES < 61  # capped
+    assert per_query[2] == 0  # shares no key with any asset
+    chosen = {int(q_): set() for q_ in np.unique(q)}
+    for q_, a_ in zip(q, a, strict=True):
+        chosen[int(q_)].add(names[int(a_)])
+    assert "7 SMITH STREET KEW" in chosen[0] and "7 JONES ROAD RICHMOND" in chosen[1]
+    # Only the allowed assets count, and only they are offered.
+    allowed = np.zeros(len(assets), dtype=bool)
+    allowed[names.index("8 SMITH STREET KEW")] = True
+    q, a = candidate_pairs(
+        queries, KeyGroups.of(assets.key_rows, assets.keys, allowed), len(assets)
+    )
+    assert [names[int(x)] for x in a] == ["8 SMITH STREET KEW"] and q.tolist() == [0]
+
+
+def test_a_batch_split_over_threads_links_exactly_as_in_one_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(5)
+    streets = ["SMITH", "JONES", "BROWN", "WILSON", "TAYLOR", "MARTIN", "WHITE", "CLARKE"]
+    towns = ["KEW", "RICHMOND", "CARLTON", "FITZROY", "BRIGHTON", "ELWOOD"]
+    frame = pd.DataFrame(
+        {
+            "number": rng.integers(1, 300, 2000).astype(str),
+            "street": rng.choice(streets, 2000),
+            "town": rng.choice(towns, 2000),
+        }
+    ).drop_duplicates()
+    names = (frame["number"] + " " + frame["street"] + " STREET " + frame["town"]).tolist()
+    index = _index(names)
+    picked = rng.choice(len(names), 300)
+    queries = pd.DataFrame(
+        {"query": [names[i].replace(" STREET ", " ST ").replace("I", "Y", 1) for i in picked]}
+    )
+    whole = resolve(index, queries, OFF)
+    monkeypatch.setattr(prob, "PARALLEL_MIN_QUERIES", 2)
+    split = resolve(index, queries, OFF)
+    assert split["asset_id"].tolist() == whole["asset_id"].tolist()
+    np.testing.assert_allclose(split["probability"], whole["probability"])
+    expected = [f"P{i}" for i in picked]
+    assert (whole["asset_id"] == expected).mean() > 0.9
+
+
+def test_an_index_written_as_one_string_keeps_its_fuzzy_side(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = _index(_town_names())
+    queries = pd.DataFrame({"query": TOWN_QUERIES})
+    before = resolve(index, queries, OFF)
+    out = io.BytesIO()
+    index.dump(out)
+    with caplog.at_level("WARNING"):
+        loaded = AssetIndex.loads(out.getvalue())
+        side = loaded.fuzzy_side()
+        after = resolve(loaded, queries, OFF)
+    assert "rebuilding" not in caplog.text
+    np.testing.assert_array_equal(side.groups.rows, index.fuzzy_side().groups.rows)
+    assert after["asset_id"].tolist() == before["asset_id"].tolist()
+    np.testing.assert_allclose(after["probability"], before["probability"])

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.csv as pa_csv
 import pyogrio
 
@@ -125,6 +126,7 @@ def main() -> None:
             started = time.perf_counter()
             pa_csv.read_csv(folder / "data" / "items.csv")
             raw_read = time.perf_counter() - started
+            links = site.store.jobs.links(int(job["id"]))
             rows = site.db.connection.execute(
                 "SELECT id, site_id, register_id, event_id, region_id, asset_id, status, "
                 "is_template, tags, fields, import_job_id, date_created, date_modified "
@@ -156,6 +158,20 @@ def main() -> None:
         print(
             f"  asset read {asset_read:.2f} s vs pyogrio.read_dataframe(use_arrow=True) "
             f"{raw_asset_read:.2f} s: ratio {asset_read / raw_asset_read:.2f}"
+        )
+        truth = pd.read_csv(
+            folder / "data" / "items_truth.csv", dtype=str, keep_default_na=False
+        ).set_index("Reference")["asset_id"]
+        wanted = truth.reindex(links["reference"].astype(str)).to_numpy(dtype=object)
+        got = links["asset_id"].astype("Int64").astype("string").fillna("").to_numpy(dtype=object)
+        linked = got != ""
+        right = linked & (got == wanted)
+        with_asset = wanted != ""
+        print(
+            f"link stage {summary['timings']['link']:.2f} s (target <= 10 s): precision "
+            f"{right.sum() / max(linked.sum(), 1):.2%} of {int(linked.sum()):,} links (target "
+            f">= 99.5%), recall {right.sum() / max(with_asset.sum(), 1):.2%} of "
+            f"{int(with_asset.sum()):,} rows with a true asset"
         )
         print(
             f"store stage {store:.2f} s vs bare executemany of the same {len(rows):,} rows "

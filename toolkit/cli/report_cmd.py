@@ -176,7 +176,7 @@ def report_run(
       toolkit report run 2 --wait --json
       toolkit --url https://staging.example.org report run 1 --param eventId=1 \\
           --wait --timeout 600
-      toolkit report run --instance 1 --param dateFrom=2026-02-01 --wait
+      toolkit report run --instance 3 --param dateFrom=2026-02-01 --wait
     """
     if (report_id is None) == (instance_id is None):
         raise click.UsageError("give a REPORT_ID or --instance ID (one of them)")
@@ -264,12 +264,12 @@ def report_fetch(instance_id: int, format_: str, output: Path | None, excel: boo
 
     \b
     Examples:
-      toolkit report fetch 7 --format xlsx -o items.xlsx
-      toolkit report fetch 7 --format csv > items.csv
-      toolkit report fetch 7 --format csv --excel -o items.csv
-      toolkit report fetch 8 --format gpkg -o impacted.gpkg
-      toolkit report fetch 7 --format csv -o - | head -5
-      toolkit report fetch 7 > contents.json
+      toolkit report fetch 3 --format xlsx -o items.xlsx
+      toolkit report fetch 3 --format csv > items.csv
+      toolkit report fetch 3 --format csv --excel -o items.csv
+      toolkit report fetch 2 --format gpkg -o impacted.gpkg
+      toolkit report fetch 3 --format csv -o - | head -5
+      toolkit report fetch 3 > contents.json
     """
     if excel:
         if format_ not in ("csv", "csv-excel"):

@@ -5,8 +5,7 @@ This package owns:
 
 - the address gazetteer: reading G-NAF-style or OpenAddresses-style address-point files
   (``points``), indexing them with asset matching's own index and matcher
-  (``gazetteer``), keeping the index in the site file and in memory (``keeping``,
-  ``fuzzy_parts``);
+  (``gazetteer``), keeping the index in the site file and in memory (``keeping``);
 - geocoding services over HTTP, Nominatim and Pelias (``protocols`` builds and reads
   their requests, ``http`` sends them: per-run cache, rate limit, retries honouring
   ``Retry-After``, timeouts), configured by URL (``config``);

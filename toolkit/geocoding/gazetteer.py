@@ -10,12 +10,12 @@ site file (``SiteStore.gazetteers``) and loaded from there.
 
 from __future__ import annotations
 
-import io
-import json
+import hashlib
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import IO, Any, cast
 
 import geopandas as gpd
@@ -26,7 +26,6 @@ import shapely
 from toolkit.errors import MatchingError, StoreError
 from toolkit.geocoding import result
 from toolkit.geocoding.features import Feature, describe, required_features
-from toolkit.geocoding.fuzzy_parts import load_fuzzy_side, save_fuzzy_side
 from toolkit.matching import AssetIndex, LookupOptions, resolve
 from toolkit.progress import Progress, no_progress
 
@@ -37,7 +36,6 @@ FORMAT_VERSION = 1
 MATCHING = LookupOptions(
     mode="soundex", max_rank=2, fallback_mode="fuzzy", use_external_lookups=False
 )
-_MAGIC = b"toolkit-gazetteer\n"
 _ASSET_WORDS = (
     (re.compile(r"\bassets\b"), "address points"),
     (re.compile(r"\basset\b"), "address point"),
@@ -92,7 +90,7 @@ class Gazetteer:
         index = cast(GazetteerIndex, GazetteerIndex.from_frame(points))
         progress("index", len(points), len(points), unit="points")
         progress("matcher", 0, len(points), unit="points", detail="parsing every address")
-        fuzzy_side(index)
+        index.fuzzy_side()
         progress("matcher", len(points), len(points), unit="points")
         features = index.assets["type"].value_counts().sort_index()
         header = {
@@ -107,17 +105,9 @@ class Gazetteer:
         return cls(name.strip(), index, header)
 
     def dump(self, out: IO[bytes]) -> None:
-        """Write the gazetteer to ``out`` as one byte string (for :meth:`loads`): a line
-        naming the format, a JSON line with each part's name and size, then the parts: the
-        asset index (``AssetIndex.dump``) and the matcher's arrays (``fuzzy_parts``)."""
-        index = io.BytesIO()
-        self.index.dump(index)
-        parts = {"index": index.getvalue(), **save_fuzzy_side(fuzzy_side(self.index))}
-        out.write(_MAGIC)
-        out.write(json.dumps([[name, len(data)] for name, data in parts.items()]).encode())
-        out.write(b"\n")
-        for data in parts.values():
-            out.write(data)
+        """Write the gazetteer's index to ``out`` as one byte string (``AssetIndex.dump``:
+        its tables and the probabilistic matcher's side, so a load never re-parses)."""
+        self.index.dump(out)
 
     @classmethod
     def loads(cls, name: str, header: Mapping[str, Any], data: bytes) -> Gazetteer:
@@ -130,13 +120,9 @@ class Gazetteer:
                 f"{FORMAT_VERSION}: {again}"
             )
         try:
-            parts = _parts(data)
-            index = cast(GazetteerIndex, GazetteerIndex.loads(parts["index"], "the gazetteer"))
-        except (KeyError, ValueError, MatchingError) as exc:
+            index = cast(GazetteerIndex, GazetteerIndex.loads(data, f"the gazetteer {name!r}"))
+        except MatchingError as exc:
             raise StoreError(f"the site's gazetteer {name!r} is damaged ({exc}): {again}") from exc
-        side = load_fuzzy_side(parts)
-        if side is not None:
-            index.derived("fuzzy", lambda: side)
         return cls(name, index, dict(header))
 
     def info(self) -> dict[str, Any]:
@@ -188,27 +174,13 @@ class Gazetteer:
         return (f"{self.source}: " + text).to_numpy(dtype=object)
 
 
-def _parts(data: bytes) -> dict[str, bytes]:
-    """The named parts of a byte string :meth:`Gazetteer.dump` wrote."""
-    if not data.startswith(_MAGIC):
-        raise ValueError("it holds no gazetteer")
-    start = len(_MAGIC)
-    end = data.index(b"\n", start)
-    parts, offset = {}, end + 1
-    for name, size in json.loads(data[start:end]):
-        parts[str(name)] = data[offset : offset + int(size)]
-        offset += int(size)
-    if offset != len(data):
-        raise ValueError(f"{len(data):,} bytes where the parts take {offset:,}")
-    return parts
+def matcher_fingerprint() -> str:
+    """A hash of the source of the modules whose output a gazetteer keeps (the address
+    model, the asset index and the probabilistic matcher): a gazetteer indexed by other
+    code is re-indexed rather than read with keys this code would not make."""
+    from toolkit.matching import address, index, probabilistic
 
-
-def fuzzy_side(index: AssetIndex) -> Any:
-    """The probabilistic matcher's side of ``index`` (its parsed names), built once."""
-    from toolkit.matching import probabilistic
-
-    return index.derived("fuzzy", lambda: probabilistic.AssetSide.of(index.assets["name"]))
-
-
-def header_json(header: Mapping[str, Any]) -> str:
-    return json.dumps(dict(header), sort_keys=True)
+    digest = hashlib.sha256()
+    for module in (address, index, probabilistic):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:16]

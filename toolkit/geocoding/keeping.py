@@ -18,8 +18,7 @@ from typing import Any, cast
 
 import geopandas as gpd
 
-from toolkit.geocoding.fuzzy_parts import matcher_fingerprint
-from toolkit.geocoding.gazetteer import Gazetteer, GazetteerIndex
+from toolkit.geocoding.gazetteer import Gazetteer, GazetteerIndex, matcher_fingerprint
 from toolkit.geocoding.points import PointsReport, read_points
 from toolkit.progress import Progress, no_progress
 from toolkit.store import SiteStore

@@ -14,6 +14,7 @@ name, street type, locality, state and postcode; locality, state and postcode ar
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import jellyfish
@@ -67,6 +68,17 @@ STREET_TYPES: dict[str, tuple[str, ...]] = {
     "WALK": ("WLK",),
     "WAY": ("WY",),
 }
+
+# Street types that may come before the name (``AVENUE SCOTT``): those that seldom begin a
+# street's own name. Not STREET (``ST KILDA`` is Saint Kilda), nor GROVE, GREEN, VIEW, RISE,
+# RIDGE... (``GREEN STREET`` with its type left out would read as type GREEN, name STREET).
+LEADING_TYPES = frozenset(
+    {
+        "ALLEY", "APPROACH", "ARCADE", "AVENUE", "BOULEVARD", "BYPASS", "CIRCUIT", "CLOSE",
+        "CONCOURSE", "COURT", "CRESCENT", "DRIVE", "ESPLANADE", "FREEWAY", "HIGHWAY", "LANE",
+        "PARADE", "PARKWAY", "PLACE", "PROMENADE", "ROAD", "TERRACE",
+    }
+)  # fmt: skip
 
 # Every spelling -> the one canonical token.
 STREET_TYPE_CANONICAL: dict[str, str] = {
@@ -230,11 +242,27 @@ def _join_words(words: Words, mask: np.ndarray, sort: bool = False) -> np.ndarra
         alphabetical[np.argsort(words.vocabulary.astype(str))] = np.arange(len(words.vocabulary))
         order = np.lexsort((alphabetical[codes], rows))
         rows, codes = rows[order], codes[order]
+    joined = join_words_arrow(words, rows, codes)
+    return np.asarray(joined.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def join_words_arrow(
+    words: Words,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    separator: str = " ",
+    vocabulary: pa.Array | None = None,
+) -> pa.Array:
+    """Per row of ``words``, the words ``codes`` (flat, grouped by ``rows`` in order)
+    joined by ``separator``, as an arrow string array ("" where a row has none);
+    ``vocabulary``: the words' vocabulary already as arrow, when joining many times."""
     counts = np.bincount(rows, minlength=words.n_rows)
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    values = pa.array(words.vocabulary, type=pa.string()).take(pa.array(codes))
-    lists = pa.ListArray.from_arrays(pa.array(offsets), values)
-    return np.asarray(pc.binary_join(lists, " ").to_numpy(zero_copy_only=False), dtype=object)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    if vocabulary is None:
+        vocabulary = pa.array(words.vocabulary, type=pa.large_string())
+    values = vocabulary.take(pa.array(codes))
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
+    return pc.binary_join(lists, pa.scalar(separator, pa.large_string()))
 
 
 @dataclass(frozen=True)
@@ -249,6 +277,33 @@ class Structure:
     is_locality: np.ndarray
     is_state: np.ndarray
     is_postcode: np.ndarray
+    # A street type written before the name (``31 AVENUE SCOTT``); also in ``is_type``.
+    is_leading_type: np.ndarray
+
+
+def word_flags(vocabulary: np.ndarray) -> dict[str, np.ndarray]:
+    """Per distinct word, by arrow kernels (no Python loop over words): holds a digit
+    (``digit``), is letters only (``alpha``), is a street type, a type that may lead, a
+    state, a 4-digit postcode; and its length."""
+    text = pa.array(vocabulary, type=pa.large_string())
+
+    def flag(values: pa.Array) -> np.ndarray:
+        return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    def member(names: Iterable[str]) -> np.ndarray:
+        return flag(pc.is_in(text, value_set=pa.array(sorted(names), type=pa.large_string())))
+
+    length = np.asarray(pc.utf8_length(text).to_numpy(zero_copy_only=False), dtype=np.int64)
+    digit = flag(pc.match_substring_regex(text, "[0-9]"))
+    return {
+        "digit": digit,
+        "alpha": flag(pc.utf8_is_alpha(text)),
+        "type": member(STREET_TYPES),
+        "leading": member(LEADING_TYPES),
+        "state": member(STATES),
+        "postcode": flag(pc.utf8_is_digit(text)) & (length == 4),
+        "length": length,
+    }
 
 
 def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
@@ -256,7 +311,8 @@ def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarra
     total = np.concatenate([[0], np.cumsum(flag, dtype=np.int64)])
     counts = np.bincount(row, minlength=n_rows)
     starts = np.cumsum(counts) - counts
-    return total[1:] - total[starts][row]
+    cumulative: np.ndarray = total[1:] - total[starts][row]
+    return cumulative
 
 
 def structure(words: Words) -> Structure:
@@ -265,12 +321,18 @@ def structure(words: Words) -> Structure:
     The street type is the first street-type word that follows a name word, so ``ST`` in
     ``12 ST KILDA RD`` is part of the name (SAINT) and ``RD`` ends the street. Words after it
     are the locality, except a trailing run of state and 4-digit postcode words.
+
+    With no type after a name, a type word that comes first and is followed by a name word
+    is the type written before the name (``31 AVENUE SCOTT``, as French and some Australian
+    addresses have it), when it is one of ``LEADING_TYPES``; the words after it are then
+    the street name (where the name ends and a locality starts is left to the matcher).
     """
     vocab = words.vocabulary
-    has_digit = np.array([any(c.isdigit() for c in w) for w in vocab], dtype=bool)
-    w_type = np.array([w in STREET_TYPES for w in vocab], dtype=bool)[words.word_code]
-    w_state = np.array([w in STATES for w in vocab], dtype=bool)[words.word_code]
-    w_postcode = np.array([len(w) == 4 and w.isdigit() for w in vocab], dtype=bool)[words.word_code]
+    flags = word_flags(vocab)
+    has_digit = flags["digit"]
+    w_type = flags["type"][words.word_code]
+    w_state = flags["state"][words.word_code]
+    w_postcode = flags["postcode"][words.word_code]
     w_digit = has_digit[words.word_code]
     row, pos, n = words.row, words.position, words.n_rows
     unit_word = np.flatnonzero(vocab == "UNIT")
@@ -284,6 +346,13 @@ def structure(words: Words) -> Structure:
     boundary_candidate = w_type & (names_before > 0)
     boundaries_seen = _per_row_cumsum(boundary_candidate, row, n)
     is_type = boundary_candidate & (boundaries_seen == 1)
+    w_leading = flags["leading"][words.word_code]
+    first_alpha = alpha & (_per_row_cumsum(alpha, row, n) == 1)
+    name_follows = np.zeros(len(row), dtype=bool)
+    name_follows[:-1] = (row[1:] == row[:-1]) & alpha[1:] & ~w_type[1:]
+    no_boundary = np.bincount(row[boundary_candidate], minlength=n) == 0
+    is_leading = w_leading & first_alpha & name_follows & no_boundary[row]
+    is_type = is_type | is_leading
     after_type = (boundaries_seen >= 1) & ~is_type
     # Trailing run of state/postcode words after at least one name word.
     tail_kind = (w_state | w_postcode) & (names_before > 0)
@@ -298,7 +367,15 @@ def structure(words: Words) -> Structure:
     is_number = is_street & w_digit & ~is_unit & (names_before == 0)
     is_name = is_street & ~is_unit & ~is_number & ~is_type
     return Structure(
-        is_unit, is_number, is_name, is_type, is_street, is_locality, is_state, is_postcode
+        is_unit,
+        is_number,
+        is_name,
+        is_type,
+        is_street,
+        is_locality,
+        is_state,
+        is_postcode,
+        is_leading,
     )
 
 
@@ -381,7 +458,8 @@ def _row_sums(values: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
     counts = np.bincount(row, minlength=n_rows)
     ends = np.cumsum(counts)
     total = np.concatenate([[np.uint64(0)], np.cumsum(values, dtype=np.uint64)])
-    return total[ends] - total[ends - counts]
+    sums: np.ndarray = total[ends] - total[ends - counts]
+    return sums
 
 
 def sequence_keys(words: Words, element: np.ndarray, mask: np.ndarray, ordered: bool) -> np.ndarray:

@@ -9,11 +9,13 @@ format version; only the spatial tree is rebuilt on load, which is cheap).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -23,9 +25,14 @@ import shapely
 
 from toolkit.errors import MatchingError
 from toolkit.matching.address import TEXT_NAMES, address_keys
+from toolkit.matching.asset_side import AssetSide
+
+log = logging.getLogger(__name__)
 
 FORMAT_NAME = "toolkit-asset-index"
-FORMAT_VERSION = 1
+# 2: the fuzzy matcher's asset side is saved with the index (folder ``fuzzy`` of ``save``,
+# tables ``fuzzy:*`` of ``dump``).
+FORMAT_VERSION = 2
 # The tables of a saved index, each a Parquet file (``save``) or part of one string (``dump``).
 TABLES = ("assets", "names", "codes")
 _MAGIC = b"toolkit-asset-index\n"
@@ -116,7 +123,7 @@ class KeyTable:
     def lookup(self, queries: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """(first slot, number of distinct assets) per query key; 0/null finds nothing."""
         if isinstance(self.distinct, pd.Index):
-            position = self.distinct.get_indexer(queries)
+            position = self.distinct.get_indexer(pd.Index(queries))
         else:
             found = pc.index_in(queries, value_set=self.distinct)
             position = pc.fill_null(found, -1).to_numpy(zero_copy_only=False)
@@ -144,6 +151,8 @@ class AssetIndex:
     # Other derived structures (the fuzzy matcher's parsed names), built on first use.
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
+    # The folder the index was loaded from (its saved fuzzy side is read from there).
+    _folder: Path | None = field(default=None, repr=False)
 
     # --- building -----------------------------------------------------------------------
 
@@ -163,10 +172,10 @@ class AssetIndex:
         geometry_name = _geometry_column(frame)
         if geometry_name is not None:
             crs = getattr(frame, "crs", None)
-            if crs is not None and crs.to_epsg() != 4326:
+            if isinstance(frame, gpd.GeoDataFrame) and crs is not None and crs.to_epsg() != 4326:
                 frame = frame.to_crs(4326)
-            geometry = np.asarray(frame[geometry_name].array, dtype=object)
-            geometry = np.where(shapely.is_missing(geometry), None, geometry)
+            geometry = np.array(frame[geometry_name].array, dtype=object)
+            geometry[shapely.is_missing(geometry)] = None
         else:
             geometry = np.full(len(frame), None, dtype=object)
         table = pd.DataFrame(frame.drop(columns=[geometry_name] if geometry_name else []))
@@ -214,6 +223,7 @@ class AssetIndex:
         """Pickle the tables only (for workers of a distributed engine); caches and the
         spatial tree are rebuilt on the other side."""
         state = dict(self.__dict__)
+        # The folder stays: a worker reads the saved fuzzy side instead of rebuilding it.
         state.update(_tables={}, _masks={}, _derived={}, _tree=None, _tree_assets=None)
         return state
 
@@ -247,13 +257,29 @@ class AssetIndex:
             self._derived[name] = build()
         return self._derived[name]
 
+    def fuzzy_side(self) -> AssetSide:
+        """The fuzzy matcher's asset side: read from the folder the index was loaded from,
+        else built (once, then kept with the index)."""
+
+        def build() -> AssetSide:
+            if self._folder is not None:
+                try:
+                    return AssetSide.load(self._folder / "fuzzy", len(self))
+                except MatchingError as exc:  # rebuilt: slower, never wrong
+                    log.warning("rebuilding the fuzzy matching data: %s", exc)
+            return AssetSide.of(self.assets["name"])
+
+        side: AssetSide = self.derived("fuzzy", build)
+        return side
+
     def name_column(self, name: str) -> np.ndarray:
         """One column of ``name_keys`` as a numpy array (object for text), cached."""
         cache_key = ("column", name)
         if cache_key not in self._masks:
             column = self.name_keys[name]
-            dtype = object if name in TEXT_NAMES else column.dtype
-            self._masks[cache_key] = column.to_numpy(dtype=dtype)
+            self._masks[cache_key] = (
+                column.to_numpy(dtype=object) if name in TEXT_NAMES else column.to_numpy()
+            )
         return self._masks[cache_key]
 
     def output_column(self, name: str) -> np.ndarray:
@@ -263,7 +289,8 @@ class AssetIndex:
         if cache_key not in self._masks:
             kind, _, extra_name = name.partition(":")
             column = self.extra[extra_name] if kind == "extra" else self.assets[name]
-            values = column.to_numpy(dtype=object, na_value=None)
+            values = column.to_numpy(dtype=object)
+            values[pd.isna(values)] = None
             values[values == ""] = None
             self._masks[cache_key] = values
         return self._masks[cache_key]
@@ -335,6 +362,8 @@ class AssetIndex:
         folder.mkdir(parents=True, exist_ok=True)
         for name, table in self._arrow_tables().items():
             pq.write_table(table, folder / f"{name}.parquet")
+        if self._folder is None or self._folder.resolve() != folder.resolve():
+            self.fuzzy_side().save(folder / "fuzzy")
         (folder / "index.json").write_text(json.dumps(self._header(), indent=2), encoding="utf-8")
         return folder
 
@@ -343,11 +372,20 @@ class AssetIndex:
         naming the format, a line of JSON header with each table's size, then each table
         as Parquet (zstd: a third smaller than snappy here, and as fast to read)."""
         buffers = {}
-        for name, table in self._arrow_tables().items():
+        side_tables, side_header = self.fuzzy_side().tables()
+        tables = {
+            **self._arrow_tables(),
+            **{f"fuzzy:{name}": table for name, table in side_tables.items()},
+        }
+        for name, table in tables.items():
             sink = pa.BufferOutputStream()
             pq.write_table(table, sink, compression="zstd")
             buffers[name] = sink.getvalue()
-        header = {**self._header(), "tables": {name: b.size for name, b in buffers.items()}}
+        header = {
+            **self._header(),
+            "tables": {name: b.size for name, b in buffers.items()},
+            "fuzzy": side_header,
+        }
         out.write(_MAGIC)
         out.write(json.dumps(header).encode("utf-8") + b"\n")
         for buffer in buffers.values():
@@ -367,13 +405,21 @@ class AssetIndex:
             buffer = pa.py_buffer(data)
             offset = end + 1
             tables = {}
-            for name in TABLES:
-                size = int(header["tables"][name])
-                tables[name] = pq.read_table(pa.BufferReader(buffer.slice(offset, size)))
-                offset += size
-        except (KeyError, ValueError, TypeError, pa.ArrowException) as exc:
+            # In the order written: the index's tables, then the fuzzy side's.
+            for name, size in header["tables"].items():
+                tables[name] = pq.read_table(pa.BufferReader(buffer.slice(offset, int(size))))
+                offset += int(size)
+        except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException) as exc:
             raise MatchingError(f"the asset index in {place} is corrupt: {exc}") from exc
-        return cls._from_tables(header, tables, place)
+        index = cls._from_tables(header, tables, place)
+        side = {k.partition(":")[2]: t for k, t in tables.items() if k.startswith("fuzzy:")}
+        try:
+            index._derived["fuzzy"] = AssetSide.from_tables(
+                side, header.get("fuzzy") or {}, len(index), place
+            )
+        except MatchingError as exc:  # rebuilt on first use: slower, never wrong
+            log.warning("rebuilding the fuzzy matching data: %s", exc)
+        return index
 
     @classmethod
     def load(cls, folder: str | Path) -> AssetIndex:
@@ -389,7 +435,9 @@ class AssetIndex:
             tables = {name: pq.read_table(folder / f"{name}.parquet") for name in TABLES}
         except (OSError, pa.ArrowException) as exc:
             raise MatchingError(f"the asset index in {folder} is corrupt: {exc}") from exc
-        return cls._from_tables(header, tables, str(folder))
+        index = cls._from_tables(header, tables, str(folder))
+        index._folder = folder
+        return index
 
     @classmethod
     def _from_tables(

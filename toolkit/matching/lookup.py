@@ -185,7 +185,7 @@ def result_rows(result: LookupResult) -> pd.DataFrame:
     if not top.empty:
         text = top["asset_id"].astype("string") + ":" + top["score"].round(1).astype("string")
         joined = text.groupby(top["row"].to_numpy()).agg(" | ".join)
-        review.iloc[joined.index.to_numpy()] = joined.to_numpy()
+        review.iloc[joined.index.to_numpy()] = joined.astype("string")
     return pd.DataFrame(
         {
             "reference": resolved["reference"].astype("string"),

@@ -21,6 +21,7 @@ import shapely
 from toolkit.errors import OptionError
 from toolkit.matching import accuracy, probabilistic
 from toolkit.matching.address import Analysis
+from toolkit.matching.asset_side import AssetSide
 from toolkit.matching.index import (
     AssetIndex,
     KeyTable,
@@ -28,6 +29,7 @@ from toolkit.matching.index import (
     strip_leading_zeros,
 )
 from toolkit.matching.options import LookupOptions
+from toolkit.matching.parsed import Parsed, subset_words
 
 # From this many point queries on, mode geo indexes the points instead of probing the
 # asset tree once per point (and always when they are a tenth of the assets or more).
@@ -147,7 +149,8 @@ def _ranks(counts: np.ndarray) -> np.ndarray:
     """0..c-1 for each count c, concatenated."""
     total = int(counts.sum())
     starts = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.arange(total) - starts
+    ranks: np.ndarray = np.arange(total) - starts
+    return ranks
 
 
 def _no_match(result: ModeResult, message: str) -> None:
@@ -380,8 +383,9 @@ def query_geometry(batch: QueryBatch) -> np.ndarray:
     geometry = shapely.from_wkt(text, on_invalid="ignore")
     pairs = batch.text.fillna("").str.extract(_LAT_LON).astype(float)
     latlon = pairs.notna().all(axis=1).to_numpy()
-    points = shapely.points(pairs[1].to_numpy(), pairs[0].to_numpy())
-    return np.where(latlon, points, geometry)
+    points = np.asarray(shapely.points(pairs[1].to_numpy(), pairs[0].to_numpy()), dtype=object)
+    located: np.ndarray = np.where(latlon, points, geometry)
+    return located
 
 
 def match_geo(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
@@ -470,43 +474,26 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     about equally likely) therefore never link. ``accuracy`` is that probability x 100.
     """
     result = ModeResult.empty(len(batch))
-    side: probabilistic.AssetSide = index.derived(
-        "fuzzy", lambda: probabilistic.AssetSide.of(index.assets["name"])
-    )
-    analysis = batch.analysis()
-    queries = probabilistic.parsed_queries(analysis)
-    codes = analysis.codes
-    used = np.unique(codes)
+    side = index.fuzzy_side()
+    # Only the distinct strings of this batch are parsed (a fallback batch shares the
+    # analysis of the whole batch).
+    words, parts, codes = subset_words(batch.analysis())
+    queries = Parsed.of_words(words, parts, field_data=True)
     allowed = index.allowed(options.asset_class)
     allowed_assets = np.flatnonzero(allowed)
     per_row = np.bincount(side.codes[allowed_assets], minlength=len(side.parsed))
     row_asset = np.full(len(side.parsed), -1, dtype=np.int64)
     row_asset[side.codes[allowed_assets]] = allowed_assets
-    q, a = probabilistic.candidate_pairs(queries, side.parsed, per_row > 0, used)
+    q, comparison = probabilistic.compared_candidates(
+        queries, side.parsed, side.groups_for(per_row > 0)
+    )
     if not len(q):
         _no_match(result, NO_FUZZY_CANDIDATE)
         return result
-    comparison = probabilistic.compare(queries, side.parsed, q, a)
     model = probabilistic.fit(
-        queries,
-        side.parsed,
-        q,
-        a,
-        side.u,
-        len(used),
-        comparison=comparison,
-        frequencies=side.frequencies,
+        side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), len(queries)
     )
-    scored = probabilistic.score(
-        queries,
-        side.parsed,
-        q,
-        a,
-        model,
-        per_row,
-        n_assets=len(allowed_assets),
-        comparison=comparison,
-    )
+    scored = probabilistic.score(q, comparison, model, len(queries), len(allowed_assets), per_row)
     best = scored.best[codes]
     has = best >= 0
     safe = np.maximum(best, 0)
@@ -552,7 +539,7 @@ def _fuzzy_candidates(
     scored: probabilistic.Scored,
     codes: np.ndarray,
     per_row: np.ndarray,
-    side: probabilistic.AssetSide,
+    side: AssetSide,
     allowed: np.ndarray,
     k: int,
 ) -> pd.DataFrame:

@@ -165,7 +165,10 @@ def resolve_with_candidates(
 def _text(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
     """An object array of str/None as a ``str`` column; through arrow, as pd.array is slow."""
     arrow = pa.array(values, type=pa.large_string(), from_pandas=True)
-    return arrow.to_pandas(types_mapper=lambda _: pd.StringDtype("pyarrow", na_value=np.nan)).array
+    column: pd.api.extensions.ExtensionArray = arrow.to_pandas(
+        types_mapper=lambda _: pd.StringDtype("pyarrow", na_value=np.nan)
+    ).array
+    return column
 
 
 def _options(options: LookupOptions | Mapping[str, Any] | None) -> LookupOptions:
@@ -177,8 +180,9 @@ def _options(options: LookupOptions | Mapping[str, Any] | None) -> LookupOptions
 def _geometry(queries: pd.DataFrame) -> np.ndarray | None:
     if "geometry" not in queries.columns:
         return None
-    values = np.asarray(queries["geometry"].array, dtype=object)
-    return np.where(shapely.is_missing(values), None, values)
+    values = np.array(queries["geometry"].array, dtype=object)
+    values[shapely.is_missing(values)] = None
+    return values
 
 
 def _references(queries: pd.DataFrame) -> pd.Series:
@@ -330,7 +334,7 @@ def _candidates(index: AssetIndex, frames: list[pd.DataFrame], k: int) -> pd.Dat
             "rank": found["rank"].astype(np.int64),
             "asset_position": found["asset"],
             "asset_id": pd.array(ids, dtype="str"),
-            "mode": pd.array(found["mode"], dtype="str"),
+            "mode": pd.array(found["mode"].to_numpy(dtype=object), dtype="str"),
             "score": found["score"].astype(float),
         }
     )
@@ -422,7 +426,7 @@ def to_spec_result(
             and not pd.isna(record["external_longitude"])
             and pd.isna(record["err"])
         ):
-            asset = external_asset_object(record)
+            asset = external_asset_object({str(k): v for k, v in record.items()})
         response[str(reference)] = {
             "reference": reference,
             "query": "" if _missing(record["query"]) else record["query"],

@@ -122,7 +122,7 @@ def decisions_from_review(reviewed: pd.DataFrame, source: str) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "query": queries[decided].to_numpy(dtype=object),
-            "asset_id": np.where(pd.isna(chosen_ids), None, chosen_ids),
+            "asset_id": _none_where_missing(chosen_ids),
         }
     )
     out = out[out["query"] != ""]
@@ -172,7 +172,7 @@ def apply_decisions(
     ids = normalise_codes(index.assets["id"])
     id_position = pd.Index(pd.Series(ids, dtype=object))
     wanted = normalise_codes(chosen.astype("string").fillna(""))
-    found = id_position.get_indexer(pd.Series(wanted, dtype=object))
+    found = id_position.get_indexer(pd.Index(pd.Series(wanted, dtype=object)))
     allowed = index.allowed(None)
     ok = ~none & (found >= 0)
     ok[ok] = allowed[found[ok]]
@@ -204,4 +204,11 @@ def apply_decisions(
     out["accuracy"] = accuracy
     out["candidates"] = count
     out["err"] = pd.array(err, dtype="str")
+    return out
+
+
+def _none_where_missing(values: np.ndarray) -> np.ndarray:
+    """An object array with None in place of missing values."""
+    out = np.array(values, dtype=object)
+    out[pd.isna(out)] = None
     return out
