@@ -265,6 +265,7 @@ def progress_bar() -> Iterator[Progress]:
     from rich.progress import Progress as RichProgress
 
     tasks: dict[str, Any] = {}
+    details: dict[str, str] = {}
     with RichProgress(
         TextColumn("{task.description}"),
         BarColumn(bar_width=16),
@@ -282,7 +283,18 @@ def progress_bar() -> Iterator[Progress]:
         ) -> None:
             if label not in tasks:
                 tasks[label] = bar.add_task(label, total=total, unit=unit, detail=detail)
-            bar.update(tasks[label], completed=done, total=total, unit=unit, detail=detail)
+            # A new detail (what the stage is doing now, e.g. "900 rows by soundex") is drawn
+            # at once: a step faster than rich's refresh rate would otherwise never show it.
+            changed = bool(detail) and details.get(label) != detail
+            details[label] = detail
+            bar.update(
+                tasks[label],
+                completed=done,
+                total=total,
+                unit=unit,
+                detail=detail,
+                refresh=changed,
+            )
 
         yield report
 
