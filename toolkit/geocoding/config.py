@@ -82,6 +82,8 @@ class ServiceSettings:
             if value is not None and not value > 0:
                 raise OptionError(f"geocoder {name} is {value!r}; it must be more than 0")
         given = {k: v for k, v in values.items() if v is not None}
+        # ``given`` holds only rate/timeout/attempts, checked above; mypy cannot tie the
+        # dict's keys to the dataclass's fields.
         return cls(url=url, protocol=chosen, **given)  # type: ignore[arg-type]
 
     @property

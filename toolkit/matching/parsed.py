@@ -147,7 +147,8 @@ class Parsed:
 
     def text(self, field: str) -> np.ndarray:
         """One component as an object array of str ("" when absent)."""
-        return self.vocabulary[self.codes[field]]  # type: ignore[no-any-return]
+        component: np.ndarray = self.vocabulary[self.codes[field]]  # numpy's stubs give Any
+        return component
 
     @cached_property
     def vocabulary_index(self) -> pd.Index[str]:
