@@ -113,16 +113,7 @@ class _Texts:
         size = np.int64(len(self.right))
         packed = np.concatenate([left.astype(np.int64) * size + right for left, right in pairs])
         distinct, inverse = _factorize(packed)
-        left, right = distinct // size, distinct % size
-        sim = np.full(len(distinct), np.nan)
-        present = np.flatnonzero((left != 0) & (right != 0))
-        if len(present):
-            sim[present] = process.cpdist(
-                self.left[left[present]],
-                self.right[right[present]],
-                scorer=JaroWinkler.normalized_similarity,
-                workers=-1,
-            )
+        sim = self.jaro_winkler(distinct // size, distinct % size)
         values = sim[inverse]
         ends = np.cumsum([len(left) for left, _ in pairs])
         return list(np.split(values, ends[:-1]))
