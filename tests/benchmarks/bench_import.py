@@ -124,7 +124,13 @@ def main() -> None:
             print(f"  counts  {summary['counts']}")
             print(f"  linking {summary['linking']}")
             started = time.perf_counter()
-            pa_csv.read_csv(folder / "data" / "items.csv")
+            # Quoted values hold line breaks (the generated notes do, as a user's may):
+            # without newlines_in_values pyarrow cuts a row where a read block ends inside
+            # one ("Expected 13 columns, got 1"). The toolkit's reader sets it too.
+            pa_csv.read_csv(
+                folder / "data" / "items.csv",
+                parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+            )
             raw_read = time.perf_counter() - started
             links = site.store.jobs.links(int(job["id"]))
             rows = site.db.connection.execute(
