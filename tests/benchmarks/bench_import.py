@@ -30,7 +30,7 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
 from toolkit.store.database import _statements
-from toolkit.store.records import ITEM_KIND, _audit_insert, _audit_object
+from toolkit.store.records import ITEM_KIND, Actor, _audit_insert, creation_changes
 from toolkit.store.schema import MIGRATIONS
 
 STORE_TARGET = 1.2  # issue 17: the store stage within 1.2x the bare insert
@@ -63,10 +63,11 @@ def bare_insert(rows: list[tuple[object, ...]], folder: Path, *, audit: bool = F
         rows,
     )
     if audit and rows:
+        job = Actor(import_job_id=int(str(rows[0][10])))
         first, last = rows[0][0], rows[-1][0]
         source = "FROM item r WHERE r.id BETWEEN ? AND ?"
         connection.execute(
-            _audit_insert(ITEM_KIND, "create", _audit_object(ITEM_KIND, "r"), source),
+            _audit_insert(ITEM_KIND, "create", creation_changes(ITEM_KIND, job), source),
             (0, "bench", None, rows[0][10], first, last),
         )
     connection.execute("COMMIT")
