@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.store.database import Database
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 
 class DecisionStore:

@@ -15,15 +15,19 @@ import socket
 import sqlite3
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
 from toolkit.store.records import audit_changes_sql
 from toolkit.store.sql import SqlValue, Where, json_path, one_row
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
