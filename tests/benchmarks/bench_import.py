@@ -11,6 +11,7 @@ issue 17, which copied every record's values. Also prints peak memory.
 
     python tests/benchmarks/bench_import.py                 # 1,000,000 assets and items
     python tests/benchmarks/bench_import.py --size 100000
+    python tests/benchmarks/bench_import.py --repeat 3     # the bare inserts: fastest of 3
     python tests/benchmarks/bench_import.py --size 300           # smoke (tests/test_benchmarks.py)
 """
 
@@ -55,7 +56,10 @@ def bare_insert(rows: list[tuple[object, ...]], folder: Path, *, audit: str = ""
     With ``audit="store"``, then the store's own set-wise audit statement over the same rows
     in the same transaction, as an import's store stage does; with ``audit="copy"`` the
     statement before issue 17, whose entries copied every record's values."""
-    connection = sqlite3.connect(folder / f"bare-{audit or 'plain'}.sqlite", isolation_level=None)
+    target = folder / f"bare-{audit or 'plain'}.sqlite"
+    for stale in folder.glob(f"{target.name}*"):  # an earlier repeat's file, -wal and -shm
+        stale.unlink()
+    connection = sqlite3.connect(target, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
     for migration in MIGRATIONS:
@@ -94,6 +98,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000, help="assets and item rows")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time each bare insert this many times, interleaved, and keep the fastest "
+        "(on a busy machine one run of each can differ by 2x)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -154,9 +165,11 @@ def main() -> None:
                 "FROM item ORDER BY id"
             ).fetchall()
         rows = [tuple(r) for r in rows]
-        bare = bare_insert(rows, folder)
-        audited = bare_insert(rows, folder, audit="store")
-        copied = bare_insert(rows, folder, audit="copy")
+        times: dict[str, list[float]] = {"": [], "store": [], "copy": []}
+        for _ in range(max(args.repeat, 1)):
+            for audit, seconds in times.items():
+                seconds.append(bare_insert(rows, folder, audit=audit))
+        bare, audited, copied = (min(seconds) for seconds in times.values())
         store = summary["timings"]["store"]
         raw = {
             "read": (raw_read, "pyarrow.csv.read_csv"),
