@@ -31,7 +31,7 @@ from toolkit.reports.charts import (
 )
 from toolkit.reports.csv_file import header_zone, labels
 from toolkit.reports.html_assets import CSP, SCRIPT, STYLE
-from toolkit.reports.map_svg import draw_map
+from toolkit.reports.map_svg import snapshot_layout, svg_figure
 from toolkit.reports.snapshot import Snapshot
 from toolkit.reports.times import iso_local
 
@@ -119,22 +119,10 @@ def _map(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, Any]
         if "longitude" not in {f["key"] for f in header["spec"]}:
             return f"<h2>{_e(chart['title'])}</h2><p class='sub'>The rows have no geometry.</p>"
         return _points(snapshot, chart["title"])
-    wkb: list[bytes | None] = []
-    values: list[str | None] = []
-    places: list[str | None] = []
-    keys = [chart.get("key") or "", "locality"]
-    present = {f["key"] for f in header["spec"]}
-    for batch in snapshot.batches(geometry=True):
-        names = batch.schema.names
-        wkb += batch.column(names.index("geometry")).to_pylist()
-        n = batch.num_rows
-        values += (
-            batch.column(names.index(keys[0])).to_pylist() if keys[0] in present else [None] * n
-        )
-        places += (
-            batch.column(names.index(keys[1])).to_pylist() if keys[1] in present else [None] * n
-        )
-    return draw_map(chart["title"], wkb, values, list(header.get("levels") or []), places)
+    drawing = snapshot_layout(snapshot, header, chart)
+    if drawing is None:
+        return f"<h2>{_e(chart['title'])}</h2><p class='sub'>No asset has a location to draw.</p>"
+    return svg_figure(drawing)
 
 
 def _points(snapshot: Snapshot, title: str) -> str:
