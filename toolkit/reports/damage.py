@@ -228,7 +228,9 @@ def damage_summary(
                 by_level,
                 ", ".join(f"{level} {n:,}" for level, n in by_level.items()),
             ),
-            MetaEntry.count("damagedItems", f"Items above {levels[0]}", total("damagedItems")),
+            MetaEntry.count(
+                "damagedItems", f"Items damaged (above {levels[0]})", total("damagedItems")
+            ),
             MetaEntry.count("notRecorded", "Items without a damage level", total("notRecorded")),
             MetaEntry.count("uninhabitable", "Uninhabitable", total("uninhabitable")),
             MetaEntry.count(

@@ -39,6 +39,9 @@ MAX_TABLE_ROWS = 1_000
 MAX_BARS = 20
 MAX_MAP_POINTS = 5_000
 
+# A bar of rows without a value (e.g. rows no mode matched, "none" in the metadata).
+NO_VALUE = "(none)"
+
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
@@ -69,12 +72,12 @@ def _bars(snapshot: Snapshot, key: str, title: str, levels: list[str] | None = N
         return ""
     if len(counts) == 1:  # one bar carries nothing a sentence does not
         only = counts[0]
-        value = "(empty)" if only["values"] is None else str(only["values"])
+        value = NO_VALUE if only["values"] is None else str(only["values"])
         return f"<h2>{_e(title)}</h2><p class='sub'>All {only['counts']:,} rows: {_e(value)}.</p>"
     counts.sort(key=lambda c: (-c["counts"], str(c["values"])))
     shown = counts[:MAX_BARS]
     others = sum(c["counts"] for c in counts[MAX_BARS:])
-    pairs = [("(empty)" if c["values"] is None else str(c["values"]), c["counts"]) for c in shown]
+    pairs = [(NO_VALUE if c["values"] is None else str(c["values"]), c["counts"]) for c in shown]
     if others:
         pairs.append(("other values", others))
     return _draw_bars(pairs, title)
@@ -169,7 +172,7 @@ def _stacked(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, 
     stacks = list(chart.get("stacks") or [])
     frame = pd.DataFrame(
         {k: snapshot.column(k).to_pandas() for k in [chart["key"], *stacks]}
-    ).fillna({chart["key"]: "(empty)"})
+    ).fillna({chart["key"]: NO_VALUE})
     sums = frame.groupby(chart["key"])[stacks].sum()
     sums = sums.loc[sums.sum(axis=1).sort_values(ascending=False).index][:MAX_BARS]
     return stacked_bars(
