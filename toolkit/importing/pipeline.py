@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.geocoding import make_assets
 from toolkit.importing.linking import LinkResult, link_rows
 from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.parts import StagedParts
 from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import (
     DATA_ENCODINGS,
@@ -52,7 +55,8 @@ from toolkit.model.fieldjson import as_python, fields_json, id_list
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
-from toolkit.sources import SourceReport, read_source
+from toolkit.sources import SourceProblem, SourceReport
+from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
 from toolkit.store.assets import NewAssets, geometry_columns
 from toolkit.store.items import ItemChanges, NewItems
@@ -232,23 +236,44 @@ class Written:
     dry_run: bool
 
 
-def _read(request: ImportRequest, progress: Progress) -> Source:
-    frame, report = read_source(
-        request.source, name=request.source_name, progress=progress, **request.read_options()
-    )
-    return Source(frame=frame, report=report)
+def _whole(chunked: ChunkedSource) -> Source:
+    """Every part of a source as one frame, with the whole report."""
+    parts = [chunked.read(i).frame for i in range(chunked.count)]
+    frame = parts[0] if len(parts) == 1 else pd.concat(parts)
+    return Source(frame=frame, report=chunked.finish())
 
 
-def _apply(rule: ImportRule, request: ImportRequest, source: Source, progress: Progress) -> Ruled:
-    source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
-    prepared = apply_rule(
-        rule,
-        source.frame,
-        path=request.name,
-        geometry_columns=source.report.geometry_columns,
-        progress=progress,
-    )
-    return Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
+def _problem_rows(problems: Sequence[SourceProblem]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
+         for p in problems if p.row is not None],
+        columns=_PROBLEM_COLUMNS,
+    )  # fmt: skip
+
+
+def _merged_counts(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    """Link counts of two parts together: the ways by rows linked (most first), then
+    ``external`` and ``unlinked``, as one part's counts are."""
+    total = dict(counts)
+    for key, value in more.items():
+        total[key] = total.get(key, 0) + value
+    last = ("external", "unlinked")
+    ways = sorted((k for k in total if k not in last), key=lambda k: -total[k])
+    return {k: total[k] for k in [*ways, *last] if k in total}
+
+
+def _part_progress(progress: Progress, start: int, rows: int, every: int, name: str) -> Progress:
+    """``progress`` of one part (``name``) of ``rows`` rows from row ``start``, told as rows
+    of all ``every`` rows (each stage counts in its own unit within a part)."""
+
+    def report(
+        label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+    ) -> None:
+        share = done / total if total else 1.0
+        words = f"{name}: {detail}" if detail else name
+        progress(label, start + round(share * rows), every, detail=words)
+
+    return report
 
 
 def _keep(source: Source, ruled: Ruled, linked: Linked) -> Kept:
@@ -533,7 +558,9 @@ class ImportRunner:
         )
 
     def _timed(self, outcome: _Outcome, stage: str, started: float) -> None:
-        outcome.timings[stage] = round(time.perf_counter() - started, 3)
+        # A stage run once per part adds up.
+        spent = outcome.timings.get(stage, 0.0) + time.perf_counter() - started
+        outcome.timings[stage] = round(spent, 3)
 
     @contextmanager
     def _stage(self, outcome: _Outcome, name: str) -> Iterator[None]:
@@ -553,48 +580,150 @@ class ImportRunner:
     def _pipeline(
         self, job_id: int, request: ImportRequest, rule: ImportRule, outcome: _Outcome
     ) -> None:
-        """read → rule → link → prepare → plan + write (one transaction) → summarise."""
-        with self._stage(outcome, "read"):
-            source = _read(request, self.progress)
-        outcome.counts["read"] = source.records
-        outcome.warnings.extend(source.report.warnings)
-        if self.engine is not None:
-            self._pipeline_on(self.engine, job_id, request, rule, source, outcome)
-            return
-        with self._stage(outcome, "validate"):
-            ruled = _apply(rule, request, source, self.progress)
-        self._note_rule(request, rule, source, ruled, outcome)
+        """read → rule → link → prepare, part by part → plan + write (one transaction) →
+        summarise. The parts and their prepared rows wait in a job folder, removed after."""
+        base = os.environ.get("TOOLKIT_WORK_DIR") or None
+        with tempfile.TemporaryDirectory(prefix="toolkit-import-", dir=base) as work:
+            folder = Path(work)
+            with self._stage(outcome, "read"):
+                chunked = read_chunks(
+                    request.source,
+                    folder / "source",
+                    chunk_rows=None if streamable(rule) else _ONE_PART,
+                    name=request.source_name,
+                    progress=self.progress,
+                    **request.read_options(),
+                )
+            outcome.warnings.extend(chunked.report.warnings)
+            if self.engine is not None:
+                with self._stage(outcome, "read"):
+                    source = _whole(chunked)
+                outcome.counts["read"] = source.records
+                self._pipeline_on(self.engine, job_id, request, rule, source, outcome)
+                return
+            self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
+
+    def _pipeline_parts(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        folder: Path,
+        outcome: _Outcome,
+    ) -> None:
+        """Rule, link and payload of each part in turn (the same functions as on the whole
+        file: they are pure, row by row); what the plan and the write need is kept, the
+        prepared rows on disk. With one part, this is the whole file at once."""
+        overwrite = request.overwrite_rule or rule.overwrite_rule
+        # Patches are only needed for rows matching existing records; a first import into
+        # an empty scope has none, so it skips building them (built later if one appears).
+        may_update = overwrite in ("updateOnly", "updateAndInsert") and self._scope_has_records(
+            rule, request
+        )
+        matching_id = matching_field(rule, request.matching_id)
+        staged: StagedParts[_Payload] = StagedParts(folder / "prepared")
+        keys: list[pd.DataFrame] = []
+        rule_rejections: list[pd.DataFrame] = []
+        link_problems: list[pd.DataFrame] = []
+        asset_ids: list[pd.Series] = []
+        rows: list[np.ndarray] = []
+        first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=_no_problems())
-        if rule.import_type == "item":
-            with self._stage(outcome, "link"):
-                linked = self._link_assets(job_id, source.frame, ruled.prepared, rule, outcome)
-        kept = _keep(source, ruled, linked)
-        with self._stage(outcome, "prepare"):
-            kept_rows = len(kept.values)
-            self.progress("prepare", 0, kept_rows)
-            payload = self._prepare(
-                rule, request, kept.values, kept.cleared, source.frame[kept.keep]
+        start = 0
+        for i in range(chunked.count):
+            size = chunked.sizes[i]
+            shown = (
+                self.progress
+                if chunked.count == 1
+                else _part_progress(
+                    self.progress, start, size, chunked.rows, f"part {i + 1} of {chunked.count}"
+                )
             )
-            self.progress("prepare", kept_rows, kept_rows)
-        self._plan_and_write(job_id, request, rule, source, ruled, kept, payload, linked, outcome)
+            with self._stage(outcome, "read"):
+                part = chunked.read(i)
+            frame = part.frame
+            with self._stage(outcome, "validate"):
+                prepared = apply_rule(
+                    rule,
+                    frame,
+                    path=request.name,
+                    geometry_columns=part.geometry_columns,
+                    progress=shown,
+                )
+            first = first or prepared
+            linked = Linked(asset_ids=None, problems=_no_problems())
+            if rule.import_type == "item":
+                with self._stage(outcome, "link"):
+                    linked = self._link_assets(
+                        job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0
+                    )
+                if linked.result is not None and linked.result.places is not None:
+                    assert chunked.count == 1, "places to make need the whole file at once"
+                assert linked.asset_ids is not None
+                asset_ids.append(linked.asset_ids)
+            problems = [_problem_rows(part.problems), prepared.rejections, linked.problems]
+            rejected_here = pd.concat([p["row"] for p in problems])
+            keep = ~frame.index.isin(list(set(rejected_here.tolist())))
+            with self._stage(outcome, "prepare"):
+                kept_rows = int(keep.sum())
+                shown("prepare", 0, kept_rows)
+                values = prepared.values[keep]
+                payload = prepare_payload(
+                    rule, values, prepared.cleared[keep], frame[keep], may_update=may_update
+                )
+                shown("prepare", kept_rows, kept_rows)
+            staged.add(payload, kept_rows)
+            keys.append(values[[matching_id]] if matching_id in values else values[[]])
+            rule_rejections.append(prepared.rejections)
+            link_problems.append(linked.problems)
+            rows.append(frame.index.to_numpy())
+            start += size
+            del part, frame, prepared, payload, values
+        assert first is not None
+        report = chunked.finish()
+        outcome.counts["read"] = report.record_count(pd.Index(np.concatenate(rows)))
+        self._note_rule(request, rule, report, first, outcome)
+        every = [_problem_rows(report.problems), *rule_rejections, *link_problems]
+        rejected = pd.concat([r for r in every if not r.empty] or [every[0]], ignore_index=True)
+        if chunked.count > 1 and rule.import_type == "item":
+            linked = Linked(
+                asset_ids=pd.concat(asset_ids),
+                problems=pd.concat(link_problems, ignore_index=True),
+            )
+        kept = Kept(
+            rejected=rejected,
+            keep=np.empty(0, dtype=bool),
+            values=pd.concat(keys),
+            cleared=pd.DataFrame(),
+        )
+        self._plan_and_write(
+            job_id, request, rule, first, kept, staged, linked, outcome,
+            rejects_of=lambda wanted: _rows_of(chunked, rows, wanted),
+            geometry_source=report.geometry_source,
+        )  # fmt: skip
 
     @staticmethod
     def _note_rule(
-        request: ImportRequest, rule: ImportRule, source: Source, ruled: Ruled, outcome: _Outcome
+        request: ImportRequest,
+        rule: ImportRule,
+        report: SourceReport,
+        prepared: Prepared,
+        outcome: _Outcome,
     ) -> None:
         """The rule stage's warnings (text fields read as numbers) and unused columns."""
         outcome.warnings.extend(
             numbers_for_text(
                 rule,
-                ruled.prepared.column_of,
-                source.report.number_columns,
+                prepared.column_of,
+                report.number_columns,
                 path=request.name,
-                sheet=source.report.layer,
+                sheet=report.layer,
             )
         )
-        if ruled.prepared.ignored_columns:
+        if prepared.ignored_columns:
             outcome.notes.append(
-                "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)
+                "columns not used by the rule: " + ", ".join(prepared.ignored_columns)
             )
 
     def _pipeline_on(
@@ -644,7 +773,7 @@ class ImportRunner:
         )
         source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
         ruled = Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
-        self._note_rule(request, rule, source, ruled, outcome)
+        self._note_rule(request, rule, source.report, prepared, outcome)
         linked = Linked(asset_ids=None, problems=_no_problems())
         if rule.import_type == "item":
             found = [p.link for p in parts if p.link is not None]
@@ -660,25 +789,39 @@ class ImportRunner:
             linked = self._linked(job_id, source.frame, rule, result, outcome)
         kept = _keep(source, ruled, linked)
         payload = _Payload.concat([p.payload for p in parts]).take(kept.keep)
-        self._plan_and_write(job_id, request, rule, source, ruled, kept, payload, linked, outcome)
+        staged: StagedParts[_Payload] = StagedParts(None)
+        staged.add(payload, len(kept.values))
+        self._plan_and_write(
+            job_id, request, rule, prepared, kept, staged, linked, outcome,
+            rejects_of=lambda _: source.frame, geometry_source=source.report.geometry_source,
+        )  # fmt: skip
 
     def _plan_and_write(
         self,
         job_id: int,
         request: ImportRequest,
         rule: ImportRule,
-        source: Source,
-        ruled: Ruled,
+        prepared: Prepared,
         kept: Kept,
-        payload: _Payload,
+        payload: StagedParts[_Payload],
         linked: Linked,
         outcome: _Outcome,
+        *,
+        rejects_of: Callable[[set[int]], pd.DataFrame],
+        geometry_source: str | None,
     ) -> None:
         written = self._write(
-            job_id, request, rule, ruled.prepared, kept, payload, linked, outcome,
+            job_id, request, rule, prepared, kept, payload, linked, outcome,
             dry_run=request.dry_run,
         )  # fmt: skip
-        self._report_rejects(request, source.frame, source.report.geometry_source, outcome)
+        if request.rejects_path is not None:
+            wanted = set(outcome.rejections["row"].tolist())
+            write_rejects(
+                request.rejects_path,
+                rejects_of(wanted),
+                outcome.rejections,
+                with_geometry=geometry_source == "native",
+            )
         self._summarise(job_id, request, rule, outcome, written)
 
     def _write(
@@ -688,7 +831,7 @@ class ImportRunner:
         rule: ImportRule,
         prepared: Prepared,
         kept: Kept,
-        payload: _Payload,
+        payload: StagedParts[_Payload],
         linked: Linked,
         outcome: _Outcome,
         *,
@@ -716,7 +859,7 @@ class ImportRunner:
         rule: ImportRule,
         prepared: Prepared,
         kept: Kept,
-        payload: _Payload,
+        payload: StagedParts[_Payload],
         linked: Linked,
         outcome: _Outcome,
         actor: Actor,
@@ -811,21 +954,6 @@ class ImportRunner:
                 job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
             )
 
-    @staticmethod
-    def _report_rejects(
-        request: ImportRequest,
-        frame: pd.DataFrame,
-        geometry_source: str | None,
-        outcome: _Outcome,
-    ) -> None:
-        if request.rejects_path is not None:
-            write_rejects(
-                request.rejects_path,
-                frame,
-                outcome.rejections,
-                with_geometry=geometry_source == "native",
-            )
-
     # --- stages -----------------------------------------------------------------------------
 
     def _link_assets(
@@ -835,13 +963,16 @@ class ImportRunner:
         prepared: Prepared,
         rule: ImportRule,
         outcome: _Outcome,
+        *,
+        progress: Progress,
+        append: bool = False,
     ) -> Linked:
         empty = _no_problems()
         if rule.asset_link is None:
             return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
         if self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        self.progress("link", 0, len(frame), detail="loading the asset index")
+        progress("link", 0, len(frame), detail="loading the asset index")
         linked = link_rows(
             self.asset_index(),
             frame,
@@ -849,10 +980,10 @@ class ImportRunner:
             rule,
             reference_field=rule.matching_id,
             decisions=self.store.decisions.all(),
-            progress=self.progress,
+            progress=progress,
             geocoder=self.geocoder,
         )
-        return self._linked(job_id, frame, rule, linked, outcome)
+        return self._linked(job_id, frame, rule, linked, outcome, append=append)
 
     def _linked(
         self,
@@ -861,14 +992,17 @@ class ImportRunner:
         rule: ImportRule,
         linked: LinkResult | None,
         outcome: _Outcome,
+        *,
+        append: bool = False,
     ) -> Linked:
-        """The link stage's result: the links recorded with the job, their counts, and a
-        problem for each row a required link left without an asset."""
+        """The link stage's result: the links recorded with the job (``append``: a later
+        part's, beside the earlier parts'), their counts, and a problem for each row a
+        required link left without an asset."""
         empty = _no_problems()
         if linked is None or rule.asset_link is None:
             return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
-        self.store.jobs.record_links(job_id, linked.links)
-        outcome.linking = linked.counts()
+        self.store.jobs.record_links(job_id, linked.links, append=append)
+        outcome.linking = _merged_counts(outcome.linking, linked.counts())
         if not rule.asset_link.required:
             return Linked(linked.asset_ids, empty, linked)
         # A row whose place is to become an asset will have one.
@@ -942,79 +1076,71 @@ class ImportRunner:
             return self.store.assets.active_keys(matching_id)
         return self.store.users.active_keys(matching_id)
 
-    def _prepare(
-        self,
-        rule: ImportRule,
-        request: ImportRequest,
-        values: pd.DataFrame,
-        cleared: pd.DataFrame,
-        frame: pd.DataFrame,
-    ) -> _Payload:
-        """Everything the writes need, built before the write lock is taken."""
-        overwrite = request.overwrite_rule or rule.overwrite_rule
-        # Patches are only needed for rows matching existing records; a first import into
-        # an empty scope has none, so it skips building them (built later if one appears).
-        may_update = overwrite in ("updateOnly", "updateAndInsert") and self._scope_has_records(
-            rule, request
-        )
-        return prepare_payload(rule, values, cleared, frame, may_update=may_update)
-
     def _write_items(
         self,
         conn: Any,
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        payload: _Payload,
+        parts: StagedParts[_Payload],
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
         written: _Written,
     ) -> int:
+        """Retirements, then the inserts part by part, then the updates part by part: the
+        order one payload of every row would write them in (positions are ascending)."""
         assert rule.register is not None
         self.store.registers.upsert(
             conn, rule.register, rule.register_name or rule.register, register_fields(rule)
         )
-        filled = payload.filled
-        links = (
-            asset_ids
-            if asset_ids is not None
-            else pd.Series(pd.NA, index=filled.index, dtype="Int64")
-        ).reindex(filled.index)
         tags = json.dumps([request.import_tag] if request.import_tag else [])
         self.store.items.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
-        if len(plan.inserts):
-            inserts = filled.iloc[plan.inserts]
+
+        def links_of(filled: pd.DataFrame) -> pd.Series:
+            return (
+                asset_ids
+                if asset_ids is not None
+                else pd.Series(pd.NA, index=filled.index, dtype="Int64")
+            ).reindex(filled.index)
+
+        done = 0
+        for payload, inserts, _ in parts.select(plan.inserts):
+            filled = payload.filled
+            rows = filled.iloc[inserts]
+
+            def on_rows(n: int, before: int = done) -> None:
+                written.inserted(before + n)  # the rows of earlier parts count too
+
             self.store.items.insert_many(
                 conn,
                 NewItems(
                     register_id=rule.register,
                     event_id=request.event_id,
                     region_id=request.region_id,
-                    asset_id=as_python(links.iloc[plan.inserts]),
-                    status=_int_column(inserts, "status", 1),
-                    is_template=_int_column(inserts, "isTemplate", 0),
+                    asset_id=as_python(links_of(filled).iloc[inserts]),
+                    status=_int_column(rows, "status", 1),
+                    is_template=_int_column(rows, "isTemplate", 0),
                     tags=tags,
-                    fields=payload.insert_json.iloc[plan.inserts].tolist(),
+                    fields=payload.insert_json.iloc[inserts].tolist(),
                 ),
                 actor,
                 now,
-                on_rows=written.inserted,
+                on_rows=on_rows,
             )
+            done += len(inserts)
         changed = 0
-        if len(plan.updates):
-            updates = filled.iloc[plan.updates]
-            update_ids = id_list(plan.update_ids)
-            changed = self.store.items.update_many(
+        for payload, updates, (ids,) in parts.select(plan.updates, plan.update_ids):
+            rows = payload.filled.iloc[updates]
+            update_ids = id_list(ids)
+            changed += self.store.items.update_many(
                 conn,
                 ItemChanges(
                     ids=update_ids,
-                    fields_patch=payload.patches(plan.updates),
-                    asset_id=as_python(links.iloc[plan.updates]),
-                    status=as_python(updates["status"])
-                    if "status" in updates
-                    else [None] * len(updates),
+                    fields_patch=payload.patches(updates),
+                    asset_id=as_python(links_of(payload.filled).iloc[updates]),
+                    status=as_python(rows["status"]) if "status" in rows else [None] * len(rows),
                 ),
                 actor,
                 now,
@@ -1029,12 +1155,13 @@ class ImportRunner:
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        payload: _Payload,
+        parts: StagedParts[_Payload],
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
         written: _Written,
     ) -> int:
+        payload = parts.only()  # an asset import is not read in parts
         assets = self.store.assets
         filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
@@ -1105,12 +1232,13 @@ class ImportRunner:
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        payload: _Payload,
+        parts: StagedParts[_Payload],
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
         written: _Written,
     ) -> int:
+        payload = parts.only()  # a user import is not read in parts
         return self.store.users.write_import(
             conn, plan, payload.filled, payload.cleared, actor, now, tag=request.import_tag
         )
@@ -1270,3 +1398,36 @@ def _text(value: object) -> str | None:
         if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
         else str(value)
     )
+
+
+# A part size no file reaches: the import is read as one part.
+_ONE_PART = 2**62
+
+
+def streamable(rule: ImportRule) -> bool:
+    """Whether an import of ``rule`` may be read, linked and prepared in parts with the
+    same result as at once: an item import whose linking looks at each row alone. Mode
+    fuzzy fits its model on the rows at hand, and places found outside become assets
+    of the whole import, so those, and asset and user imports, are read as one part."""
+    if rule.import_type != "item":
+        return False
+    link = rule.asset_link
+    if link is None:
+        return True
+    options = link.options
+    ways = {str(options.get(k)) for k in ("mode", "fallbackMode")}
+    return "fuzzy" not in ways and not options.get("useExternalLookups")
+
+
+def _rows_of(chunked: ChunkedSource, rows: Sequence[np.ndarray], wanted: set[int]) -> pd.DataFrame:
+    """The rows ``wanted`` as read (the rejected rows file): from the parts holding them;
+    with the columns of the first part when none does. A source read whole is kept
+    whole (its frame is in memory already)."""
+    if chunked.frame is not None:
+        return chunked.frame
+    found = [i for i, part in enumerate(rows) if np.isin(part, list(wanted)).any()]
+    frames = []
+    for i in found or [0]:
+        frame = chunked.read(i).frame
+        frames.append(frame[frame.index.isin(list(wanted))])
+    return frames[0] if len(frames) == 1 else pd.concat(frames)

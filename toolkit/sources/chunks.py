@@ -69,6 +69,9 @@ class CsvPart:
     name: str
     crs: str | None
     columns: GeometryColumns
+    # The rows themselves, while they are in memory (the last part of a file, so a file of
+    # one part never touches the disk); else they are read from ``path``.
+    table: pa.Table | None = None
 
 
 @dataclass
@@ -88,7 +91,7 @@ class PartRead:
 
 def read_csv_part(part: CsvPart) -> PartRead:
     """The frame of one staged CSV part, with the problems of its geometry values."""
-    table = pq.read_table(part.path)
+    table = part.table if part.table is not None else pq.read_table(part.path)
     row_numbers = table.column(ROW_COLUMN).to_numpy()
     table = table.drop_columns([ROW_COLUMN])
     geometry = build_geometry(
@@ -141,6 +144,11 @@ class ChunkedSource:
         self._seen: dict[int, PartRead] = {}
 
     @property
+    def frame(self) -> gpd.GeoDataFrame | None:
+        """The whole frame of a source read whole (not a CSV), else None."""
+        return self._frame
+
+    @property
     def count(self) -> int:
         """How many parts."""
         return len(self.sizes)
@@ -158,7 +166,10 @@ class ChunkedSource:
             frame = self._frame.iloc[start : start + self.sizes[i]]
             rows = set(frame.index.tolist())
             problems = [p for p in self.report.problems if p.row in rows]
-            return PartRead(frame, problems)
+            report = self.report
+            return PartRead(
+                frame, problems, report.geometry_source, report.crs, report.geometry_columns
+            )
         try:
             part = read_csv_part(self.csv_parts[i])
         except ToolkitError as exc:
@@ -212,8 +223,6 @@ class ChunkedSource:
                 for p in problems
             ]
         report.problems = [self._renamed(p) for p in problems]
-        self.csv_parts = None  # read parts from now on come from the staged files no more
-        self._frame = None
         return report
 
 
@@ -334,7 +343,7 @@ def _stage_csv(
             ) from exc
         break
     progress(label, size, size, unit="bytes")
-    sizes, rejected, any_ragged = staged
+    sizes, rejected, any_ragged, last = staged
     kept = sum(sizes)
     if kept == 0 and not any_ragged:
         problems.append(SourceProblem("the file has a header but no data rows", line=None))
@@ -352,6 +361,7 @@ def _stage_csv(
         CsvPart(str(folder / f"part-{i:05d}.parquet"), name, crs, columns)
         for i in range(len(sizes))
     ]
+    parts[-1] = replace(parts[-1], table=last)
 
     def lines(last_row: int) -> np.ndarray:
         return record_lines(path, decision.encoding, split, last_row)
@@ -371,9 +381,10 @@ def _stream(
     block_size: int,
     threads: bool,
     on_bytes: Callable[[int], None],
-) -> tuple[list[int], dict[int, SourceProblem], bool]:
+) -> tuple[list[int], dict[int, SourceProblem], bool, pa.Table]:
     """Parse ``path`` as a stream into Parquet parts of ``chunk_rows`` rows; the part sizes,
-    the rows left out (ragged, over-long), and whether any row was ragged."""
+    the rows left out (ragged, over-long), whether any row was ragged, and the last part
+    (kept in memory, not written)."""
     ragged: list[_Ragged] = []
 
     def skip_ragged(row: pacsv.InvalidRow) -> str:
@@ -410,6 +421,15 @@ def _stream(
     next_record = 1
     any_ragged = False
 
+    # The latest part stays in memory until the next one is made.
+    held: list[pa.Table] = []
+
+    def spill() -> None:
+        if held:
+            pq.write_table(
+                held.pop(), folder / f"part-{len(sizes) - 1:05d}.parquet", compression="lz4"
+            )
+
     def flush(final: bool) -> None:
         nonlocal pending, pending_rows
         while pending_rows >= chunk_rows or (final and (pending_rows or not sizes)):
@@ -420,11 +440,8 @@ def _stream(
                     {**{n: pa.array([], pa.string()) for n in names},
                      ROW_COLUMN: pa.array([], pa.int64())}
                 )  # fmt: skip
-            pq.write_table(
-                table.slice(0, take),
-                folder / f"part-{len(sizes):05d}.parquet",
-                compression="lz4",
-            )
+            spill()
+            held.append(table.slice(0, take))
             sizes.append(take)
             rest = table.slice(take)
             pending, pending_rows = ([rest] if rest.num_rows else []), rest.num_rows
@@ -476,7 +493,7 @@ def _stream(
     any_ragged = any_ragged or bool(ragged)
     rejected.update(_ragged_rows(ragged, 0, 0)[1])
     flush(final=True)
-    return sizes, rejected, any_ragged
+    return sizes, rejected, any_ragged, held[0]
 
 
 def part_bounds(rows: int, chunk_rows: int) -> list[tuple[int, int]]:
