@@ -124,16 +124,21 @@ class PartStages:
 
 
 class StageEngine(Protocol):
-    """Runs :func:`partition_stages` over partitions of the rows read (``toolkit.engine``);
-    the parts come back in row order. The plan and the write stay here, one transaction."""
+    """Runs :func:`partition_stages` over the partitions of a source (``toolkit.engine``),
+    its workers reading them; the parts come back in row order, each with its row numbers
+    and the reader's problems of its rows. The plan and the write stay here, one
+    transaction."""
 
-    def run_partitions(
+    @property
+    def partition_rows(self) -> int: ...
+
+    def run_parts(
         self,
         work: PartitionWork,
-        frame: pd.DataFrame,
+        source: ChunkedSource,
         index: AssetIndex | None,
         progress: Progress,
-    ) -> list[PartStages]: ...
+    ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]: ...
 
 
 def partition_stages(
@@ -177,28 +182,6 @@ def _no_problems() -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Source:
-    """The read stage: the rows as read, and the reader's report (per-row problems)."""
-
-    frame: pd.DataFrame
-    report: SourceReport
-
-    @property
-    def records(self) -> int:
-        """Rows of the file: those read, and those the reader left out (a wrong number of
-        values, an over-long field), which are rejected; every count adds up to this."""
-        return self.report.record_count(self.frame.index)
-
-
-@dataclass(frozen=True)
-class Ruled:
-    """The rule stage: the rule's values, and the problems of reading and of the rule."""
-
-    prepared: Prepared
-    problems: tuple[pd.DataFrame, ...]
-
-
-@dataclass(frozen=True)
 class Linked:
     """The link stage: each row's asset id (None when the import links none), problems,
     and what the write stage still has to link: places to make assets of, then record."""
@@ -236,13 +219,6 @@ class Written:
     dry_run: bool
 
 
-def _whole(chunked: ChunkedSource) -> Source:
-    """Every part of a source as one frame, with the whole report."""
-    parts = [chunked.read(i).frame for i in range(chunked.count)]
-    frame = parts[0] if len(parts) == 1 else pd.concat(parts)
-    return Source(frame=frame, report=chunked.finish())
-
-
 def _problem_rows(problems: Sequence[SourceProblem]) -> pd.DataFrame:
     return pd.DataFrame(
         [{"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
@@ -274,18 +250,6 @@ def _part_progress(progress: Progress, start: int, rows: int, every: int, name: 
         progress(label, start + round(share * rows), every, detail=words)
 
     return report
-
-
-def _keep(source: Source, ruled: Ruled, linked: Linked) -> Kept:
-    problems = [*ruled.problems, linked.problems]
-    rejected = pd.concat([r for r in problems if not r.empty] or [problems[0]], ignore_index=True)
-    keep = ~source.frame.index.isin(list(set(rejected["row"].tolist())))
-    return Kept(
-        rejected=rejected,
-        keep=keep,
-        values=ruled.prepared.values[keep],
-        cleared=ruled.prepared.cleared[keep],
-    )
 
 
 def plan_rows(
@@ -585,22 +549,21 @@ class ImportRunner:
         base = os.environ.get("TOOLKIT_WORK_DIR") or None
         with tempfile.TemporaryDirectory(prefix="toolkit-import-", dir=base) as work:
             folder = Path(work)
+            # On an engine every import is read in partitions (its workers read them);
+            # locally, an import that cannot be read in parts is read as one.
+            rows = self.engine.partition_rows if self.engine is not None else None
+            if rows is None and not streamable(rule):
+                rows = _ONE_PART
             with self._stage(outcome, "read"):
                 chunked = read_chunks(
                     request.source,
                     folder / "source",
-                    chunk_rows=None if streamable(rule) else _ONE_PART,
+                    chunk_rows=rows,
                     name=request.source_name,
                     progress=self.progress,
                     **request.read_options(),
                 )
             outcome.warnings.extend(chunked.report.warnings)
-            if self.engine is not None:
-                with self._stage(outcome, "read"):
-                    source = _whole(chunked)
-                outcome.counts["read"] = source.records
-                self._pipeline_on(self.engine, job_id, request, rule, source, outcome)
-                return
             self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
 
     def _pipeline_parts(
@@ -613,8 +576,9 @@ class ImportRunner:
         outcome: _Outcome,
     ) -> None:
         """Rule, link and payload of each part in turn (the same functions as on the whole
-        file: they are pure, row by row); what the plan and the write need is kept, the
-        prepared rows on disk. With one part, this is the whole file at once."""
+        file: they are pure, row by row), here or on the engine's workers; what the plan
+        and the write need is kept, the prepared rows on disk. With one part, this is the
+        whole file at once."""
         overwrite = request.overwrite_rule or rule.overwrite_rule
         # Patches are only needed for rows matching existing records; a first import into
         # an empty scope has none, so it skips building them (built later if one appears).
@@ -623,6 +587,8 @@ class ImportRunner:
         )
         matching_id = matching_field(rule, request.matching_id)
         staged: StagedParts[_Payload] = StagedParts(folder / "prepared")
+        # Asset and user imports write their rows at once: their parts are joined.
+        joined: list[_Payload] = []
         keys: list[pd.DataFrame] = []
         rule_rejections: list[pd.DataFrame] = []
         link_problems: list[pd.DataFrame] = []
@@ -630,57 +596,26 @@ class ImportRunner:
         rows: list[np.ndarray] = []
         first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=_no_problems())
-        start = 0
-        for i in range(chunked.count):
-            size = chunked.sizes[i]
-            shown = (
-                self.progress
-                if chunked.count == 1
-                else _part_progress(
-                    self.progress, start, size, chunked.rows, f"part {i + 1} of {chunked.count}"
-                )
-            )
-            with self._stage(outcome, "read"):
-                part = chunked.read(i)
-            frame = part.frame
-            with self._stage(outcome, "validate"):
-                prepared = apply_rule(
-                    rule,
-                    frame,
-                    path=request.name,
-                    geometry_columns=part.geometry_columns,
-                    progress=shown,
-                )
+        for part, prepared, linked, payload in self._parts(
+            job_id, request, rule, chunked, may_update, outcome
+        ):
             first = first or prepared
-            linked = Linked(asset_ids=None, problems=_no_problems())
-            if rule.import_type == "item":
-                with self._stage(outcome, "link"):
-                    linked = self._link_assets(
-                        job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0
-                    )
-                if linked.result is not None and linked.result.places is not None:
-                    assert chunked.count == 1, "places to make need the whole file at once"
-                assert linked.asset_ids is not None
+            if linked.asset_ids is not None and rule.import_type == "item":
                 asset_ids.append(linked.asset_ids)
-            problems = [_problem_rows(part.problems), prepared.rejections, linked.problems]
-            rejected_here = pd.concat([p["row"] for p in problems])
-            keep = ~frame.index.isin(list(set(rejected_here.tolist())))
-            with self._stage(outcome, "prepare"):
-                kept_rows = int(keep.sum())
-                shown("prepare", 0, kept_rows)
-                values = prepared.values[keep]
-                payload = prepare_payload(
-                    rule, values, prepared.cleared[keep], frame[keep], may_update=may_update
-                )
-                shown("prepare", kept_rows, kept_rows)
-            staged.add(payload, kept_rows)
+            if rule.import_type == "item":
+                staged.add(payload, len(payload.filled))
+            else:
+                joined.append(payload)
+            values = payload.values
             keys.append(values[[matching_id]] if matching_id in values else values[[]])
             rule_rejections.append(prepared.rejections)
             link_problems.append(linked.problems)
-            rows.append(frame.index.to_numpy())
-            start += size
-            del part, frame, prepared, payload, values
+            rows.append(part)
+            del payload, values, prepared
         assert first is not None
+        if joined:
+            staged.add(_Payload.concat(joined), sum(len(p.filled) for p in joined))
+            del joined
         report = chunked.finish()
         outcome.counts["read"] = report.record_count(pd.Index(np.concatenate(rows)))
         self._note_rule(request, rule, report, first, outcome)
@@ -702,6 +637,114 @@ class ImportRunner:
             rejects_of=lambda wanted: _rows_of(chunked, rows, wanted),
             geometry_source=report.geometry_source,
         )  # fmt: skip
+
+    def _parts(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        may_update: bool,
+        outcome: _Outcome,
+    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, _Payload]]:
+        """Each part in row order: its row numbers, the rule's result, the link stage's
+        (links recorded with the job), and the payload of its kept rows."""
+        if self.engine is not None:
+            yield from self._parts_on(
+                self.engine, job_id, request, rule, chunked, may_update, outcome
+            )
+            return
+        start = 0
+        for i in range(chunked.count):
+            size = chunked.sizes[i]
+            shown = (
+                self.progress
+                if chunked.count == 1
+                else _part_progress(
+                    self.progress, start, size, chunked.rows, f"part {i + 1} of {chunked.count}"
+                )
+            )
+            start += size
+            with self._stage(outcome, "read"):
+                part = chunked.read(i)
+            frame = part.frame
+            with self._stage(outcome, "validate"):
+                prepared = apply_rule(
+                    rule,
+                    frame,
+                    path=request.name,
+                    geometry_columns=part.geometry_columns,
+                    progress=shown,
+                )
+            linked = Linked(asset_ids=None, problems=_no_problems())
+            if rule.import_type == "item":
+                with self._stage(outcome, "link"):
+                    linked = self._link_assets(
+                        job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0
+                    )
+                if linked.result is not None and linked.result.places is not None:
+                    assert chunked.count == 1, "places to make need the whole file at once"
+            keep = _kept(frame.index, part.problems, prepared, linked)
+            with self._stage(outcome, "prepare"):
+                kept_rows = int(keep.sum())
+                shown("prepare", 0, kept_rows)
+                payload = prepare_payload(
+                    rule,
+                    prepared.values[keep],
+                    prepared.cleared[keep],
+                    frame[keep],
+                    may_update=may_update,
+                )
+                shown("prepare", kept_rows, kept_rows)
+            yield frame.index.to_numpy(), prepared, linked, payload
+
+    def _parts_on(
+        self,
+        engine: StageEngine,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        may_update: bool,
+        outcome: _Outcome,
+    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, _Payload]]:
+        """:meth:`_parts` with rule, link and payload run per partition by ``engine``'s
+        workers, which read their partitions themselves."""
+        links = rule.import_type == "item" and rule.asset_link is not None
+        if links and self.asset_index is None:
+            raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
+        work = PartitionWork(
+            rule=rule,
+            path=request.name,
+            geometry_columns=tuple(chunked.report.geometry_columns),
+            decisions=self.store.decisions.all() if links else None,
+            may_update=may_update,
+            links=links,
+        )
+        ways = {
+            str((rule.asset_link.options if links and rule.asset_link else {}).get(k))
+            for k in ("mode", "fallbackMode")
+        }
+        if "fuzzy" in ways:
+            # Mode fuzzy fits its model (EM) on the rows at hand: one fit per partition.
+            outcome.warnings.append(
+                f"{request.name}: mode fuzzy fits its model on each partition's rows on this "
+                "engine; a few links near its threshold can differ from the local engine's"
+            )
+        with self._stage(outcome, "partitions"):
+            index = self.asset_index() if links and self.asset_index is not None else None
+            done = iter(engine.run_parts(work, chunked, index, self.progress))
+        for i in range(chunked.count):
+            started = time.perf_counter()
+            part_rows, problems, stages = next(done)
+            linked = Linked(asset_ids=None, problems=_no_problems())
+            if rule.import_type == "item":
+                linked = self._linked(job_id, part_rows, rule, stages.link, outcome, append=i > 0)
+            keep = _kept(part_rows, problems, stages.prepared, linked)
+            payload = stages.payload.take(keep)
+            # Waiting for the workers counts as their stage, the rest as the client's.
+            self._timed(outcome, "partitions", started)
+            yield part_rows.to_numpy(), stages.prepared, linked, payload
 
     @staticmethod
     def _note_rule(
@@ -725,76 +768,6 @@ class ImportRunner:
             outcome.notes.append(
                 "columns not used by the rule: " + ", ".join(prepared.ignored_columns)
             )
-
-    def _pipeline_on(
-        self,
-        engine: StageEngine,
-        job_id: int,
-        request: ImportRequest,
-        rule: ImportRule,
-        source: Source,
-        outcome: _Outcome,
-    ) -> None:
-        """The local pipeline with rule, link and payload run per partition by ``engine``;
-        the parts are joined in row order, then planned and written exactly as locally."""
-        links = rule.import_type == "item" and rule.asset_link is not None
-        if links and self.asset_index is None:
-            raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        overwrite = request.overwrite_rule or rule.overwrite_rule
-        work = PartitionWork(
-            rule=rule,
-            path=request.name,
-            geometry_columns=tuple(source.report.geometry_columns),
-            decisions=self.store.decisions.all() if links else None,
-            may_update=overwrite in ("updateOnly", "updateAndInsert")
-            and self._scope_has_records(rule, request),
-            links=links,
-        )
-        ways = {
-            str((rule.asset_link.options if links and rule.asset_link else {}).get(k))
-            for k in ("mode", "fallbackMode")
-        }
-        if "fuzzy" in ways:
-            # Mode fuzzy fits its model (EM) on the rows at hand: one fit per partition.
-            outcome.warnings.append(
-                f"{request.name}: mode fuzzy fits its model on each partition's rows on this "
-                "engine; a few links near its threshold can differ from the local engine's"
-            )
-        with self._stage(outcome, "partitions"):
-            index = self.asset_index() if links and self.asset_index is not None else None
-            parts = engine.run_partitions(work, source.frame, index, self.progress)
-        first = parts[0].prepared
-        prepared = Prepared(
-            values=pd.concat([p.prepared.values for p in parts]),
-            cleared=pd.concat([p.prepared.cleared for p in parts]),
-            rejections=pd.concat([p.prepared.rejections for p in parts], ignore_index=True),
-            ignored_columns=first.ignored_columns,
-            column_of=first.column_of,
-        )
-        source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
-        ruled = Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
-        self._note_rule(request, rule, source.report, prepared, outcome)
-        linked = Linked(asset_ids=None, problems=_no_problems())
-        if rule.import_type == "item":
-            found = [p.link for p in parts if p.link is not None]
-            result = (
-                LinkResult(
-                    asset_ids=pd.concat([r.asset_ids for r in found]),
-                    reasons=pd.concat([r.reasons for r in found]),
-                    links=pd.concat([r.links for r in found], ignore_index=True),
-                )
-                if found
-                else None
-            )
-            linked = self._linked(job_id, source.frame, rule, result, outcome)
-        kept = _keep(source, ruled, linked)
-        payload = _Payload.concat([p.payload for p in parts]).take(kept.keep)
-        staged: StagedParts[_Payload] = StagedParts(None)
-        staged.add(payload, len(kept.values))
-        self._plan_and_write(
-            job_id, request, rule, prepared, kept, staged, linked, outcome,
-            rejects_of=lambda _: source.frame, geometry_source=source.report.geometry_source,
-        )  # fmt: skip
 
     def _plan_and_write(
         self,
@@ -983,12 +956,12 @@ class ImportRunner:
             progress=progress,
             geocoder=self.geocoder,
         )
-        return self._linked(job_id, frame, rule, linked, outcome, append=append)
+        return self._linked(job_id, frame.index, rule, linked, outcome, append=append)
 
     def _linked(
         self,
         job_id: int,
-        frame: pd.DataFrame,
+        rows: pd.Index,
         rule: ImportRule,
         linked: LinkResult | None,
         outcome: _Outcome,
@@ -1000,7 +973,7 @@ class ImportRunner:
         required link left without an asset."""
         empty = _no_problems()
         if linked is None or rule.asset_link is None:
-            return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
+            return Linked(pd.Series(pd.NA, index=rows, dtype="Int64"), empty)
         self.store.jobs.record_links(job_id, linked.links, append=append)
         outcome.linking = _merged_counts(outcome.linking, linked.counts())
         if not rule.asset_link.required:
@@ -1011,7 +984,7 @@ class ImportRunner:
             linked.asset_ids,
             pd.DataFrame(
                 {
-                    "row": frame.index[missing],
+                    "row": rows[missing],
                     "column": "asset",
                     "value": pd.NA,
                     "reason": linked.reasons[missing].fillna("no asset was found").to_numpy(),
@@ -1431,3 +1404,15 @@ def _rows_of(chunked: ChunkedSource, rows: Sequence[np.ndarray], wanted: set[int
         frame = chunked.read(i).frame
         frames.append(frame[frame.index.isin(list(wanted))])
     return frames[0] if len(frames) == 1 else pd.concat(frames)
+
+
+def _kept(
+    rows: pd.Index, problems: Sequence[SourceProblem], prepared: Prepared, linked: Linked
+) -> np.ndarray:
+    """Mask of a part's rows that nothing rejected: not the reader (a geometry value), the
+    rule, nor a required link."""
+    rejected = [p.row for p in problems if p.row is not None]
+    rejected.extend(prepared.rejections["row"].tolist())
+    rejected.extend(linked.problems["row"].tolist())
+    keep: np.ndarray = ~rows.isin(list(set(rejected)))
+    return keep

@@ -183,6 +183,10 @@ class ChunkedSource:
         if i not in self._seen:
             self._seen[i] = replace(part, frame=gpd.GeoDataFrame())
 
+    def named(self, problems: list[SourceProblem]) -> list[SourceProblem]:
+        """``problems`` (of a part read elsewhere) naming the file as this source does."""
+        return [self._renamed(p) for p in problems]
+
     def _renamed(self, problem: SourceProblem) -> SourceProblem:
         return replace(problem, message=self._rename(problem.message))
 
