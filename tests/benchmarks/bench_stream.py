@@ -93,6 +93,28 @@ def head(source: Path, target: Path, rows: int) -> None:
             writer.writerow(record)
 
 
+# The generator makes at most this many items at once (beyond, one of its pyarrow arrays
+# outgrows a single chunk); larger files repeat its file with other references.
+BATCH = 1_000_000
+
+
+def build(base: Path, target: Path, rows: int, batch: int) -> None:
+    """``rows`` records: ``base``'s (``batch`` records) again and again, the k-th copy's
+    references made unique (DA-000001 -> DAk-000001), the last copy cut short."""
+    head_line, _, body = base.read_bytes().partition(b"\n")
+    with target.open("wb") as out:
+        out.write(head_line + b"\n")
+        for k in range(-(-rows // batch)):
+            left = min(batch, rows - k * batch)
+            if left < batch:
+                cut = target.with_suffix(".part.csv")
+                head(base, cut, left)
+                body = cut.read_bytes().partition(b"\n")[2].replace(b"\r\n", b"\n")
+                cut.unlink()
+            copy = body if k == 0 else (b"\n" + body).replace(b"\nDA-", b"\nDA%d-" % k)[1:]
+            out.write(copy if copy.endswith(b"\n") else copy + b"\n")
+
+
 def run(site: Path, items: Path, rules: Path, event: int, chunk_rows: str | None) -> dict[str, Any]:
     env = dict(os.environ)
     if chunk_rows is not None:
@@ -131,9 +153,15 @@ def main() -> None:
         folder = Path(tmp)
         data = folder / "data"
         started = time.perf_counter()
-        generate(data, assets=args.assets, items=sizes[-1], seed=args.seed)
+        batch = min(BATCH, sizes[-1])
+        generate(data, assets=args.assets, items=batch, seed=args.seed)
+        files = {}
+        for n in sizes:
+            files[n] = data / f"items-{n}.csv"
+            build(data / "items.csv", files[n], n, batch)
         print(
-            f"generated {args.assets:,} parcels and {sizes[-1]:,} items "
+            f"generated {args.assets:,} parcels and {batch:,} items (files of "
+            f"{', '.join(f'{n:,}' for n in sizes)} rows from them) "
             f"in {time.perf_counter() - started:.1f} s"
         )
         rules = rule_folder(folder)
@@ -147,11 +175,6 @@ def main() -> None:
             event = int(site.create_event({"name": "Benchmark"})["id"])
             site.asset_index()  # built once and cached in the site file
             print(f"parcels imported and indexed in {time.perf_counter() - started:.1f} s")
-        files = {}
-        for n in sizes:
-            files[n] = data / "items.csv" if n == sizes[-1] else data / f"items-{n}.csv"
-            if n != sizes[-1]:
-                head(data / "items.csv", files[n], n)
         print(
             f"\n{'rows':>10} {'parts of':>9} {'whole s':>8} {'s/M rows':>9} {'peak MiB':>9} "
             f"{'read s':>7} {'raw read s':>10} {'ratio':>6}   stages"
