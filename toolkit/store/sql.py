@@ -7,10 +7,14 @@ parameters or through a fixed mapping, so no text from a request is spliced in.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import jellyfish
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from toolkit.query.cql import And, Node, Not, Or, Term
 from toolkit.query.filters import Page, TimeBound
@@ -42,6 +46,34 @@ def one_row(cursor: sqlite3.Cursor) -> sqlite3.Row | None:
     ``fetchone`` is untyped), since every connection's ``row_factory`` is ``sqlite3.Row``."""
     row: sqlite3.Row | None = cursor.fetchone()
     return row
+
+
+def read_frame(
+    connection: sqlite3.Connection, sql: str, params: Sequence[SqlValue] = ()
+) -> pd.DataFrame:
+    """The rows of ``sql`` as a DataFrame, from either store's connection."""
+    import pandas as pd
+
+    if isinstance(connection, sqlite3.Connection):
+        return pd.read_sql_query(sql, connection, params=list(params))
+    cursor = connection.execute(sql, list(params))
+    columns = [c.name for c in cursor.description or ()]
+    return pd.DataFrame.from_records(list(cursor.fetchall()), columns=columns)
+
+
+def read_chunks(
+    connection: sqlite3.Connection, sql: str, params: Sequence[SqlValue], rows: int
+) -> Iterator[pd.DataFrame]:
+    """The rows of ``sql`` as DataFrames of at most ``rows`` rows, from either store."""
+    import pandas as pd
+
+    if isinstance(connection, sqlite3.Connection):
+        yield from pd.read_sql_query(sql, connection, params=list(params), chunksize=rows)
+        return
+    cursor = connection.execute(sql, list(params))
+    columns = [c.name for c in cursor.description or ()]
+    while batch := cursor.fetchmany(rows):
+        yield pd.DataFrame.from_records(list(batch), columns=columns)
 
 
 def add_time_bound(where: Where, bound: TimeBound | None, column: str = "date_modified") -> None:
