@@ -14,15 +14,46 @@ from toolkit.store import Actor, Database, SiteStore
 RULES = Path(__file__).resolve().parent / "fixtures_rules"
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> SiteStore:
-    """A new site with one event (id 1) in a fresh file."""
-    db = Database(tmp_path / "site.sqlite")
+def _site_with_an_event(location: str | Path) -> SiteStore:
+    db = Database(location)
     store = SiteStore(db, "demo")
     with db.transaction() as conn:
         store.events.insert(conn, {"name": "Flood 2026", "status": 1}, Actor(), db.clock())
+    return store
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[SiteStore]:
+    """A new site with one event (id 1) in a fresh file."""
+    store = _site_with_an_event(tmp_path / "site.sqlite")
     yield store
-    db.close()
+    store.db.close()
+
+
+@pytest.fixture
+def sqlite_site(tmp_path: Path) -> Iterator[SiteStore]:
+    """``site``, by a name a module that runs ``site`` on both stores can still ask for."""
+    store = _site_with_an_event(tmp_path / "site.sqlite")
+    yield store
+    store.db.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Each store in turn: a new SQLite file, then a new PostgreSQL database (the
+    contract tests that take it run on both)."""
+    if request.param == "sqlite":
+        return tmp_path / "site.sqlite"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def any_site(store_location: str | Path) -> Iterator[SiteStore]:
+    """Like ``site``, on each store in turn."""
+    store = _site_with_an_event(store_location)
+    yield store
+    store.db.close()
 
 
 @pytest.fixture(scope="session")

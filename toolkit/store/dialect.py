@@ -22,6 +22,7 @@ A new statement in the store needs nothing here unless it uses another SQLite-on
 from __future__ import annotations
 
 import re
+import sqlite3
 from functools import lru_cache
 
 # Single-quoted literals ('' inside is a quote) and everything between them.
@@ -39,6 +40,12 @@ _REWRITES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?<![.\"])\buser\b(?!\")"), '"user"'),
 )
 _INSERT_OR_IGNORE = re.compile(r"^\s*INSERT OR IGNORE INTO\b", re.IGNORECASE)
+
+
+def is_postgres_connection(connection: object) -> bool:
+    """Whether ``connection`` is the PostgreSQL store's (for the few statements whose
+    shape, not only whose text, differs)."""
+    return not isinstance(connection, sqlite3.Connection)
 
 
 @lru_cache(maxsize=2048)
@@ -109,9 +116,15 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         ELSE doc ->> toolkit_json_key(path) END
 $$;
 
+-- SQLite's names of JSON types: true, false, integer, real, text, null, array, object.
 CREATE FUNCTION json_type(doc jsonb, path text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT jsonb_typeof(doc -> toolkit_json_key(path))
+    SELECT CASE jsonb_typeof(v)
+        WHEN 'boolean' THEN v::text
+        WHEN 'number' THEN CASE WHEN v::text ~ '^-?[0-9]+$' THEN 'integer' ELSE 'real' END
+        WHEN 'string' THEN 'text'
+        ELSE jsonb_typeof(v) END
+    FROM (SELECT doc -> toolkit_json_key(path) AS v) AS member
 $$;
 
 CREATE FUNCTION json_set(doc jsonb, VARIADIC pairs text[]) RETURNS jsonb
@@ -134,6 +147,17 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         WHEN doc ? toolkit_json_key(path) THEN doc
         ELSE jsonb_set(doc, ARRAY[toolkit_json_key(path)], to_jsonb(value)) END
 $$;
+
+-- SQLite lowers JSON text like any text (a full-text filter over a JSON column).
+-- And numbers (a filter comparing a number column as text).
+CREATE FUNCTION lower(doc jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT lower(doc::text) $$;
+CREATE FUNCTION lower(value bigint) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
+CREATE FUNCTION lower(value integer) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
+CREATE FUNCTION lower(value double precision) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
 
 -- The elements of an array (or members of an object) as text, like SQLite's json_each.
 CREATE FUNCTION json_each(doc jsonb) RETURNS TABLE (key text, value text)

@@ -38,7 +38,8 @@ class Where:
         self.params.extend(params)
 
     def sql(self) -> str:
-        return " AND ".join(f"({c})" for c in self.clauses) if self.clauses else "1"
+        # "1 = 1", not "1": PostgreSQL wants a boolean.
+        return " AND ".join(f"({c})" for c in self.clauses) if self.clauses else "1 = 1"
 
 
 def one_row(cursor: sqlite3.Cursor) -> sqlite3.Row | None:
@@ -149,11 +150,14 @@ def compile_cql(
         if item.op == "eq":
             value = item.value.lower()
             if value in ("true", "false"):
-                # JSON booleans come out of json_extract as 1 and 0.
                 params.append(value)
-                again = expression(item.field)
-                params.append(int(value == "true"))
-                return f"(lower({column}) = ? OR {again} IS ?)"
+                if item.field in column_of:  # a 0/1 column
+                    params.append(int(value == "true"))
+                    return f"(lower({column}) = ? OR {column} IS ?)"
+                # A JSON boolean: json_extract gives SQLite's 1 and 0 (PostgreSQL's
+                # 'true'/'false'), so ask its JSON type, the same on both.
+                params.extend([json_path(item.field), value])
+                return f"(lower({column}) = ? OR json_type({json_column}, ?) = ?)"
             params.append(value)
             return f"lower({column}) = ?"
         if item.op == "like":
