@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 import pandas as pd
@@ -23,7 +24,7 @@ from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
 from toolkit.store.records import audit_changes_sql
-from toolkit.store.sql import SqlValue, Where, json_path, one_row
+from toolkit.store.sql import SqlValue, Where, json_path, one_row, read_chunks
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
@@ -86,7 +87,8 @@ class ReportStore:
         """A temporary file for a snapshot being written, beside the site file (where its
         bytes are going; the system's temporary folder may be small). It is removed as it
         is made (on POSIX), so a run that dies leaves nothing behind."""
-        return tempfile.TemporaryFile(dir=self.db.path.parent, prefix=".report-")
+        folder = self.db.path.parent if isinstance(self.db.path, Path) else None
+        return tempfile.TemporaryFile(dir=folder, prefix=".report-")
 
     def snapshot(self, instance_id: int) -> BlobFile | None:
         """The snapshot of a completed run as a read-only file; None when it has none."""
@@ -186,9 +188,7 @@ class ReportStore:
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
     def _chunks(self, sql: str, params: Sequence[Any]) -> Iterator[pd.DataFrame]:
-        yield from pd.read_sql_query(
-            sql, self.db.connection, params=list(params), chunksize=CHUNK_ROWS
-        )
+        yield from read_chunks(self.db.connection, sql, list(params), CHUNK_ROWS)
 
     def item_rows(
         self,
