@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from toolkit.lazy import lazy
 from toolkit.store.database import Database
+from toolkit.store.sql import read_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,8 +41,8 @@ class DecisionStore:
 
     def all(self) -> pd.DataFrame:
         """Every decision of the site (columns ``query``, ``asset_id``)."""
-        return pd.read_sql_query(
-            "SELECT query, asset_id FROM match_decision WHERE site_id = ? ORDER BY query",
+        return read_frame(
             self.db.connection,
-            params=(self.site_id,),
+            "SELECT query, asset_id FROM match_decision WHERE site_id = ? ORDER BY query",
+            (self.site_id,),
         )

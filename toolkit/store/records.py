@@ -17,6 +17,8 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from toolkit.store.dialect import is_postgres_connection
+
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
 INSERT_BATCH = 50_000
@@ -253,11 +255,20 @@ class RecordTable:
             return 0
         names = list(columns)
         conn.execute("DROP TABLE IF EXISTS temp.record_change")
-        conn.execute(
-            "CREATE TEMP TABLE record_change (id INTEGER PRIMARY KEY, patch TEXT"
-            + "".join(f", {n}" for n in names)
-            + ")"
-        )
+        if is_postgres_connection(conn):
+            # PostgreSQL's columns need types: the record table's own.
+            conn.execute(
+                "CREATE TEMP TABLE record_change AS SELECT id, NULL::jsonb AS patch"
+                + "".join(f", {n}" for n in names)
+                + f" FROM {self.kind.table} WHERE false"
+            )
+            conn.execute("ALTER TABLE record_change ADD PRIMARY KEY (id)")
+        else:
+            conn.execute(
+                "CREATE TEMP TABLE record_change (id INTEGER PRIMARY KEY, patch TEXT"
+                + "".join(f", {n}" for n in names)
+                + ")"
+            )
         conn.executemany(
             f"INSERT INTO temp.record_change VALUES ({', '.join('?' * (len(names) + 2))})",
             zip(ids, patches, *columns.values(), strict=True),

@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from toolkit.lazy import lazy
@@ -22,7 +23,7 @@ from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
 from toolkit.store.records import audit_changes_sql
-from toolkit.store.sql import SqlValue, Where, json_path, one_row
+from toolkit.store.sql import SqlValue, Where, json_path, one_row, read_chunks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,7 +91,8 @@ class ReportStore:
         """A temporary file for a snapshot being written, beside the site file (where its
         bytes are going; the system's temporary folder may be small). It is removed as it
         is made (on POSIX), so a run that dies leaves nothing behind."""
-        return tempfile.TemporaryFile(dir=self.db.path.parent, prefix=".report-")
+        folder = self.db.path.parent if isinstance(self.db.path, Path) else None
+        return tempfile.TemporaryFile(dir=folder, prefix=".report-")
 
     def snapshot(self, instance_id: int) -> BlobFile | None:
         """The snapshot of a completed run as a read-only file; None when it has none."""
@@ -190,9 +192,7 @@ class ReportStore:
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
     def _chunks(self, sql: str, params: Sequence[Any]) -> Iterator[pd.DataFrame]:
-        yield from pd.read_sql_query(
-            sql, self.db.connection, params=list(params), chunksize=CHUNK_ROWS
-        )
+        yield from read_chunks(self.db.connection, sql, list(params), CHUNK_ROWS)
 
     def item_rows(
         self,
