@@ -117,7 +117,7 @@ def creation_changes(kind: RecordKind, actor: Actor) -> str:
     return _audit_object(kind, "r")
 
 
-def audit_changes_sql(alias: str) -> str:
+def audit_changes_sql(alias: str, *, postgres: bool = False) -> str:
     """SQL of the ``changes`` of the audit entry ``alias``: as written, or for an import's
     creation entry (written without them) the values the record was created with.
 
@@ -126,34 +126,46 @@ def audit_changes_sql(alias: str) -> str:
     one the first later update or retire found. Records are never deleted and every
     change of an audited column is an audited update or retire, so this is exactly what
     a full creation entry held. The lookups use the partial index ``audit_change``.
+    ``postgres``: in PostgreSQL's own ``jsonb`` operators (nested paths, typed values).
     """
     later = (
-        f"FROM main.audit_log u WHERE u.record_type = {alias}.record_type "
+        f"FROM audit_log u WHERE u.record_type = {alias}.record_type "
         f"AND u.record_id = {alias}.record_id AND u.action <> 'create' "
         f"AND u.site_id = {alias}.site_id AND u.id > {alias}.id"
     )
-    before = (
-        f"(SELECT json_extract(u.changes, '$.before') {later} AND u.action = 'update' "
-        "ORDER BY u.id LIMIT 1)"
-    )
+    if postgres:
+        before_doc = "u.changes -> 'before'"
+        before_status, retired_status = (
+            "u.changes #> '{before,status}'",
+            "u.changes #> '{status,0}'",
+        )
+    else:
+        before_doc = "json_extract(u.changes, '$.before')"
+        before_status = "json_extract(u.changes, '$.before.status')"
+        retired_status = "json_extract(u.changes, '$.status[0]')"
+    before = f"(SELECT {before_doc} {later} AND u.action = 'update' ORDER BY u.id LIMIT 1)"
     status = (
-        "(SELECT CASE u.action WHEN 'update' THEN json_extract(u.changes, '$.before.status') "
-        f"ELSE json_extract(u.changes, '$.status[0]') END {later} "
-        "AND u.action IN ('update', 'retire') ORDER BY u.id LIMIT 1)"
+        f"(SELECT CASE u.action WHEN 'update' THEN {before_status} ELSE {retired_status} "
+        f"END {later} AND u.action IN ('update', 'retire') ORDER BY u.id LIMIT 1)"
     )
     now = " ".join(
         f"WHEN '{kind.record_type}' THEN (SELECT {_audit_object(kind, 'r')} "
-        f"FROM main.{kind.table} r WHERE r.id = {alias}.record_id "
+        f"FROM {kind.table} r WHERE r.id = {alias}.record_id "
         f"AND r.site_id = {alias}.site_id)"
         for kind in _LEAN_KINDS
     )
     base = f"coalesce({before}, CASE {alias}.record_type {now} END)"
+    with_status = (
+        f"jsonb_set({base}, '{{status}}', {status})"
+        if postgres
+        else f"json_set({base}, '$.status', {status})"
+    )
     kinds = ", ".join(f"'{kind.record_type}'" for kind in _LEAN_KINDS)
     return (
         f"CASE WHEN {alias}.changes IS NULL AND {alias}.action = 'create' "
         f"AND {alias}.record_type IN ({kinds}) THEN "
-        f"CASE WHEN {status} IS NULL THEN {base} ELSE json_set({base}, '$.status', {status}) "
-        f"END ELSE {alias}.changes END"
+        f"CASE WHEN {status} IS NULL THEN {base} ELSE {with_status} END "
+        f"ELSE {alias}.changes END"
     )
 
 

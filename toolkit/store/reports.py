@@ -22,6 +22,7 @@ from toolkit.lazy import lazy
 from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
+from toolkit.store.dialect import is_postgres_connection
 from toolkit.store.records import audit_changes_sql
 from toolkit.store.sql import SqlValue, Where, json_path, one_row, read_chunks
 
@@ -462,7 +463,8 @@ class ReportStore:
         sql = (
             "SELECT l.id, l.date_created, l.user_id, l.action, l.record_type, l.record_id, "
             "l.item_id, l.event_id, e.name AS event_name, l.import_job_id, l.message, "
-            f"{audit_changes_sql('l')} AS changes "
+            f"{audit_changes_sql('l', postgres=is_postgres_connection(self.db.connection))} "
+            "AS changes "
             "FROM audit_log l LEFT JOIN event e ON e.id = l.event_id "
             f"WHERE {where.sql()} ORDER BY l.id"
         )
