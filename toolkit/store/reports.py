@@ -302,12 +302,14 @@ class ReportStore:
             "SELECT a.id, a.type, a.code, a.name, coalesce(a.friendly, a.name) AS address, "
             f"{_LOCALITY} AS locality, coalesce(a.region_id, max(i.region_id)) AS region_id, "
             "a.status, "
-            f"max({rank}) AS worst_rank, sum(({rank}) > 0) AS damaged_items, "
+            f"max({rank}) AS worst_rank, "
+            f"sum(CASE WHEN ({rank}) > 0 THEN 1 ELSE 0 END) AS damaged_items, "
             "count(i.id) AS active_items, count(DISTINCT i.register_id) AS registers, "
             "min(i.date_created) AS first_item, max(i.date_modified) AS last_change, "
             f"{inspected} AS last_inspected, a.geometry "
             f"FROM asset a JOIN item i ON {join.sql()} WHERE {where.sql()} "
-            f"GROUP BY a.id{having} ORDER BY a.id"
+            # a.site_id too: PostgreSQL groups by the whole key (site_id, id).
+            f"GROUP BY a.site_id, a.id{having} ORDER BY a.id"
         )
         params = [*rank_params, *rank_params, *last_inspected, *join.params, *where.params]
         if having:
