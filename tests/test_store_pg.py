@@ -16,6 +16,7 @@ from toolkit.errors import StoreError
 from toolkit.model.location import PostgresURL, display_name, parse_location
 from toolkit.store import SCHEMA_VERSION, Actor, Database, SiteStore
 from toolkit.store.dialect import to_postgres
+from toolkit.store.reports import AnalystQueryError, analyst_rows
 from toolkit.store.schema import MIGRATIONS
 from toolkit.store.schema_pg import POSTGRES_MIGRATIONS
 from toolkit.store.sql import sounds_like
@@ -165,3 +166,27 @@ def test_events_written_and_audited_on_postgresql(pg_url: str) -> None:
             "SELECT action, record_type, record_id FROM audit_log ORDER BY id"
         ).fetchall()
         assert [tuple(r) for r in audit] == [("create", "event", 1), ("create", "event", 2)]
+
+
+def test_an_analysts_query_reads_only_its_sites_views_on_postgresql(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        mine, other = SiteStore(db, "mine"), SiteStore(db, "other")
+        with db.transaction() as conn:
+            mine.events.insert(conn, {"name": "Flood", "status": 1}, Actor(), 5)
+            other.events.insert(conn, {"name": "Secret fire", "status": 1}, Actor(), 6)
+        # Mixed-case names and :name parameters as on SQLite; only this site's rows.
+        frames = analyst_rows(
+            db, mine.site_id, "SELECT id, name, dateCreated FROM events WHERE id > :e", {"e": 0}
+        )
+        rows = [r for f in frames for r in f.to_dict("records")]
+        assert rows == [{"id": 1, "name": "Flood", "dateCreated": 5}]
+        for sql, reason in [
+            ("SELECT count(*) FROM event", "permission denied for table event"),
+            ('SELECT password_hash FROM "user"', "permission denied for table user"),
+            ("DELETE FROM events", "permission denied for view events"),
+            ("CREATE TABLE x (a int)", "read-only transaction"),
+        ]:
+            with pytest.raises(AnalystQueryError, match=reason):
+                list(analyst_rows(db, mine.site_id, sql, {}))
+        names = [r[0] for r in db.connection.execute("SELECT name FROM event ORDER BY id")]
+        assert names == ["Flood", "Secret fire"]

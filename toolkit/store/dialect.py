@@ -69,6 +69,26 @@ def to_postgres(sql: str) -> str:
     return out
 
 
+_MIXED_CASE = re.compile(
+    r'(?<![":\w])([A-Za-z_]*[a-z][A-Za-z_]*[A-Z]\w*|[A-Z]\w*[a-z]\w*)\b(?!\s*\()'
+)
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def analyst_to_postgres(sql: str) -> str:
+    """An analyst's query as PostgreSQL runs it: mixed-case names (``eventId``) quoted so
+    they keep their case (PostgreSQL folds unquoted names to lower case; the views'
+    columns are quoted alike), ``:name`` parameters as psycopg's ``%(name)s``."""
+    pieces = _LITERAL.split(sql)
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            pieces[index] = piece.replace("%", "%%")
+            continue
+        piece = _MIXED_CASE.sub(r'"\1"', piece.replace("%", "%%"))
+        pieces[index] = _NAMED.sub(r"%(\1)s", piece)
+    return "".join(pieces)
+
+
 # SQLite's functions the store uses, over jsonb. SQLite's JSON paths here are only
 # '$.name', '$."any name"' (sql.json_path) and '$[#]' (append to an array).
 POSTGRES_FUNCTIONS = r"""

@@ -299,8 +299,24 @@ _ID_TRIGGERS = "".join(
     for t in _TABLES_WITH_IDS
 )
 
+# The role analysts' report queries run as (store/reports.py): roles belong to the whole
+# server, so it is made when missing, and a user who may not make roles is told at the
+# first analyst's query instead of failing the migration.
+_ANALYST_ROLE = """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'toolkit_analyst') THEN
+        CREATE ROLE toolkit_analyst NOLOGIN;
+    END IF;
+    EXECUTE format('GRANT toolkit_analyst TO %I', current_user);
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'cannot make or grant the role toolkit_analyst';
+END
+$$;
+"""
+
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
-    POSTGRES_FUNCTIONS + _SCHEMA_6 + _ID_TRIGGERS,
+    POSTGRES_FUNCTIONS + _SCHEMA_6 + _ID_TRIGGERS + _ANALYST_ROLE,
     "",
     "",
     "",
