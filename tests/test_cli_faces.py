@@ -221,6 +221,7 @@ CASES: dict[str, Case] = {
     "gazetteer load": Case(("gazetteer", "load", str(GAZETTEER)), embedded_only=True),
     "gazetteer info": Case(("gazetteer", "info"), embedded_only=True),
     "gazetteer remove": Case(("gazetteer", "remove"), embedded_only=True),
+    "site copy": Case(("site", "copy", "{store}", "{dir}/copy.sqlite"), embedded_only=True),
 }
 
 
@@ -251,7 +252,13 @@ def _run(faces: Faces, case: Case, face: str) -> Result:
     folder = faces.root / f"run-{face}-{time.monotonic_ns()}"
     folder.mkdir()
     items = _first_rows(SAMPLE / "damage_assessments.csv", folder / "items.csv", 5)
-    fill = {"event": faces.event, "dir": folder, "file": items, "sample": SAMPLE}
+    fill = {
+        "event": faces.event,
+        "dir": folder,
+        "file": items,
+        "sample": SAMPLE,
+        "store": faces.scratch,
+    }
     args = [a.format(**fill) for a in ("--json", *case.args)]
     env = {"TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
     if face == "local":
