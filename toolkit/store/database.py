@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -140,6 +141,7 @@ class Database:
         return row is not None and row[0] is not None
 
     def _migrate_postgres(self) -> None:
+        from toolkit.store.dialect import POSTGRES_FUNCTIONS
         from toolkit.store.schema_pg import POSTGRES_MIGRATIONS
 
         raw = cast("PgConnection", self.connection).raw
@@ -160,6 +162,14 @@ class Database:
                 raw.execute("DELETE FROM toolkit_schema")
                 raw.execute("INSERT INTO toolkit_schema VALUES (%s)", (number + 1,))
                 log.info("migrated %s to schema %d", self.display, number + 1)
+            # SQLite's functions over jsonb: replaced whenever this toolkit's text differs.
+            checksum = hashlib.sha256(POSTGRES_FUNCTIONS.encode("utf-8")).hexdigest()
+            raw.execute("CREATE TABLE IF NOT EXISTS toolkit_functions (checksum TEXT NOT NULL)")
+            row = raw.execute("SELECT checksum FROM toolkit_functions").fetchone()
+            if row is None or row[0] != checksum:
+                raw.execute(POSTGRES_FUNCTIONS.encode("utf-8"))
+                raw.execute("DELETE FROM toolkit_functions")
+                raw.execute("INSERT INTO toolkit_functions VALUES (%s)", (checksum,))
 
     def close(self) -> None:
         self.connection.close()

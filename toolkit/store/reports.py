@@ -23,7 +23,8 @@ import pandas as pd
 from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
-from toolkit.store.dialect import analyst_to_postgres
+from toolkit.store.dialect import analyst_to_postgres, view_to_postgres
+from toolkit.store.records import audit_changes_sql
 from toolkit.store.sql import SqlValue, Where, json_path, one_row, read_chunks
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
@@ -459,7 +460,8 @@ class ReportStore:
             where.add("l.date_created <= ?", created_to)
         sql = (
             "SELECT l.id, l.date_created, l.user_id, l.action, l.record_type, l.record_id, "
-            "l.item_id, l.event_id, e.name AS event_name, l.import_job_id, l.message, l.changes "
+            "l.item_id, l.event_id, e.name AS event_name, l.import_job_id, l.message, "
+            f"{audit_changes_sql('l')} AS changes "
             "FROM audit_log l LEFT JOIN event e ON e.id = l.event_id "
             f"WHERE {where.sql()} ORDER BY l.id"
         )
@@ -483,8 +485,10 @@ ANALYST_VIEWS: dict[str, str] = {
     "FROM main.item WHERE site_id = {site}{events}",
     "audit": "SELECT id, date_created AS dateCreated, user_id AS userId, action, "
     "record_type AS recordType, record_id AS recordId, item_id AS itemId, event_id AS eventId, "
-    "import_job_id AS importJobId, message, changes FROM main.audit_log "
-    "WHERE site_id = {site}{events_or_none}",
+    "import_job_id AS importJobId, message, "
+    # Braces doubled: the statement is formatted with the site and events below.
+    + audit_changes_sql("l").replace("{", "{{").replace("}", "}}")
+    + " AS changes FROM main.audit_log l WHERE site_id = {site}{events_or_none}",
     "jobs": "SELECT id, status, import_type AS importType, import_rule AS importRule, "
     "user_id AS userId, summary, date_created AS dateCreated, "
     "date_completed AS dateCompleted FROM main.import_job WHERE site_id = {site}",
@@ -576,14 +580,11 @@ def _analyst_rows_postgres(
     connection = cast(PgConnection, db.connect_again())
     raw = connection.raw
     try:
+        for name in ANALYST_VIEWS:
+            view = view_to_postgres(_view_sql(name, site_id, within_events))
+            raw.execute(f"CREATE TEMP VIEW {name} AS {view}".encode())
         try:
             for name in ANALYST_VIEWS:
-                view = analyst_to_postgres(_view_sql(name, site_id, within_events))
-                raw.execute(
-                    f"CREATE TEMP VIEW {name} AS {view.replace('main.', 'public.')}".replace(
-                        "%%", "%"
-                    )
-                )
                 raw.execute(f"GRANT SELECT ON pg_temp.{name} TO {ANALYST_ROLE}")
             raw.execute("BEGIN READ ONLY")
             raw.execute(f"SET LOCAL ROLE {ANALYST_ROLE}")

@@ -6,8 +6,10 @@ migrations with a body per dialect: the store has no ORM, so a migration tool th
 generates DDL from models (Alembic) would add a second schema description to keep in
 step; a list of plain SQL is what both dialects run, reviewed side by side.
 
-The PostgreSQL store began at schema 6: its first body makes that schema whole (with
-the compat functions of :mod:`toolkit.store.dialect`), the next five are empty. Each
+The PostgreSQL store began at schema 6: its first body makes that schema whole, the
+next five are empty. The functions giving SQLite's JSON functions their meaning
+(:data:`toolkit.store.dialect.POSTGRES_FUNCTIONS`) are no migration: the store replaces
+them whenever their text changes. Each
 later migration appends a body to both lists.
 
 Differences from SQLite: JSON columns are ``jsonb``; byte strings ``bytea``; an asset's
@@ -18,7 +20,7 @@ asset table as a layer; integer ids are ``bigint`` numbered by a trigger when le
 
 from __future__ import annotations
 
-from toolkit.store.dialect import POSTGRES_FUNCTIONS
+from toolkit.store.dialect import NEXT_ID_FUNCTION
 
 _TABLES_WITH_IDS = (
     "site",
@@ -316,10 +318,12 @@ $$;
 """
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
-    POSTGRES_FUNCTIONS + _SCHEMA_6 + _ID_TRIGGERS + _ANALYST_ROLE,
+    NEXT_ID_FUNCTION + _SCHEMA_6 + _ID_TRIGGERS + _ANALYST_ROLE,
     "",
     "",
     "",
     "",
     "",
+    # 7: as on SQLite, the partial index that finds an audited record's later changes.
+    "CREATE INDEX audit_change ON audit_log(record_type, record_id) WHERE action <> 'create';",
 )
