@@ -103,6 +103,7 @@ def copy_site(
             counts[table] = copied
             if on_table is not None:
                 on_table(table, copied)
+    target.sync_ids()
     return CopyResult(name, counts)
 
 

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 
 # Single-quoted literals ('' inside is a quote) and everything between them.
 _LITERAL = re.compile(r"('(?:[^']|'')*')")
@@ -48,6 +50,36 @@ def is_postgres_connection(connection: object) -> bool:
     """Whether ``connection`` is the PostgreSQL store's (for the few statements whose
     shape, not only whose text, differs)."""
     return not isinstance(connection, sqlite3.Connection)
+
+
+def next_ids(connection: Any, table: str, count: int) -> Sequence[int]:
+    """``count`` new ids of ``table`` from its sequence (PostgreSQL): a range when they
+    came consecutive, as they do unless another transaction drew at the same moment."""
+    rows = connection.execute(
+        f"SELECT nextval('{ids_sequence(table)}') FROM generate_series(1, ?)", (count,)
+    ).fetchall()
+    ids = [int(r[0]) for r in rows]
+    if ids[-1] - ids[0] == count - 1:
+        return range(ids[0], ids[-1] + 1)
+    return ids
+
+
+def ids_sequence(table: str) -> str:
+    return f"toolkit_ids_{table}"
+
+
+def sync_ids_sql(tables: Iterable[str]) -> str:
+    """Each table's id sequence made where missing and set past its largest id (ids
+    written as given, e.g. by a site copy, are never drawn again)."""
+    statements = []
+    for table in tables:
+        seq = ids_sequence(table)
+        statements.append(
+            f"CREATE SEQUENCE IF NOT EXISTS {seq};\n"
+            f"SELECT setval('{seq}', greatest((SELECT coalesce(max(id), 0) FROM \"{table}\"), "
+            f"(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {seq})) + 1, false);"
+        )
+    return "\n".join(statements)
 
 
 @lru_cache(maxsize=2048)
@@ -234,6 +266,17 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     UNION ALL
     SELECT o.key, o.value FROM jsonb_each_text(
         CASE WHEN jsonb_typeof(doc) = 'object' THEN doc ELSE '{}'::jsonb END) o
+$$;
+
+-- An id left out of an INSERT comes from the table's sequence (sync_ids_sql), so two
+-- transactions at once never draw the same one (SQLite's are serialised by its lock).
+CREATE OR REPLACE FUNCTION toolkit_next_id() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.id IS NULL THEN
+        NEW.id := nextval(format('%I', 'toolkit_ids_' || TG_TABLE_NAME));
+    END IF;
+    RETURN NEW;
+END
 $$;
 
 -- 1 when every word of the query sounds like some word of the value (toolkit.store.sql).

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolkit.store.dialect import is_postgres_connection
+from toolkit.store.dialect import is_postgres_connection, next_ids
 
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
@@ -192,6 +192,10 @@ class RecordTable:
         """
         if count == 0:
             return []
+        if ids is None and is_postgres_connection(conn) and not self.kind.ids_per_site:
+            # No write lock there: two imports at once draw ids from the table's sequence
+            # (consecutive unless another draws at the same moment).
+            ids = next_ids(conn, self.kind.table, count)
         if ids is None:
             scope = f" WHERE site_id = {int(self.site_id)}" if self.kind.ids_per_site else ""
             first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}{scope}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from toolkit.store.dialect import NEXT_ID_FUNCTION
 
-_TABLES_WITH_IDS = (
+TABLES_WITH_IDS = (
     "site",
     "event",
     "asset",
@@ -298,7 +298,7 @@ CREATE TABLE gazetteer_part (
 _ID_TRIGGERS = "".join(
     f'CREATE TRIGGER {t}_next_id BEFORE INSERT ON "{t}" FOR EACH ROW '
     "EXECUTE FUNCTION toolkit_next_id();\n"
-    for t in _TABLES_WITH_IDS
+    for t in TABLES_WITH_IDS
 )
 
 # The role analysts' report queries run as (store/reports.py): roles belong to the whole
