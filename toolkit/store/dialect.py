@@ -64,6 +64,19 @@ def next_ids(connection: Any, table: str, count: int) -> Sequence[int]:
     return ids
 
 
+def copy_rows(
+    connection: Any, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> None:
+    """Rows into ``table`` with PostgreSQL's COPY (its bulk load), in the transaction open."""
+    quoted = '"user"' if table == "user" else table
+    with (
+        connection.raw.cursor() as cursor,
+        cursor.copy(f"COPY {quoted} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
 def ids_sequence(table: str) -> str:
     return f"toolkit_ids_{table}"
 

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolkit.store.dialect import is_postgres_connection, next_ids
+from toolkit.store.dialect import copy_rows, is_postgres_connection, next_ids
 
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
@@ -218,9 +218,15 @@ class RecordTable:
             f"VALUES ({', '.join('?' * len(names))})"
         )
         rows = zip(*values, strict=True)
+        # PostgreSQL's bulk load is COPY (geometry keeps the INSERT: its WKB is bytes).
+        copy = is_postgres_connection(conn) and "geometry" not in names
         # In batches only to say how far it got: one executemany per batch costs the same.
         for start in range(0, count, INSERT_BATCH):
-            conn.executemany(sql, itertools.islice(rows, INSERT_BATCH))
+            batch = itertools.islice(rows, INSERT_BATCH)
+            if copy:
+                copy_rows(conn, self.kind.table, names, batch)
+            else:
+                conn.executemany(sql, batch)
             if on_rows is not None:
                 on_rows(min(start + INSERT_BATCH, count))
         changes = creation_changes(self.kind, actor)
