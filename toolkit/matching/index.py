@@ -328,17 +328,29 @@ class AssetIndex:
                 assets = np.arange(len(self), dtype=np.int64)
             else:
                 kind, _, code_field = key.partition(":")
-                rows = self.codes
-                # "All codes" are the asset's codes (code + extraInfo), not its id.
-                if code_field == "*":
-                    rows = rows[rows["field"] != "id"]
-                else:
-                    rows = rows[rows["field"] == code_field]
+                rows = self.codes.iloc[self._code_rows(code_field)]
                 column = "code" if kind == "code" else "stripped"
                 keys = _arrow_text(rows[column])
                 assets = rows["asset"].to_numpy(dtype=np.int64)
             self._tables[cache_key] = KeyTable.build(keys, assets, allowed)
         return self._tables[cache_key]
+
+    def _code_rows(self, code_field: str) -> slice | np.ndarray:
+        """The rows of ``codes`` of one field (``*``: every field but the id): a slice
+        where they are together, as ``_code_table`` writes them, so none are copied.
+        Cached: the code and the stripped table of a field share them."""
+
+        def find() -> slice | np.ndarray:
+            field = self.codes["field"]
+            # "All codes" are the asset's codes (code + extraInfo), not its id.
+            mask = (field != "id") if code_field == "*" else (field == code_field)
+            rows = np.flatnonzero(mask.to_numpy(dtype=bool))
+            if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+                return slice(int(rows[0]), int(rows[-1]) + 1)
+            return rows
+
+        found: slice | np.ndarray = self.derived(f"code_rows:{code_field}", find)
+        return found
 
     def code_fields(self) -> list[str]:
         """Fields mode ``code`` can match on: ``id``, ``code`` and every extraInfo column."""
