@@ -246,16 +246,10 @@ def split_words(cleaned: pa.Array) -> Words:
     return Words(row, position, word_code, np.asarray(vocabulary, dtype=object), len(counts))
 
 
-def _join_words(words: Words, mask: np.ndarray, sort: bool = False) -> np.ndarray:
-    """For each row, the masked words joined by one space (empty string when none);
-    ``sort`` puts each row's words in alphabetical order (token-sort form)."""
+def _join_words(words: Words, mask: np.ndarray) -> np.ndarray:
+    """For each row, the masked words joined by one space (empty string when none)."""
     rows = words.row[mask]
     codes = words.word_code[mask]
-    if sort:
-        alphabetical = np.empty(len(words.vocabulary), dtype=np.int64)
-        alphabetical[np.argsort(words.vocabulary.astype(str))] = np.arange(len(words.vocabulary))
-        order = np.lexsort((alphabetical[codes], rows))
-        rows, codes = rows[order], codes[order]
     joined = join_words_arrow(words, rows, codes)
     return np.asarray(joined.to_numpy(zero_copy_only=False), dtype=object)
 
@@ -508,7 +502,7 @@ KEY_NAMES = (
     "block",
     "block2",
 )
-TEXT_NAMES = ("normalised", "street", "sorted_normalised", "sorted_street")
+TEXT_NAMES = ("normalised",)
 
 
 class Analysis:
@@ -556,17 +550,13 @@ class Analysis:
         return self._expand(self._cache["keys"])
 
     def texts(self) -> dict[str, np.ndarray]:
-        """``normalised`` (street and locality) and ``street`` canonical text per address,
-        and the same with words sorted (``sorted_*``, for token-sort scoring); object arrays."""
+        """``normalised``: the canonical text (street and locality) of each address, an
+        object array. (The street alone and the token-sorted forms that were kept beside it
+        served a matcher that is gone; they cost a million-asset index 1.1 s to build.)"""
         if "texts" not in self._cache:
             words, parts = self.words, self.parts
             full = parts.is_street | parts.is_locality
-            self._cache["texts"] = {
-                "normalised": _join_words(words, full),
-                "street": _join_words(words, parts.is_street),
-                "sorted_normalised": _join_words(words, full, sort=True),
-                "sorted_street": _join_words(words, parts.is_street, sort=True),
-            }
+            self._cache["texts"] = {"normalised": _join_words(words, full)}
         return self._expand(self._cache["texts"])
 
     def _expand(self, distinct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
