@@ -144,6 +144,15 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ],
         {0},
     ),
+    "bench_stream.py": (
+        ["--assets", "300", "--items", "300,600"],
+        [
+            rf"item import of 300 rows: {N} s; peak memory {N} MiB \(target < 3072\)",
+            rf"item import of 600 rows: {N} s; peak memory {N} MiB \(target < 3072\)",
+            rf"time 600 rows / 300 rows: {N} for 2.0x the rows \(linear or better: <= 2.0\)",
+        ],
+        {0},
+    ),
     "bench_site_file.py": (
         ["--items", "300", "--repeat", "1"],
         [

@@ -14,6 +14,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from toolkit.importing.pipeline import PartitionWork, PartStages, partition_stag
 from toolkit.matching import AssetIndex
 from toolkit.matching.lookup import LookupResult, run_lookup
 from toolkit.progress import Progress
+from toolkit.sources import SourceProblem
+from toolkit.sources.chunks import ChunkedSource, CsvPart, PartRead, read_csv_part
 
 # Rows per partition unless TOOLKIT_PARTITION_ROWS says otherwise: large enough that a
 # task's overhead (milliseconds) is small beside its work, small enough to spread.
@@ -34,6 +37,19 @@ PARTITION_ROWS = 100_000
 def _import_part(work: PartitionWork, frame: pd.DataFrame, ref: IndexRef | None) -> PartStages:
     """One partition's rule, link and payload, on a worker."""
     return partition_stages(work, frame, None if ref is None else loaded_index(ref))
+
+
+def _import_csv_part(
+    work: PartitionWork, part: CsvPart, ref: IndexRef | None
+) -> tuple[pd.Index, PartRead, PartStages]:
+    """One staged CSV partition read, then its rule, link and payload, on a worker: the
+    rows never pass through the client. Back come its row numbers, what reading it found
+    (without the frame) and its stages."""
+    read = read_csv_part(part)
+    work = replace(work, geometry_columns=tuple(read.geometry_columns))
+    stages = partition_stages(work, read.frame, None if ref is None else loaded_index(ref))
+    rows = read.frame.index
+    return rows, replace(read, frame=read.frame.iloc[:0]), stages
 
 
 def _lookup_part(
@@ -120,6 +136,44 @@ class DaskEngine:
         ]
         results: list[PartStages] = self._gather(futures, "partitions", progress)
         return results
+
+    def run_parts(
+        self,
+        work: PartitionWork,
+        source: ChunkedSource,
+        index: AssetIndex | None,
+        progress: Progress,
+    ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]:
+        """Rule, link and payload of every partition of ``source``, in row order: a staged
+        CSV's partitions are read by the workers; another source's (read whole, as GDAL
+        and openpyxl read) are sent to them. Progress: partitions done of the total."""
+        ref = None if index is None else self.index_ref(index)
+        [work_future] = self.client.scatter([work], hash=False)
+        if source.csv_parts is not None:
+            futures = [
+                self.client.submit(_import_csv_part, work_future, part, ref, pure=False)
+                for part in source.csv_parts
+            ]
+        else:
+            futures = [
+                self.client.submit(_import_part, work_future, source.read(i).frame, ref, pure=False)
+                for i in range(source.count)
+            ]
+        total = len(futures)
+        progress("partitions", 0, total, unit="partitions")
+        for i, future in enumerate(futures):
+            result = future.result()
+            future.release()  # its rows are the client's now; the workers may forget them
+            if source.csv_parts is not None:
+                rows, read, stages = result
+                source.learn(i, read)
+                problems = source.named(read.problems)
+            else:
+                stages = result
+                part = source.read(i)
+                rows, problems = part.frame.index, part.problems
+            progress("partitions", i + 1, total, unit="partitions")
+            yield rows, problems, stages
 
     # --- lookup ---------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.geocoding import make_assets
 from toolkit.importing.linking import LinkResult, link_rows
 from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.parts import StagedParts
 from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import (
     DATA_ENCODINGS,
@@ -52,7 +55,8 @@ from toolkit.model.fieldjson import as_python, fields_json, id_list
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
-from toolkit.sources import SourceReport, read_source
+from toolkit.sources import SourceProblem, SourceReport
+from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
 from toolkit.store.assets import NewAssets, geometry_columns
 from toolkit.store.items import ItemChanges, NewItems
@@ -120,16 +124,21 @@ class PartStages:
 
 
 class StageEngine(Protocol):
-    """Runs :func:`partition_stages` over partitions of the rows read (``toolkit.engine``);
-    the parts come back in row order. The plan and the write stay here, one transaction."""
+    """Runs :func:`partition_stages` over the partitions of a source (``toolkit.engine``),
+    its workers reading them; the parts come back in row order, each with its row numbers
+    and the reader's problems of its rows. The plan and the write stay here, one
+    transaction."""
 
-    def run_partitions(
+    @property
+    def partition_rows(self) -> int: ...
+
+    def run_parts(
         self,
         work: PartitionWork,
-        frame: pd.DataFrame,
+        source: ChunkedSource,
         index: AssetIndex | None,
         progress: Progress,
-    ) -> list[PartStages]: ...
+    ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]: ...
 
 
 def partition_stages(
@@ -173,28 +182,6 @@ def _no_problems() -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Source:
-    """The read stage: the rows as read, and the reader's report (per-row problems)."""
-
-    frame: pd.DataFrame
-    report: SourceReport
-
-    @property
-    def records(self) -> int:
-        """Rows of the file: those read, and those the reader left out (a wrong number of
-        values, an over-long field), which are rejected; every count adds up to this."""
-        return self.report.record_count(self.frame.index)
-
-
-@dataclass(frozen=True)
-class Ruled:
-    """The rule stage: the rule's values, and the problems of reading and of the rule."""
-
-    prepared: Prepared
-    problems: tuple[pd.DataFrame, ...]
-
-
-@dataclass(frozen=True)
 class Linked:
     """The link stage: each row's asset id (None when the import links none), problems,
     and what the write stage still has to link: places to make assets of, then record."""
@@ -232,35 +219,37 @@ class Written:
     dry_run: bool
 
 
-def _read(request: ImportRequest, progress: Progress) -> Source:
-    frame, report = read_source(
-        request.source, name=request.source_name, progress=progress, **request.read_options()
-    )
-    return Source(frame=frame, report=report)
+def _problem_rows(problems: Sequence[SourceProblem]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
+         for p in problems if p.row is not None],
+        columns=_PROBLEM_COLUMNS,
+    )  # fmt: skip
 
 
-def _apply(rule: ImportRule, request: ImportRequest, source: Source, progress: Progress) -> Ruled:
-    source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
-    prepared = apply_rule(
-        rule,
-        source.frame,
-        path=request.name,
-        geometry_columns=source.report.geometry_columns,
-        progress=progress,
-    )
-    return Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
+def _merged_counts(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    """Link counts of two parts together: the ways by rows linked (most first), then
+    ``external`` and ``unlinked``, as one part's counts are."""
+    total = dict(counts)
+    for key, value in more.items():
+        total[key] = total.get(key, 0) + value
+    last = ("external", "unlinked")
+    ways = sorted((k for k in total if k not in last), key=lambda k: -total[k])
+    return {k: total[k] for k in [*ways, *last] if k in total}
 
 
-def _keep(source: Source, ruled: Ruled, linked: Linked) -> Kept:
-    problems = [*ruled.problems, linked.problems]
-    rejected = pd.concat([r for r in problems if not r.empty] or [problems[0]], ignore_index=True)
-    keep = ~source.frame.index.isin(list(set(rejected["row"].tolist())))
-    return Kept(
-        rejected=rejected,
-        keep=keep,
-        values=ruled.prepared.values[keep],
-        cleared=ruled.prepared.cleared[keep],
-    )
+def _part_progress(progress: Progress, start: int, rows: int, every: int, name: str) -> Progress:
+    """``progress`` of one part (``name``) of ``rows`` rows from row ``start``, told as rows
+    of all ``every`` rows (each stage counts in its own unit within a part)."""
+
+    def report(
+        label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+    ) -> None:
+        share = done / total if total else 1.0
+        words = f"{name}: {detail}" if detail else name
+        progress(label, start + round(share * rows), every, detail=words)
+
+    return report
 
 
 def plan_rows(
@@ -533,7 +522,9 @@ class ImportRunner:
         )
 
     def _timed(self, outcome: _Outcome, stage: str, started: float) -> None:
-        outcome.timings[stage] = round(time.perf_counter() - started, 3)
+        # A stage run once per part adds up.
+        spent = outcome.timings.get(stage, 0.0) + time.perf_counter() - started
+        outcome.timings[stage] = round(spent, 3)
 
     @contextmanager
     def _stage(self, outcome: _Outcome, name: str) -> Iterator[None]:
@@ -553,72 +544,181 @@ class ImportRunner:
     def _pipeline(
         self, job_id: int, request: ImportRequest, rule: ImportRule, outcome: _Outcome
     ) -> None:
-        """read → rule → link → prepare → plan + write (one transaction) → summarise."""
-        with self._stage(outcome, "read"):
-            source = _read(request, self.progress)
-        outcome.counts["read"] = source.records
-        outcome.warnings.extend(source.report.warnings)
-        if self.engine is not None:
-            self._pipeline_on(self.engine, job_id, request, rule, source, outcome)
-            return
-        with self._stage(outcome, "validate"):
-            ruled = _apply(rule, request, source, self.progress)
-        self._note_rule(request, rule, source, ruled, outcome)
-        linked = Linked(asset_ids=None, problems=_no_problems())
-        if rule.import_type == "item":
-            with self._stage(outcome, "link"):
-                linked = self._link_assets(job_id, source.frame, ruled.prepared, rule, outcome)
-        kept = _keep(source, ruled, linked)
-        with self._stage(outcome, "prepare"):
-            kept_rows = len(kept.values)
-            self.progress("prepare", 0, kept_rows)
-            payload = self._prepare(
-                rule, request, kept.values, kept.cleared, source.frame[kept.keep]
-            )
-            self.progress("prepare", kept_rows, kept_rows)
-        self._plan_and_write(job_id, request, rule, source, ruled, kept, payload, linked, outcome)
+        """read → rule → link → prepare, part by part → plan + write (one transaction) →
+        summarise. The parts and their prepared rows wait in a job folder, removed after."""
+        base = os.environ.get("TOOLKIT_WORK_DIR") or None
+        with tempfile.TemporaryDirectory(prefix="toolkit-import-", dir=base) as work:
+            folder = Path(work)
+            # On an engine every import is read in partitions (its workers read them);
+            # locally, an import that cannot be read in parts is read as one.
+            rows = self.engine.partition_rows if self.engine is not None else None
+            if rows is None and not streamable(rule):
+                rows = _ONE_PART
+            with self._stage(outcome, "read"):
+                chunked = read_chunks(
+                    request.source,
+                    folder / "source",
+                    chunk_rows=rows,
+                    name=request.source_name,
+                    progress=self.progress,
+                    **request.read_options(),
+                )
+            outcome.warnings.extend(chunked.report.warnings)
+            self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
 
-    @staticmethod
-    def _note_rule(
-        request: ImportRequest, rule: ImportRule, source: Source, ruled: Ruled, outcome: _Outcome
+    def _pipeline_parts(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        folder: Path,
+        outcome: _Outcome,
     ) -> None:
-        """The rule stage's warnings (text fields read as numbers) and unused columns."""
-        outcome.warnings.extend(
-            numbers_for_text(
-                rule,
-                ruled.prepared.column_of,
-                source.report.number_columns,
-                path=request.name,
-                sheet=source.report.layer,
-            )
+        """Rule, link and payload of each part in turn (the same functions as on the whole
+        file: they are pure, row by row), here or on the engine's workers; what the plan
+        and the write need is kept, the prepared rows on disk. With one part, this is the
+        whole file at once."""
+        overwrite = request.overwrite_rule or rule.overwrite_rule
+        # Patches are only needed for rows matching existing records; a first import into
+        # an empty scope has none, so it skips building them (built later if one appears).
+        may_update = overwrite in ("updateOnly", "updateAndInsert") and self._scope_has_records(
+            rule, request
         )
-        if ruled.prepared.ignored_columns:
-            outcome.notes.append(
-                "columns not used by the rule: " + ", ".join(ruled.prepared.ignored_columns)
+        matching_id = matching_field(rule, request.matching_id)
+        staged: StagedParts[_Payload] = StagedParts(folder / "prepared")
+        # Asset and user imports write their rows at once: their parts are joined.
+        joined: list[_Payload] = []
+        keys: list[pd.DataFrame] = []
+        rule_rejections: list[pd.DataFrame] = []
+        link_problems: list[pd.DataFrame] = []
+        asset_ids: list[pd.Series] = []
+        rows: list[np.ndarray] = []
+        first: Prepared | None = None
+        linked = Linked(asset_ids=None, problems=_no_problems())
+        for part, prepared, linked, payload in self._parts(
+            job_id, request, rule, chunked, may_update, outcome
+        ):
+            first = first or prepared
+            if linked.asset_ids is not None and rule.import_type == "item":
+                asset_ids.append(linked.asset_ids)
+            if rule.import_type == "item":
+                staged.add(payload, len(payload.filled))
+            else:
+                joined.append(payload)
+            values = payload.values
+            keys.append(values[[matching_id]] if matching_id in values else values[[]])
+            rule_rejections.append(prepared.rejections)
+            link_problems.append(linked.problems)
+            rows.append(part)
+            del payload, values, prepared
+        assert first is not None
+        if joined:
+            staged.add(_Payload.concat(joined), sum(len(p.filled) for p in joined))
+            del joined
+        report = chunked.finish()
+        outcome.counts["read"] = report.record_count(pd.Index(np.concatenate(rows)))
+        self._note_rule(request, rule, report, first, outcome)
+        every = [_problem_rows(report.problems), *rule_rejections, *link_problems]
+        rejected = pd.concat([r for r in every if not r.empty] or [every[0]], ignore_index=True)
+        if chunked.count > 1 and rule.import_type == "item":
+            linked = Linked(
+                asset_ids=pd.concat(asset_ids),
+                problems=pd.concat(link_problems, ignore_index=True),
             )
+        kept = Kept(
+            rejected=rejected,
+            keep=np.empty(0, dtype=bool),
+            values=pd.concat(keys),
+            cleared=pd.DataFrame(),
+        )
+        self._plan_and_write(
+            job_id, request, rule, first, kept, staged, linked, outcome,
+            rejects_of=lambda wanted: _rows_of(chunked, rows, wanted),
+            geometry_source=report.geometry_source,
+        )  # fmt: skip
 
-    def _pipeline_on(
+    def _parts(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        may_update: bool,
+        outcome: _Outcome,
+    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, _Payload]]:
+        """Each part in row order: its row numbers, the rule's result, the link stage's
+        (links recorded with the job), and the payload of its kept rows."""
+        if self.engine is not None:
+            yield from self._parts_on(
+                self.engine, job_id, request, rule, chunked, may_update, outcome
+            )
+            return
+        start = 0
+        for i in range(chunked.count):
+            size = chunked.sizes[i]
+            shown = (
+                self.progress
+                if chunked.count == 1
+                else _part_progress(
+                    self.progress, start, size, chunked.rows, f"part {i + 1} of {chunked.count}"
+                )
+            )
+            start += size
+            with self._stage(outcome, "read"):
+                part = chunked.read(i)
+            frame = part.frame
+            with self._stage(outcome, "validate"):
+                prepared = apply_rule(
+                    rule,
+                    frame,
+                    path=request.name,
+                    geometry_columns=part.geometry_columns,
+                    progress=shown,
+                )
+            linked = Linked(asset_ids=None, problems=_no_problems())
+            if rule.import_type == "item":
+                with self._stage(outcome, "link"):
+                    linked = self._link_assets(
+                        job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0
+                    )
+                if linked.result is not None and linked.result.places is not None:
+                    assert chunked.count == 1, "places to make need the whole file at once"
+            keep = _kept(frame.index, part.problems, prepared, linked)
+            with self._stage(outcome, "prepare"):
+                kept_rows = int(keep.sum())
+                shown("prepare", 0, kept_rows)
+                payload = prepare_payload(
+                    rule,
+                    prepared.values[keep],
+                    prepared.cleared[keep],
+                    frame[keep],
+                    may_update=may_update,
+                )
+                shown("prepare", kept_rows, kept_rows)
+            yield frame.index.to_numpy(), prepared, linked, payload
+
+    def _parts_on(
         self,
         engine: StageEngine,
         job_id: int,
         request: ImportRequest,
         rule: ImportRule,
-        source: Source,
+        chunked: ChunkedSource,
+        may_update: bool,
         outcome: _Outcome,
-    ) -> None:
-        """The local pipeline with rule, link and payload run per partition by ``engine``;
-        the parts are joined in row order, then planned and written exactly as locally."""
+    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, _Payload]]:
+        """:meth:`_parts` with rule, link and payload run per partition by ``engine``'s
+        workers, which read their partitions themselves."""
         links = rule.import_type == "item" and rule.asset_link is not None
         if links and self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        overwrite = request.overwrite_rule or rule.overwrite_rule
         work = PartitionWork(
             rule=rule,
             path=request.name,
-            geometry_columns=tuple(source.report.geometry_columns),
+            geometry_columns=tuple(chunked.report.geometry_columns),
             decisions=self.store.decisions.all() if links else None,
-            may_update=overwrite in ("updateOnly", "updateAndInsert")
-            and self._scope_has_records(rule, request),
+            may_update=may_update,
             links=links,
         )
         ways = {
@@ -633,52 +733,68 @@ class ImportRunner:
             )
         with self._stage(outcome, "partitions"):
             index = self.asset_index() if links and self.asset_index is not None else None
-            parts = engine.run_partitions(work, source.frame, index, self.progress)
-        first = parts[0].prepared
-        prepared = Prepared(
-            values=pd.concat([p.prepared.values for p in parts]),
-            cleared=pd.concat([p.prepared.cleared for p in parts]),
-            rejections=pd.concat([p.prepared.rejections for p in parts], ignore_index=True),
-            ignored_columns=first.ignored_columns,
-            column_of=first.column_of,
-        )
-        source_problems = pd.DataFrame(source.report.row_problems(), columns=_PROBLEM_COLUMNS)
-        ruled = Ruled(prepared=prepared, problems=(source_problems, prepared.rejections))
-        self._note_rule(request, rule, source, ruled, outcome)
-        linked = Linked(asset_ids=None, problems=_no_problems())
-        if rule.import_type == "item":
-            found = [p.link for p in parts if p.link is not None]
-            result = (
-                LinkResult(
-                    asset_ids=pd.concat([r.asset_ids for r in found]),
-                    reasons=pd.concat([r.reasons for r in found]),
-                    links=pd.concat([r.links for r in found], ignore_index=True),
-                )
-                if found
-                else None
+            done = iter(engine.run_parts(work, chunked, index, self.progress))
+        for i in range(chunked.count):
+            started = time.perf_counter()
+            part_rows, problems, stages = next(done)
+            linked = Linked(asset_ids=None, problems=_no_problems())
+            if rule.import_type == "item":
+                linked = self._linked(job_id, part_rows, rule, stages.link, outcome, append=i > 0)
+            keep = _kept(part_rows, problems, stages.prepared, linked)
+            payload = stages.payload.take(keep)
+            # Waiting for the workers counts as their stage, the rest as the client's.
+            self._timed(outcome, "partitions", started)
+            yield part_rows.to_numpy(), stages.prepared, linked, payload
+
+    @staticmethod
+    def _note_rule(
+        request: ImportRequest,
+        rule: ImportRule,
+        report: SourceReport,
+        prepared: Prepared,
+        outcome: _Outcome,
+    ) -> None:
+        """The rule stage's warnings (text fields read as numbers) and unused columns."""
+        outcome.warnings.extend(
+            numbers_for_text(
+                rule,
+                prepared.column_of,
+                report.number_columns,
+                path=request.name,
+                sheet=report.layer,
             )
-            linked = self._linked(job_id, source.frame, rule, result, outcome)
-        kept = _keep(source, ruled, linked)
-        payload = _Payload.concat([p.payload for p in parts]).take(kept.keep)
-        self._plan_and_write(job_id, request, rule, source, ruled, kept, payload, linked, outcome)
+        )
+        if prepared.ignored_columns:
+            outcome.notes.append(
+                "columns not used by the rule: " + ", ".join(prepared.ignored_columns)
+            )
 
     def _plan_and_write(
         self,
         job_id: int,
         request: ImportRequest,
         rule: ImportRule,
-        source: Source,
-        ruled: Ruled,
+        prepared: Prepared,
         kept: Kept,
-        payload: _Payload,
+        payload: StagedParts[_Payload],
         linked: Linked,
         outcome: _Outcome,
+        *,
+        rejects_of: Callable[[set[int]], pd.DataFrame],
+        geometry_source: str | None,
     ) -> None:
         written = self._write(
-            job_id, request, rule, ruled.prepared, kept, payload, linked, outcome,
+            job_id, request, rule, prepared, kept, payload, linked, outcome,
             dry_run=request.dry_run,
         )  # fmt: skip
-        self._report_rejects(request, source.frame, source.report.geometry_source, outcome)
+        if request.rejects_path is not None:
+            wanted = set(outcome.rejections["row"].tolist())
+            write_rejects(
+                request.rejects_path,
+                rejects_of(wanted),
+                outcome.rejections,
+                with_geometry=geometry_source == "native",
+            )
         self._summarise(job_id, request, rule, outcome, written)
 
     def _write(
@@ -688,7 +804,7 @@ class ImportRunner:
         rule: ImportRule,
         prepared: Prepared,
         kept: Kept,
-        payload: _Payload,
+        payload: StagedParts[_Payload],
         linked: Linked,
         outcome: _Outcome,
         *,
@@ -716,7 +832,7 @@ class ImportRunner:
         rule: ImportRule,
         prepared: Prepared,
         kept: Kept,
-        payload: _Payload,
+        payload: StagedParts[_Payload],
         linked: Linked,
         outcome: _Outcome,
         actor: Actor,
@@ -811,21 +927,6 @@ class ImportRunner:
                 job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
             )
 
-    @staticmethod
-    def _report_rejects(
-        request: ImportRequest,
-        frame: pd.DataFrame,
-        geometry_source: str | None,
-        outcome: _Outcome,
-    ) -> None:
-        if request.rejects_path is not None:
-            write_rejects(
-                request.rejects_path,
-                frame,
-                outcome.rejections,
-                with_geometry=geometry_source == "native",
-            )
-
     # --- stages -----------------------------------------------------------------------------
 
     def _link_assets(
@@ -835,13 +936,16 @@ class ImportRunner:
         prepared: Prepared,
         rule: ImportRule,
         outcome: _Outcome,
+        *,
+        progress: Progress,
+        append: bool = False,
     ) -> Linked:
         empty = _no_problems()
         if rule.asset_link is None:
             return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
         if self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        self.progress("link", 0, len(frame), detail="loading the asset index")
+        progress("link", 0, len(frame), detail="loading the asset index")
         linked = link_rows(
             self.asset_index(),
             frame,
@@ -849,26 +953,29 @@ class ImportRunner:
             rule,
             reference_field=rule.matching_id,
             decisions=self.store.decisions.all(),
-            progress=self.progress,
+            progress=progress,
             geocoder=self.geocoder,
         )
-        return self._linked(job_id, frame, rule, linked, outcome)
+        return self._linked(job_id, frame.index, rule, linked, outcome, append=append)
 
     def _linked(
         self,
         job_id: int,
-        frame: pd.DataFrame,
+        rows: pd.Index,
         rule: ImportRule,
         linked: LinkResult | None,
         outcome: _Outcome,
+        *,
+        append: bool = False,
     ) -> Linked:
-        """The link stage's result: the links recorded with the job, their counts, and a
-        problem for each row a required link left without an asset."""
+        """The link stage's result: the links recorded with the job (``append``: a later
+        part's, beside the earlier parts'), their counts, and a problem for each row a
+        required link left without an asset."""
         empty = _no_problems()
         if linked is None or rule.asset_link is None:
-            return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
-        self.store.jobs.record_links(job_id, linked.links)
-        outcome.linking = linked.counts()
+            return Linked(pd.Series(pd.NA, index=rows, dtype="Int64"), empty)
+        self.store.jobs.record_links(job_id, linked.links, append=append)
+        outcome.linking = _merged_counts(outcome.linking, linked.counts())
         if not rule.asset_link.required:
             return Linked(linked.asset_ids, empty, linked)
         # A row whose place is to become an asset will have one.
@@ -877,7 +984,7 @@ class ImportRunner:
             linked.asset_ids,
             pd.DataFrame(
                 {
-                    "row": frame.index[missing],
+                    "row": rows[missing],
                     "column": "asset",
                     "value": pd.NA,
                     "reason": linked.reasons[missing].fillna("no asset was found").to_numpy(),
@@ -942,79 +1049,71 @@ class ImportRunner:
             return self.store.assets.active_keys(matching_id)
         return self.store.users.active_keys(matching_id)
 
-    def _prepare(
-        self,
-        rule: ImportRule,
-        request: ImportRequest,
-        values: pd.DataFrame,
-        cleared: pd.DataFrame,
-        frame: pd.DataFrame,
-    ) -> _Payload:
-        """Everything the writes need, built before the write lock is taken."""
-        overwrite = request.overwrite_rule or rule.overwrite_rule
-        # Patches are only needed for rows matching existing records; a first import into
-        # an empty scope has none, so it skips building them (built later if one appears).
-        may_update = overwrite in ("updateOnly", "updateAndInsert") and self._scope_has_records(
-            rule, request
-        )
-        return prepare_payload(rule, values, cleared, frame, may_update=may_update)
-
     def _write_items(
         self,
         conn: Any,
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        payload: _Payload,
+        parts: StagedParts[_Payload],
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
         written: _Written,
     ) -> int:
+        """Retirements, then the inserts part by part, then the updates part by part: the
+        order one payload of every row would write them in (positions are ascending)."""
         assert rule.register is not None
         self.store.registers.upsert(
             conn, rule.register, rule.register_name or rule.register, register_fields(rule)
         )
-        filled = payload.filled
-        links = (
-            asset_ids
-            if asset_ids is not None
-            else pd.Series(pd.NA, index=filled.index, dtype="Int64")
-        ).reindex(filled.index)
         tags = json.dumps([request.import_tag] if request.import_tag else [])
         self.store.items.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
-        if len(plan.inserts):
-            inserts = filled.iloc[plan.inserts]
+
+        def links_of(filled: pd.DataFrame) -> pd.Series:
+            return (
+                asset_ids
+                if asset_ids is not None
+                else pd.Series(pd.NA, index=filled.index, dtype="Int64")
+            ).reindex(filled.index)
+
+        done = 0
+        for payload, inserts, _ in parts.select(plan.inserts):
+            filled = payload.filled
+            rows = filled.iloc[inserts]
+
+            def on_rows(n: int, before: int = done) -> None:
+                written.inserted(before + n)  # the rows of earlier parts count too
+
             self.store.items.insert_many(
                 conn,
                 NewItems(
                     register_id=rule.register,
                     event_id=request.event_id,
                     region_id=request.region_id,
-                    asset_id=as_python(links.iloc[plan.inserts]),
-                    status=_int_column(inserts, "status", 1),
-                    is_template=_int_column(inserts, "isTemplate", 0),
+                    asset_id=as_python(links_of(filled).iloc[inserts]),
+                    status=_int_column(rows, "status", 1),
+                    is_template=_int_column(rows, "isTemplate", 0),
                     tags=tags,
-                    fields=payload.insert_json.iloc[plan.inserts].tolist(),
+                    fields=payload.insert_json.iloc[inserts].tolist(),
                 ),
                 actor,
                 now,
-                on_rows=written.inserted,
+                on_rows=on_rows,
             )
+            done += len(inserts)
         changed = 0
-        if len(plan.updates):
-            updates = filled.iloc[plan.updates]
-            update_ids = id_list(plan.update_ids)
-            changed = self.store.items.update_many(
+        for payload, updates, (ids,) in parts.select(plan.updates, plan.update_ids):
+            rows = payload.filled.iloc[updates]
+            update_ids = id_list(ids)
+            changed += self.store.items.update_many(
                 conn,
                 ItemChanges(
                     ids=update_ids,
-                    fields_patch=payload.patches(plan.updates),
-                    asset_id=as_python(links.iloc[plan.updates]),
-                    status=as_python(updates["status"])
-                    if "status" in updates
-                    else [None] * len(updates),
+                    fields_patch=payload.patches(updates),
+                    asset_id=as_python(links_of(payload.filled).iloc[updates]),
+                    status=as_python(rows["status"]) if "status" in rows else [None] * len(rows),
                 ),
                 actor,
                 now,
@@ -1029,12 +1128,13 @@ class ImportRunner:
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        payload: _Payload,
+        parts: StagedParts[_Payload],
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
         written: _Written,
     ) -> int:
+        payload = parts.only()  # an asset import is not read in parts
         assets = self.store.assets
         filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
@@ -1105,12 +1205,13 @@ class ImportRunner:
         rule: ImportRule,
         request: ImportRequest,
         plan: OverwritePlan,
-        payload: _Payload,
+        parts: StagedParts[_Payload],
         asset_ids: pd.Series | None,
         actor: Actor,
         now: int,
         written: _Written,
     ) -> int:
+        payload = parts.only()  # a user import is not read in parts
         return self.store.users.write_import(
             conn, plan, payload.filled, payload.cleared, actor, now, tag=request.import_tag
         )
@@ -1270,3 +1371,48 @@ def _text(value: object) -> str | None:
         if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
         else str(value)
     )
+
+
+# A part size no file reaches: the import is read as one part.
+_ONE_PART = 2**62
+
+
+def streamable(rule: ImportRule) -> bool:
+    """Whether an import of ``rule`` may be read, linked and prepared in parts with the
+    same result as at once: an item import whose linking looks at each row alone. Mode
+    fuzzy fits its model on the rows at hand, and places found outside become assets
+    of the whole import, so those, and asset and user imports, are read as one part."""
+    if rule.import_type != "item":
+        return False
+    link = rule.asset_link
+    if link is None:
+        return True
+    options = link.options
+    ways = {str(options.get(k)) for k in ("mode", "fallbackMode")}
+    return "fuzzy" not in ways and not options.get("useExternalLookups")
+
+
+def _rows_of(chunked: ChunkedSource, rows: Sequence[np.ndarray], wanted: set[int]) -> pd.DataFrame:
+    """The rows ``wanted`` as read (the rejected rows file): from the parts holding them;
+    with the columns of the first part when none does. A source read whole is kept
+    whole (its frame is in memory already)."""
+    if chunked.frame is not None:
+        return chunked.frame
+    found = [i for i, part in enumerate(rows) if np.isin(part, list(wanted)).any()]
+    frames = []
+    for i in found or [0]:
+        frame = chunked.read(i).frame
+        frames.append(frame[frame.index.isin(list(wanted))])
+    return frames[0] if len(frames) == 1 else pd.concat(frames)
+
+
+def _kept(
+    rows: pd.Index, problems: Sequence[SourceProblem], prepared: Prepared, linked: Linked
+) -> np.ndarray:
+    """Mask of a part's rows that nothing rejected: not the reader (a geometry value), the
+    rule, nor a required link."""
+    rejected = [p.row for p in problems if p.row is not None]
+    rejected.extend(prepared.rejections["row"].tolist())
+    rejected.extend(linked.problems["row"].tolist())
+    keep: np.ndarray = ~rows.isin(list(set(rejected)))
+    return keep

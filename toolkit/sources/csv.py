@@ -425,6 +425,26 @@ def read_csv_table(
 ) -> CsvTable:
     """Parse ``path`` into text columns, deciding encoding and delimiter (unless ``dialect``
     gives it), collecting problems."""
+    decision, split, raw_names, names, problems = csv_prelude(path, encoding, dialect)
+    table, ragged, decision = _read_table(path, raw_names, split, decision, limits, on_bytes)
+    if table.num_columns != len(names):
+        raise SourceError(
+            f"{path}: the header has {len(names)} columns but pyarrow found "
+            f"{table.num_columns}; check the delimiter and quoting"
+        )
+    table = table.rename_columns(names)
+    row_numbers, rejected = _ragged_rows(ragged, table.num_rows, 1)
+    table, row_numbers = _drop_oversized(table, row_numbers, limits, rejected)
+    if table.num_rows == 0 and not ragged:
+        problems.append(SourceProblem("the file has a header but no data rows", line=None))
+    return CsvTable(table, row_numbers, decision, split, problems, rejected)
+
+
+def csv_prelude(
+    path: Path, encoding: str | None, dialect: CsvDialect | None
+) -> tuple[EncodingDecision, _Split, list[str], list[str], list[SourceProblem]]:
+    """What a read of ``path`` decides from its first MiB: the encoding, how it is split,
+    the header as written and as cleaned, and the header's problems."""
     dialect = dialect or CsvDialect()
     with path.open("rb") as handle:
         sample = handle.read(SAMPLE_BYTES)
@@ -445,46 +465,55 @@ def read_csv_table(
     records = _reader(io.StringIO(text, newline=""), split)
     raw_names: list[str] = next((record for record in records if record), [])
     names, problems = clean_header(raw_names)
+    return decision, split, raw_names, names, problems
 
-    table, ragged, decision = _read_table(path, raw_names, split, decision, limits, on_bytes)
-    if table.num_columns != len(names):
-        raise SourceError(
-            f"{path}: the header has {len(names)} columns but pyarrow found "
-            f"{table.num_columns}; check the delimiter and quoting"
-        )
-    table = table.rename_columns(names)
 
-    ragged_rows = np.array([r.row for r in ragged if r.row is not None], dtype=np.int64)
-    row_numbers = np.arange(1, table.num_rows + len(ragged) + 1, dtype=np.int64)
-    if ragged_rows.size:
-        kept = np.ones(row_numbers.size, dtype=bool)
-        kept[ragged_rows - 1] = False
-        row_numbers = row_numbers[kept]
-
-    rejected: dict[int, SourceProblem] = {}
-    for item in ragged:
-        rejected[item.row or 0] = SourceProblem(
+def _ragged_rows(
+    ragged: list[_Ragged], kept: int, first: int
+) -> tuple[NDArray[np.int64], dict[int, SourceProblem]]:
+    """The record numbers of ``kept`` rows read from record ``first`` on, skipping the
+    ragged rows among them, and a problem for each ragged row."""
+    numbers = sorted(r.row for r in ragged if r.row is not None)
+    skipped = np.array([n for n in numbers if n >= first], dtype=np.int64)
+    # The kept rows are the next ``kept`` numbers that are not ragged.
+    count = kept
+    while True:
+        span = np.arange(first, first + count, dtype=np.int64)
+        inside = int((skipped < first + count).sum())
+        if count == kept + inside:
+            break
+        count = kept + inside
+    row_numbers = span[~np.isin(span, skipped)] if skipped.size else span
+    rejected = {
+        item.row or 0: SourceProblem(
             f"expected {item.expected} values, found {item.actual}; row left out",
             row=item.row,
             value=item.text[:_VALUE_PREVIEW],
         )
+        for item in ragged
+    }
+    return row_numbers, rejected
 
+
+def _drop_oversized(
+    table: pa.Table,
+    row_numbers: NDArray[np.int64],
+    limits: ReadLimits,
+    rejected: dict[int, SourceProblem],
+) -> tuple[pa.Table, NDArray[np.int64]]:
+    """``table`` without its rows holding an over-long value, each added to ``rejected``."""
     oversized = _oversized_rows(table, limits.max_field_bytes)
-    if oversized:
-        for position, name in oversized.items():
-            row = int(row_numbers[position])
-            start = table.column(name)[position].as_py()[:_LONG_VALUE_PREVIEW]
-            rejected[row] = SourceProblem(
-                f"the value is longer than {limits.max_field_bytes} bytes; row left out",
-                row=row,
-                column=name,
-                value=f"{start}...",
-            )
-        keep = np.ones(table.num_rows, dtype=bool)
-        keep[list(oversized)] = False
-        table = table.filter(pa.array(keep))
-        row_numbers = row_numbers[keep]
-
-    if table.num_rows == 0 and not ragged:
-        problems.append(SourceProblem("the file has a header but no data rows", line=None))
-    return CsvTable(table, row_numbers, decision, split, problems, rejected)
+    if not oversized:
+        return table, row_numbers
+    for position, name in oversized.items():
+        row = int(row_numbers[position])
+        start = table.column(name)[position].as_py()[:_LONG_VALUE_PREVIEW]
+        rejected[row] = SourceProblem(
+            f"the value is longer than {limits.max_field_bytes} bytes; row left out",
+            row=row,
+            column=name,
+            value=f"{start}...",
+        )
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[list(oversized)] = False
+    return table.filter(pa.array(keep)), row_numbers[keep]

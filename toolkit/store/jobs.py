@@ -11,7 +11,7 @@ import pandas as pd
 
 from toolkit.model.fieldjson import as_python
 from toolkit.store.database import Database
-from toolkit.store.sql import one_row
+from toolkit.store.sql import one_row, read_frame
 
 
 class JobStore:
@@ -126,18 +126,25 @@ class JobStore:
     )
 
     def record_links(
-        self, job_id: int, links: pd.DataFrame, *, conn: sqlite3.Connection | None = None
+        self,
+        job_id: int,
+        links: pd.DataFrame,
+        *,
+        conn: sqlite3.Connection | None = None,
+        append: bool = False,
     ) -> None:
         """Keep how each row was linked to an asset (columns :attr:`LINK_COLUMNS`;
         ``probability`` and ``evidence`` may be absent: no fuzzy matching was done), in
-        ``conn``'s transaction when the caller holds one."""
+        ``conn``'s transaction when the caller holds one; ``append``: beside the links kept
+        already (an import read in parts), not instead of them."""
         columns = [
             as_python(links[c]) if c in links.columns else [None] * len(links)
             for c in self.LINK_COLUMNS
         ]
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM import_link WHERE job_id = ?", (job_id,))
+            if not append:
+                conn.execute("DELETE FROM import_link WHERE job_id = ?", (job_id,))
             conn.executemany(
                 "INSERT INTO import_link (job_id, row, reference, query, asset_id, mode, "
                 "accuracy, candidates, err, probability, evidence) "
@@ -153,11 +160,11 @@ class JobStore:
 
     def links(self, job_id: int) -> pd.DataFrame:
         """How the rows of a job were linked, in row order."""
-        return pd.read_sql_query(
+        return read_frame(
+            self.db.connection,
             "SELECT l.row, l.reference, l.query, l.asset_id, l.mode, l.accuracy, l.candidates, "
             "l.err, l.probability, l.evidence FROM import_link l "
             "JOIN import_job j ON j.id = l.job_id "
             "WHERE l.job_id = ? AND j.site_id = ? ORDER BY l.row",
-            self.db.connection,
-            params=(job_id, self.site_id),
+            (job_id, self.site_id),
         )

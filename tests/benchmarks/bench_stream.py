@@ -1,0 +1,215 @@
+"""Benchmark: an item import's peak memory and time as the file grows (issue 17, streaming).
+
+Generates parcels and the largest item file, imports the parcels and builds their index
+once, then runs the item import (a dry run: every stage, the write rolled back, so the
+site stays as it was for the next run) on files of each size, each in a fresh process
+whose own peak memory (ru_maxrss) is the figure. Beside each: the same import read as one
+part (the pipeline before streaming) where asked, and a raw ``pyarrow.csv.read_csv`` of
+the file in the same process, so the cost of reading in parts shows as a ratio.
+
+The rule is the sample's damage rule without its fuzzy fallback: mode fuzzy fits its model
+on the rows at hand, so an import of a fuzzy rule is read as one part.
+
+    python tests/benchmarks/bench_stream.py                          # 1M parcels; 1M, 5M items
+    python tests/benchmarks/bench_stream.py --assets 100000 --items 100000,500000
+    python tests/benchmarks/bench_stream.py --assets 300 --items 300,600   # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PEAK_TARGET_MIB = 3072  # issue 17: a 5,000,000-row item import with peak < 3 GiB
+RULES = Path(__file__).resolve().parents[2] / "pipelines"
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rule_folder(folder: Path) -> Path:
+    text = (RULES / "damage_assessments.py").read_text(encoding="utf-8")
+    text = text.replace('name="damage-assessments"', 'name="damage-soundex"')
+    (folder / "rules").mkdir(exist_ok=True)
+    (folder / "rules" / "damage_soundex.py").write_text(
+        text.replace('"fallbackMode": "fuzzy",', ""), encoding="utf-8"
+    )
+    return folder / "rules"
+
+
+def child(site_path: str, items: str, rules: str, event: int) -> None:
+    """One item import in this (fresh) process; prints its figures as JSON."""
+    from toolkit.importing.pipeline import ImportRequest
+    from toolkit.site import LocalSite
+
+    with LocalSite(Path(site_path), "bench", rule_paths=[Path(rules)]) as site:
+        request = ImportRequest(
+            "item", "damage-soundex", Path(items), event_id=event, region_id=1, dry_run=True
+        )
+        started = time.perf_counter()
+        job = site.run_import(request)
+        seconds = time.perf_counter() - started
+    import pyarrow.csv as pa_csv
+
+    started = time.perf_counter()
+    pa_csv.read_csv(items)
+    raw = time.perf_counter() - started
+    summary = job["summary"]
+    print(
+        json.dumps(
+            {
+                "status": job["status"],
+                "seconds": seconds,
+                "raw_read": raw,
+                "timings": summary["timings"],
+                "counts": summary["counts"],
+                "peak": peak_rss_mib(),
+            }
+        )
+    )
+
+
+def head(source: Path, target: Path, rows: int) -> None:
+    """The first ``rows`` records of a CSV (records, not lines)."""
+    with (
+        source.open(encoding="utf-8", newline="") as f,
+        target.open("w", encoding="utf-8", newline="") as out,
+    ):
+        reader, writer = csv.reader(f), csv.writer(out)
+        writer.writerow(next(reader))
+        for i, record in enumerate(reader):
+            if i >= rows:
+                break
+            writer.writerow(record)
+
+
+# The generator makes at most this many items at once (beyond, one of its pyarrow arrays
+# outgrows a single chunk); larger files repeat its file with other references.
+BATCH = 1_000_000
+
+
+def build(base: Path, target: Path, rows: int, batch: int) -> None:
+    """``rows`` records: ``base``'s (``batch`` records) again and again, the k-th copy's
+    references made unique (DA-000001 -> DAk-000001), the last copy cut short."""
+    head_line, _, body = base.read_bytes().partition(b"\n")
+    with target.open("wb") as out:
+        out.write(head_line + b"\n")
+        for k in range(-(-rows // batch)):
+            left = min(batch, rows - k * batch)
+            if left < batch:
+                cut = target.with_suffix(".part.csv")
+                head(base, cut, left)
+                body = cut.read_bytes().partition(b"\n")[2].replace(b"\r\n", b"\n")
+                cut.unlink()
+            copy = body if k == 0 else (b"\n" + body).replace(b"\nDA-", b"\nDA%d-" % k)[1:]
+            out.write(copy if copy.endswith(b"\n") else copy + b"\n")
+
+
+def run(site: Path, items: Path, rules: Path, event: int, chunk_rows: str | None) -> dict[str, Any]:
+    env = dict(os.environ)
+    if chunk_rows is not None:
+        env["TOOLKIT_CHUNK_ROWS"] = chunk_rows
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(site), str(items), str(rules), str(event)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--assets", type=int, default=1_000_000)
+    parser.add_argument("--items", default="1000000,5000000", help="item rows of each run")
+    parser.add_argument(
+        "--one-part", action="store_true", help="also run the smallest file read as one part"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    sizes = sorted(int(n) for n in args.items.split(","))
+
+    from toolkit.importing.pipeline import ImportRequest
+    from toolkit.sample.generate import generate
+    from toolkit.site import LocalSite
+    from toolkit.sources.chunks import chunk_rows_default
+
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TOOLKIT_WORK_DIR")) as tmp:
+        folder = Path(tmp)
+        data = folder / "data"
+        started = time.perf_counter()
+        batch = min(BATCH, sizes[-1])
+        generate(data, assets=args.assets, items=batch, seed=args.seed)
+        files = {}
+        for n in sizes:
+            files[n] = data / f"items-{n}.csv"
+            build(data / "items.csv", files[n], n, batch)
+        print(
+            f"generated {args.assets:,} parcels and {batch:,} items (files of "
+            f"{', '.join(f'{n:,}' for n in sizes)} rows from them) "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
+        rules = rule_folder(folder)
+        site_path = folder / "site.sqlite"
+        with LocalSite(site_path, "bench", rule_paths=[rules]) as site:
+            started = time.perf_counter()
+            parcels = site.run_import(
+                ImportRequest("asset", "property-assets", data / "parcels.zip")
+            )
+            assert parcels["status"] == "COMPLETE", parcels
+            event = int(site.create_event({"name": "Benchmark"})["id"])
+            site.asset_index()  # built once and cached in the site file
+            print(f"parcels imported and indexed in {time.perf_counter() - started:.1f} s")
+        print(
+            f"\n{'rows':>10} {'parts of':>9} {'whole s':>8} {'s/M rows':>9} {'peak MiB':>9} "
+            f"{'read s':>7} {'raw read s':>10} {'ratio':>6}   stages"
+        )
+        results: dict[int, dict[str, Any]] = {}
+        runs: list[tuple[int, str | None]] = [(n, None) for n in sizes]
+        if args.one_part:
+            runs.insert(1, (sizes[0], str(2**62)))
+        for n, chunk in runs:
+            figures = run(site_path, files[n], rules, event, chunk)
+            assert figures["status"] == "COMPLETE", figures
+            if chunk is None:
+                results[n] = figures
+            shown = "one" if chunk else f"{chunk_rows_default():,}"
+            t = figures["timings"]
+            stages = " ".join(f"{k} {v:.1f}" for k, v in t.items())
+            print(
+                f"{n:>10,} {shown:>9} {figures['seconds']:8.1f} "
+                f"{figures['seconds'] / n * 1e6:9.1f} {figures['peak']:9,.0f} "
+                f"{t['read']:7.2f} {figures['raw_read']:10.2f} "
+                f"{t['read'] / figures['raw_read']:6.2f}   {stages}"
+            )
+        small, large = sizes[0], sizes[-1]
+        for n in sizes:
+            print(
+                f"item import of {n:,} rows: {results[n]['seconds']:.1f} s; peak memory "
+                f"{results[n]['peak']:,.0f} MiB (target < {PEAK_TARGET_MIB})"
+            )
+        if large != small:
+            growth = results[large]["seconds"] / results[small]["seconds"]
+            print(
+                f"time {large:,} rows / {small:,} rows: {growth:.2f} for {large / small:.1f}x "
+                f"the rows (linear or better: <= {large / small:.1f})"
+            )
+
+
+if __name__ == "__main__":
+    main()
