@@ -306,4 +306,6 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     "",
     "",
     "",
+    # 7: as on SQLite, the partial index that finds an audited record's later changes.
+    "CREATE INDEX audit_change ON audit_log(record_type, record_id) WHERE action <> 'create';",
 )
