@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 import pickle
 from pathlib import Path
@@ -81,6 +82,24 @@ def test_load_of_a_missing_or_foreign_folder_names_it(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"{tmp_path / 'other'} holds format 'x' version 1; "
         f"expected 'toolkit-asset-index' version {FORMAT_VERSION}"
+    )
+
+
+def test_a_dump_gives_identical_answers_and_refuses_another_encoding() -> None:
+    built = AssetIndex.from_frame(asset_frame())
+    out = io.BytesIO()
+    built.dump(out)
+    loaded = AssetIndex.loads(out.getvalue(), "site.sqlite")
+    for options in MODES_TO_COMPARE:
+        expected = resolve(built, queries(*TEXTS), {**options, "useExternalLookups": False})
+        got = resolve(loaded, queries(*TEXTS), {**options, "useExternalLookups": False})
+        pd.testing.assert_frame_equal(got, expected)
+    # A dump of an earlier encoding (Parquet tables) is refused, so the site rebuilds it.
+    older = out.getvalue().replace(b'"encoding": "arrow-ipc-zstd", ', b"", 1)
+    with pytest.raises(MatchingError) as caught:
+        AssetIndex.loads(older, "site.sqlite")
+    assert str(caught.value) == (
+        "site.sqlite holds an asset index encoded as 'parquet'; expected 'arrow-ipc-zstd'"
     )
 
 

@@ -143,6 +143,73 @@ def test_a_definition_with_geometry_has_a_map_and_gis_exports(demo: Any, tmp_pat
             "id = 101\nname = 'x'\n[query]\nsql = 'SELECT 1'\n[[column]]\nkey = 'a'\n",
             ": id: 101 is already",
         ),
+        # Calling a named source instead of a query.
+        (
+            "id = 150\nname = 'x'\n[query]\nsql = 'SELECT 1'\n[source]\nname = 'import_jobs'\n",
+            ": query: needs a [query] table with its sql, or a [source] (not both)",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'nope'\n",
+            ": source.name: 'nope' is not a source",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'import_jobs'\nsql = 'SELECT 1'\n",
+            ": source.sql: is not a source setting",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'import_jobs'\n[[param]]\nkey = 'colour'\n",
+            ": param[0].key: source import_jobs reads no parameter 'colour'; it reads: status",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'import_jobs'\n[[param]]\nkey = 'status'\n",
+            ": param[0].type: source import_jobs reads status as choice",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'import_jobs'\n[[param]]\nkey = 'status'\n"
+            "type = 'choice'\nchoices = ['FAILED', 'DONE']\n",
+            ": param[0].choices: 'DONE' is not one source import_jobs knows",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'matching_quality'\n",
+            ": param: source matching_quality needs parameter 'jobId' (integer, required)",
+        ),
+        (
+            "id = 150\nname = 'x'\ncolumn = [{ key = 'colour' }]\n[source]\nname = 'import_jobs'\n",
+            ": column[0].key: 'colour' is not a column of source import_jobs; it gives: id,",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'import_jobs'\n[[chart]]\ntitle = 't'\n"
+            "key = 'id'\n[[chart]]\nkind = 'pie'\ntitle = 't'\nkey = 'id'\n",
+            ": chart[1].kind: 'pie' is not one of",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'import_jobs'\n[chart]\ntitle = 't'\n"
+            "key = 'id'\npalette = 'neon'\n",
+            ": chart.palette: 'neon' is not one of: severity, categorical",
+        ),
+        (
+            "id = 150\nname = 'x'\n[source]\nname = 'import_jobs'\n[chart]\ntitle = 't'\n"
+            "key = 'colour'\n",
+            ": chart.key: 'colour' is not a column",
+        ),
+        (
+            "id = 150\nname = 'x'\n[[param]]\nkey = 'e'\ntype = 'integer'\nscope = 'region'\n"
+            "[query]\nsql = 'SELECT 1 AS a'\n[[column]]\nkey = 'a'\n",
+            ": param[0].scope: 'region' is not one of: event, item, job",
+        ),
+        (
+            "id = 150\nname = 'x'\n[[param]]\nkey = 'e'\nscope = 'item'\n"
+            "[query]\nsql = 'SELECT 1 AS a'\n[[column]]\nkey = 'a'\n",
+            ": param[0].scope: names an item by its id: needs type integer",
+        ),
+        (
+            "id = 150\nname = 'x'\nheadline = 'items'\n[source]\nname = 'import_jobs'\n",
+            ": headline: must be a list of metadata keys",
+        ),
+        (
+            "id = 150\nname = 'x'\ntotals = 'yes'\n[source]\nname = 'import_jobs'\n",
+            ": totals: must be true or false",
+        ),
     ],
 )
 def test_a_broken_definition_is_an_error_naming_the_file_and_key(
@@ -187,3 +254,63 @@ def test_a_column_the_query_does_not_return_fails_the_run(demo: Any, tmp_path: P
     done = _cli(site, "report", "run", "151", "--wait", "--reports", str(tmp_path))
     assert done.exit_code == 1
     assert "column.key 'a' is not a column of the query's result; it returns: b" in done.output
+
+
+def test_a_definition_can_call_a_built_in_source(demo: Any) -> None:
+    """Report 103 calls report 2's source with only eventId: the same damaged parcels,
+    its own columns (labels and types it leaves out are report 2's), charts and page."""
+    site, result = demo
+    event = result.event["id"]
+    listed = _cli(site, "report", "list", "--json", "--reports", str(DEFINITIONS))
+    mine = next(r for r in json.loads(listed.stdout) if r["id"] == 103)
+    assert [p["key"] for p in mine["params"]] == ["eventId"] and mine["chart"] == "bars"
+    instance = _run(site, "103", "--param", f"eventId={event}")
+    assert instance["status"] == "COMPLETED", instance["result"]
+    fetched = _cli(site, "report", "fetch", instance["id"], "--reports", str(DEFINITIONS))
+    contents = json.loads(fetched.stdout)["contents"]
+    assert [(f["key"], f["label"], f["type"]) for f in contents["spec"]] == [
+        ("locality", "Locality", "text"),
+        ("name", "Parcel", "text"),
+        ("worstLevel", "Worst damage level", "text"),
+        ("damagedItems", "Damaged items", "integer"),
+    ]
+    built_in = _run(site, "2", "--param", f"eventId={event}")
+    reference = json.loads(
+        _cli(site, "report", "fetch", built_in["id"], "--reports", str(DEFINITIONS)).stdout
+    )["contents"]["data"]
+    assert len(reference) > 100  # the demo has hundreds of damaged parcels
+    assert sorted((r["name"], r["worstLevel"]) for r in contents["data"]) == sorted(
+        (r["name"], r["worstLevel"]) for r in reference
+    )
+    assert all(r["worstLevel"] != "None" for r in contents["data"])  # impact: damaged
+    page = _cli(
+        site, "report", "fetch", instance["id"], "--format", "html", "--reports", str(DEFINITIONS)
+    ).stdout
+    # Both charts (bars, then the map of the source's geometry), the headline, the totals.
+    assert "Damaged parcels per locality" in page and "<figure class='chart map'>" in page
+    assert "<div class='tiles'>" in page and "Share of active assets impacted</span>" in page
+    total = sum(r["damagedItems"] for r in contents["data"])
+    assert f"<tfoot><tr><td>Total</td><td></td><td></td><td class='num'>{total:,}</td>" in page
+
+
+def test_the_built_in_reports_are_definition_files(tmp_path: Path) -> None:
+    """The catalogue is the files shipped in toolkit/reports/defined, read by the loader
+    analysts' files go through; as an analyst's file a built-in one is refused (its id)."""
+    from toolkit.errors import OptionError
+    from toolkit.reports import CATALOGUE
+    from toolkit.reports.definitions import load_definition
+
+    folder = Path(__file__).resolve().parent.parent / "toolkit" / "reports" / "defined"
+    files = sorted(folder.glob("*.toml"))
+    assert [d.id for d in CATALOGUE] == [1, 2, 3, 4, 5, 6] and len(files) == 6
+    for path in files:
+        definition = load_definition(path, built_in=True)
+        shipped = CATALOGUE.get(definition.id)
+        assert definition.describe() == shipped.describe()
+        assert shipped.source == "built-in"
+        with pytest.raises(OptionError, match=rf"{path}: id: must be a whole number from 100"):
+            load_definition(path)
+    # A changed file changes the report: the name comes from the file, not from Python.
+    copy = tmp_path / "3_import_jobs.toml"
+    copy.write_text(files[2].read_text().replace('name = "Import jobs"', 'name = "Jobs"'))
+    assert load_definition(copy, built_in=True).name == "Jobs"

@@ -16,9 +16,12 @@ import pyogrio
 import pytest
 import shapely
 from click.testing import CliRunner
+from PIL import Image
 from report_demo import demo_site, file, run
 
 from toolkit.cli import cli
+from toolkit.reports import xlsx_fast
+from toolkit.reports.charts import severity_colours
 from toolkit.site import LocalSite
 
 
@@ -167,6 +170,44 @@ def test_html_map_draws_parcels_by_worst_level_with_legend_scale_and_north(demo:
     assert "aria-label='north'" in svg and ">N</text>" in svg
     for level in ("None", "Minor", "Destroyed"):
         assert f">{level}</text>" in svg  # the legend
+
+
+@pytest.mark.parametrize("engine", ["rust", "xlsxwriter"])
+def test_xlsx_of_impacted_assets_has_the_map_as_a_picture(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """The Map sheet holds the HTML's drawing as a PNG (both writers): every parcel
+    drawn in its level's colour, shown at the SVG's size, printed on one page."""
+    site, result = demo
+    if engine == "xlsxwriter":  # as where rustpy-xlsxwriter is not installed
+        monkeypatch.setattr(xlsx_fast, "available", lambda: False)
+    instance = run(site, 2, eventId=result.event["id"])
+    rows = site.report_fetch(instance)["contents"]["data"]
+    path = tmp_path / "impacted.xlsx"
+    path.write_bytes(file(site, instance, "xlsx"))
+    book = openpyxl.load_workbook(path)
+    assert book.sheetnames == ["Data", "Map", "About"]
+    sheet = book["Map"]
+    assert sheet["A1"].value == "Impacted assets by worst damage level"
+    assert f"{len(rows)} of {len(rows)} located assets drawn" in sheet["A2"].value
+    (picture,) = sheet._images
+    with Image.open(io.BytesIO(picture._data())) as png:
+        assert png.format == "PNG"
+        width, height = png.size
+        pixels = png.convert("RGB").getcolors(1 << 20) or []
+        colours = {"#{:02x}{:02x}{:02x}".format(*c) for _n, c in pixels}
+    assert width == 1800 and 500 < height < 1400  # two pixels per pixel of the SVG
+    # Minor to Destroyed (None is no damage: not in this report) fill parcels.
+    assert set(severity_colours(5)[1:]) <= colours
+    # Anchored under the caption, shown at half its pixels (Excel's default cells are
+    # 64 x 20 px): about 900 px wide.
+    start, end = picture.anchor._from, picture.anchor.to
+    assert (start.row, start.col) == (3, 0)
+    assert abs((end.col - start.col) * 64 - width / 2) < 64
+    assert abs((end.row - start.row) * 20 - height / 2) < 40
+    setup = sheet.page_setup
+    assert setup.orientation == "landscape" and setup.fitToHeight in (None, 1)
+    assert sheet.sheet_properties.pageSetUpPr.fitToPage is True
 
 
 def test_xlsx_prints_to_the_page_width_with_the_heading_repeated(demo: Any, tmp_path: Path) -> None:

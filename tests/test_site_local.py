@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from toolkit.errors import NoSiteError, NotFoundError, OptionError
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
+from toolkit.store.reports import analyst_rows
 
 RULES = Path(__file__).resolve().parent / "fixtures_rules"
 
@@ -89,6 +91,82 @@ def test_audit_log_follows_every_record(local, tmp_path) -> None:  # type: ignor
     assert entry["userId"] == "officer"
     assert entry["changes"]["fields"]["reference"] == "R1"
     assert local.get_audit_log(entry["id"]) == entry
+
+
+def test_an_imports_creation_entries_show_the_values_the_records_were_made_with(
+    local: LocalSite, tmp_path: Path
+) -> None:
+    # An import's creation entries do not copy the records (issue 17): they are read back
+    # as the record with its later audited changes undone, so they say what they said.
+    def run(text: str, overwrite: str | None = None) -> int:
+        source = tmp_path / "facilities.csv"
+        source.write_text(text)
+        request = ImportRequest("asset", "test-facilities", source, overwrite_rule=overwrite)
+        job = local.run_import(request)
+        assert job["status"] == "COMPLETE", job["result"]
+        return int(job["id"])
+
+    def creations(job_id: int) -> dict[int, dict[str, object]]:
+        page = local.list_audit_logs({"importJobId": str(job_id), "order": "id", "limit": "10"})
+        return {e["recordId"]: e["changes"] for e in page["models"].values()}
+
+    first = run("Code,Name,Type,Capacity\nF1,Town Hall,Hall,200\nF2,Pool,Pool,\n")
+    made = creations(first)
+    town_hall, pool = sorted(made)
+    assert made[town_hall] == {
+        "extra_info": {"capacity": 200},
+        "name": "Town Hall",
+        "code": "F1",
+        "type": "Hall",
+        "friendly": None,
+        "status": 1,
+    }
+    assert (made[pool]["name"], made[pool]["status"]) == ("Pool", 1)
+    stored = local.db.connection.execute(
+        "SELECT count(*), count(changes) FROM audit_log WHERE import_job_id = ?", (first,)
+    ).fetchone()
+    assert tuple(stored) == (2, 0)  # written without the values
+
+    # F1 renamed and recounted, then both retired by a deleteAndInsert of F3.
+    run("Code,Name,Capacity\nF1,Town Hall (main),250\n", "updateOnly")
+    run("Code,Name\nF3,Depot\n", "deleteAndInsert")
+    statuses = local.db.connection.execute("SELECT code, name, status FROM asset ORDER BY id")
+    assert [tuple(r) for r in statuses] == [
+        ("F1", "Town Hall (main)", 0),
+        ("F2", "Pool", 0),
+        ("F3", "Depot", 1),
+    ]
+    assert creations(first) == made
+    entry = next(iter(local.list_audit_logs({"importJobId": str(first)})["models"].values()))
+    assert local.get_audit_log(entry["id"]) == entry
+    # The audit report and the analysts' audit view read the same values.
+    (frame,) = local.store.reports.audit_rows(
+        event_id=None,
+        item_id=None,
+        import_job_id=first,
+        record_type=None,
+        action=None,
+        created_from=None,
+        created_to=None,
+    )
+    assert dict(zip(frame["record_id"], map(json.loads, frame["changes"]), strict=True)) == made
+    (frame,) = analyst_rows(
+        local.db,
+        local.store.site_id,
+        "SELECT recordId, changes FROM audit WHERE importJobId = :job",
+        {"job": first},
+    )
+    assert dict(zip(frame["recordId"], map(json.loads, frame["changes"]), strict=True)) == made
+
+    # An item import's entries too, after a PATCH of one item.
+    _load(local, tmp_path)
+    local.patch_item(1, {"notes": "fixed"})
+    item_log = local.list_audit_logs({"itemId": "1", "order": "id"})["models"].values()
+    created, updated = (e for e in item_log)
+    assert created["action"] == "create"
+    assert created["changes"]["fields"]["notes"] == "roof leak"
+    assert updated["changes"]["before"] == created["changes"]
+    assert local.get_item(1)["notes"] == "fixed"
 
 
 def test_another_sites_records_are_not_found(local, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -21,8 +21,9 @@ EAST = shapely.box(143.851, -37.561, 143.852, -37.560)
 
 
 @pytest.fixture
-def site(tmp_path: Path) -> tuple[Database, AssetStore]:
-    db = Database(tmp_path / "site.sqlite")
+def site(store_location: str | Path) -> tuple[Database, AssetStore]:
+    """On each store in turn (SQLite, PostgreSQL): the contract holds on both."""
+    db = Database(store_location)
     site_id = db.site_id("demo", create=True)
     assets = AssetStore(db.connection, site_id)  # type: ignore[arg-type]
     wkb, bounds = geometry_columns(np.array([WEST, EAST, None]))

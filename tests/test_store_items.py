@@ -15,8 +15,9 @@ from toolkit.store.records import Actor
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> tuple[Database, ItemStore]:
-    db = Database(tmp_path / "site.sqlite")
+def store(store_location: str | Path) -> tuple[Database, ItemStore]:
+    """On each store in turn (SQLite, PostgreSQL): the contract holds on both."""
+    db = Database(store_location)
     site = db.site_id("demo", create=True)
     assert site is not None
     return db, ItemStore(db.connection, site)

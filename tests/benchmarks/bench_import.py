@@ -30,7 +30,7 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
 from toolkit.store.database import _statements
-from toolkit.store.records import ITEM_KIND, _audit_insert, _audit_object
+from toolkit.store.records import ITEM_KIND, Actor, _audit_insert, creation_changes
 from toolkit.store.schema import MIGRATIONS
 
 STORE_TARGET = 1.2  # issue 17: the store stage within 1.2x the bare insert
@@ -63,10 +63,11 @@ def bare_insert(rows: list[tuple[object, ...]], folder: Path, *, audit: bool = F
         rows,
     )
     if audit and rows:
+        job = Actor(import_job_id=int(str(rows[0][10])))
         first, last = rows[0][0], rows[-1][0]
         source = "FROM item r WHERE r.id BETWEEN ? AND ?"
         connection.execute(
-            _audit_insert(ITEM_KIND, "create", _audit_object(ITEM_KIND, "r"), source),
+            _audit_insert(ITEM_KIND, "create", creation_changes(ITEM_KIND, job), source),
             (0, "bench", None, rows[0][10], first, last),
         )
     connection.execute("COMMIT")
@@ -124,7 +125,13 @@ def main() -> None:
             print(f"  counts  {summary['counts']}")
             print(f"  linking {summary['linking']}")
             started = time.perf_counter()
-            pa_csv.read_csv(folder / "data" / "items.csv")
+            # Quoted values hold line breaks (the generated notes do, as a user's may):
+            # without newlines_in_values pyarrow cuts a row where a read block ends inside
+            # one ("Expected 13 columns, got 1"). The toolkit's reader sets it too.
+            pa_csv.read_csv(
+                folder / "data" / "items.csv",
+                parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+            )
             raw_read = time.perf_counter() - started
             links = site.store.jobs.links(int(job["id"]))
             rows = site.db.connection.execute(

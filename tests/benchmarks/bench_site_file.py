@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.matching import AssetIndex
-from toolkit.reports.builtin import CATALOGUE
+from toolkit.reports import CATALOGUE
 from toolkit.reports.catalogue import Field
 from toolkit.reports.csv_file import write_csv
 from toolkit.reports.snapshot import Snapshot, SnapshotWriter

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 import click
 
+from toolkit.model.location import StoreLocation, is_postgres, parse_location
 from toolkit.progress import Progress, no_progress
 
 DEFAULT_STORE_NAME = "toolkit.sqlite"
@@ -27,11 +28,25 @@ DEFAULT_SITE = "default"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class StoreParam(click.ParamType[StoreLocation, Any]):
+    """``--store``: a PostgreSQL URL as given, anything else a file path (not a folder)."""
+
+    name = "store"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> StoreLocation:
+        if is_postgres(value):
+            return parse_location(str(value))
+        path = click.Path(dir_okay=False, path_type=Path).convert(value, param, ctx)
+        return Path(path)
+
+
 @dataclass
 class Settings:
     """Options of the top-level group, plus the output flags any command may set."""
 
-    store: Path = field(default_factory=lambda: Path(DEFAULT_STORE_NAME))
+    store: StoreLocation = field(default_factory=lambda: Path(DEFAULT_STORE_NAME))
     site: str = DEFAULT_SITE
     site_given: str | None = None
     url: str | None = None
@@ -52,7 +67,7 @@ class Settings:
         elif attribute == "url":
             self.url = value.rstrip("/") if value else None
         elif attribute == "store":
-            self.store = Path(value)
+            self.store = parse_location(value)
         else:
             setattr(self, attribute, value)
 
@@ -91,8 +106,10 @@ GLOBAL_OPTIONS: tuple[_GlobalOption, ...] = (
     _GlobalOption(
         "store",
         ("--store",),
-        "SQLite file of the embedded site (env TOOLKIT_STORE; default ./toolkit.sqlite).",
-        {"type": click.Path(dir_okay=False, path_type=Path), "metavar": "PATH"},
+        "SQLite file of the embedded site, or a postgresql:// URL of a PostgreSQL store "
+        "(password from PGPASSWORD, ~/.pgpass or a service file) (env TOOLKIT_STORE; "
+        "default ./toolkit.sqlite).",
+        {"type": StoreParam(), "metavar": "PATH|URL"},
         envvar="TOOLKIT_STORE",
         default=DEFAULT_STORE_NAME,
     ),

@@ -22,6 +22,7 @@ from toolkit.cli.context import (
     toolkit_invocation,
 )
 from toolkit.cli.render import counts_line, render
+from toolkit.model.location import PostgresURL
 
 # What SQLite makes beside a site file in WAL mode.
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -83,10 +84,14 @@ def demo(sample_dir: Path | None, out_dir: Path) -> None:
 
 
 @contextmanager
-def _site_file_kept_only_on_success(store: Path) -> Iterator[None]:
+def _site_file_kept_only_on_success(store: Path | PostgresURL) -> Iterator[None]:
     """A site file this run makes is removed again when the run raises: a failed demo
     must not leave an empty ``toolkit.sqlite`` that later commands would take for a site.
-    A file that was there before is left alone (its transactions keep it whole)."""
+    A file that was there before is left alone (its transactions keep it whole); a
+    PostgreSQL store is a server's, never removed."""
+    if isinstance(store, PostgresURL):
+        yield
+        return
     existed = store.exists()
     try:
         yield

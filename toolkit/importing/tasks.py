@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from toolkit.geocoding import LazyGeocoder, site_sources
 from toolkit.importing.pipeline import ImportRequest, ImportRunner
 from toolkit.importing.rules import load_rule
+from toolkit.model.location import StoreLocation
 from toolkit.store import Database, SiteStore
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 class ImportTask:
     """A job recorded ``NOT_STARTED``, with everything needed to run it elsewhere."""
 
-    path: Path
+    path: StoreLocation
     site: str
     job_id: int
     request: ImportRequest

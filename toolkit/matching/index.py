@@ -2,8 +2,9 @@
 
 Built with ``AssetIndex.from_frame(gdf)``; saved with ``save(folder)`` and reloaded with
 ``AssetIndex.load(folder)``, or as one byte string with ``dump`` and ``loads`` (the cache
-kept in the site file) (Parquet tables + geometry as WKB + a JSON header carrying a
-format version; only the spatial tree is rebuilt on load, which is cheap).
+kept in the site file): tables (Parquet files in a folder, Arrow IPC streams in a dump) +
+geometry as WKB + a JSON header carrying a format version; only the spatial tree is
+rebuilt on load, which is cheap.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import shapely
 
@@ -36,6 +38,10 @@ FORMAT_VERSION = 2
 # The tables of a saved index, each a Parquet file (``save``) or part of one string (``dump``).
 TABLES = ("assets", "names", "codes")
 _MAGIC = b"toolkit-asset-index\n"
+# How ``dump`` encodes its tables: Arrow IPC streams, zstd-compressed. Parquet (what dumps
+# held before) decoded a million assets' index in 4.2 s of CPU; IPC reads it in 1.0 s at
+# about the same size. A dump without this encoding is refused (a site rebuilds its cache).
+DUMP_ENCODING = "arrow-ipc-zstd"
 
 # Columns with a meaning in the spec's asset object (section 2.2). Every other column of the
 # input frame is an extraInfo code, matched by mode ``code`` under its column name.
@@ -370,19 +376,22 @@ class AssetIndex:
     def dump(self, out: IO[bytes]) -> None:
         """Write the index to ``out`` as one byte string (for :meth:`loads`): a line
         naming the format, a line of JSON header with each table's size, then each table
-        as Parquet (zstd: a third smaller than snappy here, and as fast to read)."""
+        as an Arrow IPC stream (:data:`DUMP_ENCODING`)."""
         buffers = {}
         side_tables, side_header = self.fuzzy_side().tables()
         tables = {
             **self._arrow_tables(),
             **{f"fuzzy:{name}": table for name, table in side_tables.items()},
         }
+        options = ipc.IpcWriteOptions(compression="zstd")
         for name, table in tables.items():
             sink = pa.BufferOutputStream()
-            pq.write_table(table, sink, compression="zstd")
+            with ipc.new_stream(sink, table.schema, options=options) as writer:
+                writer.write_table(table)
             buffers[name] = sink.getvalue()
         header = {
             **self._header(),
+            "encoding": DUMP_ENCODING,
             "tables": {name: b.size for name, b in buffers.items()},
             "fuzzy": side_header,
         }
@@ -402,12 +411,17 @@ class AssetIndex:
         try:
             header: dict[str, Any] = json.loads(data[start:end])
             _check_format(header, place)
+            if header.get("encoding") != DUMP_ENCODING:
+                raise MatchingError(
+                    f"{place} holds an asset index encoded as "
+                    f"{header.get('encoding', 'parquet')!r}; expected {DUMP_ENCODING!r}"
+                )
             buffer = pa.py_buffer(data)
             offset = end + 1
             tables = {}
             # In the order written: the index's tables, then the fuzzy side's.
             for name, size in header["tables"].items():
-                tables[name] = pq.read_table(pa.BufferReader(buffer.slice(offset, int(size))))
+                tables[name] = ipc.open_stream(buffer.slice(offset, int(size))).read_all()
                 offset += int(size)
         except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException) as exc:
             raise MatchingError(f"the asset index in {place} is corrupt: {exc}") from exc

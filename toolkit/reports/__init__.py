@@ -1,6 +1,8 @@
 """Reports: the catalogue, asynchronous runs, and contents as JSON, CSV, XLSX and HTML.
 
-Modules: ``catalogue`` (what a report is), ``builtin`` (the reports, by stable id),
+Modules: ``catalogue`` (what a report is), ``definitions`` (report definition files;
+the built-in ones are ``defined/*.toml``), ``sources`` and ``builtin`` (the Python
+they call),
 ``runner`` (queue, execute, render), ``execution`` (who executes a queued run),
 ``snapshot`` (the Parquet rows of a run), ``json_contents``, ``csv_file``,
 ``xlsx_file``, ``html_page`` (one renderer each), ``schema`` (``$schema``),
@@ -10,7 +12,7 @@ Modules: ``catalogue`` (what a report is), ``builtin`` (the reports, by stable i
 from __future__ import annotations
 
 from toolkit.names import REPORT_FORMATS as FORMATS
-from toolkit.reports.builtin import CATALOGUE
+from toolkit.reports.definitions import CATALOGUE
 from toolkit.reports.execution import (
     DetachedProcessExecutor,
     ReportExecutor,

@@ -1,11 +1,11 @@
-"""The built-in reports. Ids are stable: scripts and schedules name reports by them.
+"""How the built-in reports gather their rows: the sources their definition files
+(``toolkit/reports/defined/*.toml``) call by name (see :mod:`toolkit.reports.sources`).
 
-1 register items of an event, 2 impacted assets, 3 import jobs, 4 asset-matching
-quality of an import, 5 audit log, 6 damage summary (``damage``). Rows are gathered
-set-wise by the store, only of the events the caller sees (items, impacted assets'
-items, item jobs, audit entries of an event); parameters naming an event (an item's,
-an import job's) are each report's ``scope``. Metadata is computed on the finished
-snapshot's columns.
+Rows are gathered set-wise by the store, only of the events the caller sees (items,
+impacted assets' items, item jobs, audit entries of an event). Each source yields its
+rows keyed by the column keys its definition labels (``*_KEYS``), plus columns read
+from the data (a register's fields) which it describes itself. Metadata is computed on
+the finished snapshot's columns.
 """
 
 from __future__ import annotations
@@ -20,20 +20,9 @@ import shapely
 
 from toolkit.errors import NotFoundError, OptionError
 from toolkit.matching.probabilistic import COMPONENTS
-from toolkit.model.visibility import job_events
-from toolkit.names import IMPORT_TYPES, JOB_COUNTS, ROW_OUTCOMES
+from toolkit.names import JOB_COUNTS
 from toolkit.reports.audit_text import readable_changes
-from toolkit.reports.catalogue import (
-    Catalogue,
-    Chart,
-    Field,
-    Gathered,
-    MetaEntry,
-    Param,
-    ReportDefinition,
-    band_counts,
-)
-from toolkit.reports.damage import damage_summary
+from toolkit.reports.catalogue import Chart, Field, Gathered, MetaEntry, band_counts
 from toolkit.reports.registers import (
     Register,
     all_registers,
@@ -66,22 +55,13 @@ def _true_count(snapshot: Snapshot, key: str) -> int:
 
 # --- 1 register items of an event -------------------------------------------------------
 
-ITEM_FIELDS = (
-    Field("id", "Item id", "integer"),
-    Field("eventId", "Event id", "integer"),
-    Field("event", "Event", "text"),
-    Field("register", "Register", "text"),
-    Field("regionId", "Region", "integer"),
-    Field("assetId", "Asset id", "integer"),
-    Field("assetName", "Asset", "text"),
-    Field("assetFriendly", "Asset address", "text"),
-    Field("locality", "Locality", "text"),
-    Field("status", "Status", "text"),
-    Field("isTemplate", "Template", "boolean"),
-    Field("tags", "Tags", "text"),
-    Field("dateCreated", "Created", "timestamp"),
-    Field("dateModified", "Modified", "timestamp"),
-)
+# The keys of the rows' fixed columns (the definition file labels them); a register's
+# fields follow as columns of their own.
+ITEM_KEYS = (
+    "id", "eventId", "event", "register", "regionId", "assetId", "assetName",
+    "assetFriendly", "locality", "status", "isTemplate", "tags", "dateCreated",
+    "dateModified",
+)  # fmt: skip
 ITEM_RENAMES = {
     "register_name": "register",
     "event_id": "eventId",
@@ -94,10 +74,6 @@ ITEM_RENAMES = {
     "date_created": "dateCreated",
     "date_modified": "dateModified",
 }
-
-
-def _event_scope(_store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
-    return set() if params["eventId"] is None else {params["eventId"]}
 
 
 def _require_event(store: SiteStore, event_id: int | None) -> None:
@@ -136,7 +112,7 @@ def _inspected_field(
     return None if field is None else str(field["name"])
 
 
-def _register_items(
+def register_items(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
     event_id = params["eventId"]
@@ -150,8 +126,8 @@ def _register_items(
         present = store.reports.item_registers(event_id)
         if len(present) == 1:
             register = get_register(store, present[0])
-    register_fields = register.columns([f.key for f in ITEM_FIELDS]) if register else ()
-    spec = ITEM_FIELDS + (register_fields if register is not None else (Field("fields", "Fields"),))
+    register_fields = register.columns(list(ITEM_KEYS)) if register else ()
+    spec = register_fields if register is not None else (Field("fields", "Fields"),)
     renames = {**ITEM_RENAMES, **{f"f{n}": f.key for n, f in enumerate(register_fields)}}
     chunks = store.reports.item_rows(
         event_id=event_id,
@@ -196,24 +172,11 @@ def _register_items(
 # --- 2 impacted assets ------------------------------------------------------------------
 
 IMPACTS = ("damaged", "any")
-IMPACTED_FIELDS = (
-    Field("id", "Asset id", "integer"),
-    Field("type", "Type", "text"),
-    Field("code", "Code", "text"),
-    Field("name", "Name", "text"),
-    Field("address", "Address", "text"),
-    Field("locality", "Locality", "text"),
-    Field("regionId", "Region", "integer"),
-    Field("worstLevel", "Worst damage level", "text"),
-    Field("damagedItems", "Items with damage", "integer"),
-    Field("activeItems", "Active items", "integer"),
-    Field("registers", "Registers", "integer"),
-    Field("lastInspected", "Last inspected", "date"),
-    Field("firstItem", "First item", "timestamp"),
-    Field("lastChange", "Last change", "timestamp"),
-    Field("longitude", "Longitude", "number"),
-    Field("latitude", "Latitude", "number"),
-)
+IMPACTED_KEYS = (
+    "id", "type", "code", "name", "address", "locality", "regionId", "worstLevel",
+    "damagedItems", "activeItems", "registers", "lastInspected", "firstItem", "lastChange",
+    "longitude", "latitude",
+)  # fmt: skip
 
 
 class _Tally:
@@ -261,7 +224,7 @@ def _impacted_frames(
         )
 
 
-def _impacted_assets(
+def impacted_assets(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
     event_id = params["eventId"]
@@ -339,36 +302,24 @@ def _impacted_assets(
         ]
 
     return Gathered(
-        IMPACTED_FIELDS,
+        (),
         _impacted_frames(chunks, levels, damaged_only, tally),
         meta,
         geometry=True,
         levels=levels,
-        charts=(Chart("map", "Impacted assets by worst damage level", "worstLevel"),),
         headline=("damagedAssets", "assessedAssets", "impactedShare") if levels else (),
     )
 
 
 # --- 3 import jobs ----------------------------------------------------------------------
 
-JOB_FIELDS = (
-    Field("id", "Job id", "integer"),
-    Field("status", "Status", "text"),
-    Field("importType", "Import type", "text"),
-    Field("importRule", "Rule", "text"),
-    Field("userId", "User", "text"),
-    Field("source", "Source", "text"),
-    Field("overwriteRule", "Overwrite rule", "text"),
-    Field("dryRun", "Dry run", "boolean"),
-    *(Field(name, name.capitalize(), "integer") for name in JOB_COUNTS),
-    Field("reason", "Reason", "text"),
-    Field("dateCreated", "Scheduled", "timestamp"),
-    Field("dateCompleted", "Completed", "timestamp"),
-    Field("seconds", "Seconds", "number"),
-)
+JOB_KEYS = (
+    "id", "status", "importType", "importRule", "userId", "source", "overwriteRule",
+    "dryRun", *JOB_COUNTS, "reason", "dateCreated", "dateCompleted", "seconds",
+)  # fmt: skip
 
 
-def _import_jobs(
+def import_jobs(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
     chunks = store.reports.import_job_rows(
@@ -401,26 +352,17 @@ def _import_jobs(
             ),
         ]
 
-    return Gathered(JOB_FIELDS, _keyed(chunks, renames), meta)
+    return Gathered((), _keyed(chunks, renames), meta)
 
 
 # --- 4 asset-matching quality of an import -----------------------------------------------
 
-MATCHING_FIELDS = (
-    Field("row", "Row", "integer"),
-    Field("reference", "Reference", "text"),
-    Field("query", "Query", "text"),
-    Field("assetId", "Asset id", "integer"),
-    Field("assetName", "Asset", "text"),
-    Field("mode", "Mode", "text"),
-    Field("accuracy", "Accuracy", "number"),
-    Field("candidates", "Candidates", "integer"),
-    Field("error", "Error", "text"),
-    # Fuzzy matching's view of the row's best candidate (linked or not): its match
-    # probability, and the evidence in bits each address component gave it.
-    Field("probability", "Match probability", "number"),
-    *(Field(f"evidence{c.title()}", f"Evidence: {c} (bits)", "number") for c in COMPONENTS),
-)
+# Fuzzy matching's view of the row's best candidate (linked or not): its match
+# probability, and the evidence in bits each address component gave it.
+MATCHING_KEYS = (
+    "row", "reference", "query", "assetId", "assetName", "mode", "accuracy", "candidates",
+    "error", "probability", *(f"evidence{c.title()}" for c in COMPONENTS),
+)  # fmt: skip
 EVIDENCE_RENAMES = {f"evidence_{c}": f"evidence{c.title()}" for c in COMPONENTS}
 # How many rows the metadata explains component by component, spread over the probabilities.
 EVIDENCE_SAMPLE = 5
@@ -489,12 +431,7 @@ def _probability_meta(snapshot: Snapshot) -> list[MetaEntry]:
     ]
 
 
-def _job_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
-    job = store.jobs.get(params["jobId"])
-    return set() if job is None else job_events(dict(zip(job.keys(), job, strict=True)))
-
-
-def _matching_quality(
+def matching_quality(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
     # Its rows are one job's, so the job's event (scope) is all there is to check.
@@ -542,26 +479,15 @@ def _matching_quality(
             *_probability_meta(snapshot),
         ]
 
-    return Gathered(MATCHING_FIELDS, _keyed(chunks, renames), meta)
+    return Gathered((), _keyed(chunks, renames), meta)
 
 
 # --- 5 audit log ------------------------------------------------------------------------
 
-AUDIT_FIELDS = (
-    Field("id", "Entry id", "integer"),
-    Field("dateCreated", "When", "timestamp"),
-    Field("userId", "User", "text"),
-    Field("action", "Action", "text"),
-    Field("recordType", "Record type", "text"),
-    Field("recordId", "Record id", "integer"),
-    Field("itemId", "Item id", "integer"),
-    Field("eventId", "Event id", "integer"),
-    Field("event", "Event", "text"),
-    Field("importJobId", "Import job", "integer"),
-    Field("message", "Message", "text"),
-    Field("changes", "Changes", "text"),
-    Field("changesJson", "Changes (JSON)", "text"),
-)
+AUDIT_KEYS = (
+    "id", "dateCreated", "userId", "action", "recordType", "recordId", "itemId", "eventId",
+    "event", "importJobId", "message", "changes", "changesJson",
+)  # fmt: skip
 
 
 def _readable(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -572,21 +498,7 @@ def _readable(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         )
 
 
-def _audit_scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
-    """The event asked for, and those of the item and the import job asked for."""
-    events = _event_scope(store, params)
-    if params["itemId"] is not None:
-        item = store.items.get(params["itemId"])
-        if item is not None:
-            events.add(item["event_id"])
-    if params["importJobId"] is not None:
-        job = store.jobs.get(params["importJobId"])
-        if job is not None:
-            events |= job_events(dict(zip(job.keys(), job, strict=True)))
-    return events
-
-
-def _audit_log(
+def audit_log(
     store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
 ) -> Gathered:
     _require_event(store, params["eventId"])
@@ -625,115 +537,4 @@ def _audit_log(
             ),
         ]
 
-    return Gathered(AUDIT_FIELDS, _readable(_keyed(chunks, renames)), meta)
-
-
-def _date_range(what: str) -> tuple[Param, Param]:
-    return (
-        Param("dateFrom", f"{what} from", "timestamp"),
-        Param("dateTo", f"{what} until", "timestamp"),
-    )
-
-
-def _inspected_range() -> tuple[Param, Param]:
-    return (
-        Param("inspectedFrom", "Inspected from", "date"),
-        Param("inspectedTo", "Inspected until", "date"),
-    )
-
-
-CATALOGUE = Catalogue(
-    (
-        ReportDefinition(
-            1,
-            "Register items of an event",
-            "Every item of an event, with its asset; one column per register field when a "
-            "register is chosen.",
-            (
-                Param("eventId", "Event", "integer", required=True),
-                Param("registerId", "Register", "text"),
-                Param("status", "Status", "choice", STATUSES, default="all"),
-                *_date_range("Created"),
-                *_inspected_range(),
-                Param("isTemplate", "Templates", "boolean"),
-            ),
-            _register_items,
-            Chart("bars", "Items per status", "status"),
-            _event_scope,
-        ),
-        ReportDefinition(
-            2,
-            "Impacted assets",
-            "Damaged assets (an active item above the lowest damage level; impact=any: any "
-            "active item): address, locality, region, worst damage level, and where.",
-            (
-                Param("eventId", "Event", "integer"),
-                Param("registerId", "Register", "text"),
-                Param("type", "Asset type", "text"),
-                Param("impact", "Impacted means", "choice", IMPACTS, default="damaged"),
-                *_inspected_range(),
-            ),
-            _impacted_assets,
-            Chart("map", "Impacted assets by worst damage level", "worstLevel"),
-            _event_scope,
-        ),
-        ReportDefinition(
-            3,
-            "Import jobs",
-            "Import jobs of the site with their counts.",
-            (
-                Param("status", "Status", "choice", JOB_STATUSES),
-                Param("importType", "Import type", "choice", IMPORT_TYPES),
-            ),
-            _import_jobs,
-            Chart(
-                "stacked",
-                "Rows of each job by outcome",
-                "id",
-                ROW_OUTCOMES,
-                palette="categorical",
-            ),
-        ),
-        ReportDefinition(
-            4,
-            "Asset-matching quality of an import",
-            "How each row of an item import was linked to an asset: mode, accuracy, error.",
-            (Param("jobId", "Import job", "integer", required=True),),
-            _matching_quality,
-            Chart("bars", "Rows per matching mode", "mode"),
-            _job_scope,
-            (Chart("bands", "Rows per match probability (fuzzy)", "probability"),),
-        ),
-        ReportDefinition(
-            5,
-            "Audit log",
-            "Who changed what, and when.",
-            (
-                Param("eventId", "Event", "integer"),
-                Param("itemId", "Item", "integer"),
-                Param("importJobId", "Import job", "integer"),
-                Param("recordType", "Record type", "choice", RECORD_TYPES),
-                Param("action", "Action", "choice", AUDIT_ACTIONS),
-                *_date_range("Logged"),
-            ),
-            _audit_log,
-            Chart("bars", "Entries per action", "action"),
-            _audit_scope,
-        ),
-        ReportDefinition(
-            6,
-            "Damage summary",
-            "How much damage, and where: items by damage level and locality, by damage "
-            "level over inspection date, uninhabitable places and occupants displaced, "
-            "parcels assessed and damaged; per event, for one register with a severity.",
-            (
-                Param("eventId", "Event", "integer"),
-                Param("registerId", "Register", "text"),
-                *_inspected_range(),
-            ),
-            damage_summary,
-            Chart("stacked", "Items by damage level and locality", "locality"),
-            _event_scope,
-        ),
-    )
-)
+    return Gathered((), _readable(_keyed(chunks, renames)), meta)

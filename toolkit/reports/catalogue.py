@@ -165,6 +165,9 @@ class Gathered:
     totals: bool = False
     # Metadata keys shown large at the top of the HTML page.
     headline: tuple[str, ...] = ()
+    # Columns kept in the snapshot for the metadata but not shown (those of a source a
+    # definition leaves out).
+    hidden: tuple[Field, ...] = ()
 
 
 @dataclass(frozen=True)

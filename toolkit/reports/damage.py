@@ -158,10 +158,9 @@ def _by_date(counts: _Counts, keys: list[str]) -> list[dict[str, Any]]:
 
 
 def _spec(register: Register, keys: list[str]) -> tuple[Field, ...]:
+    """The columns after the definition's ``eventId``, ``event`` and ``locality``: one per
+    level, then the totals (their labels name the register's levels)."""
     return (
-        Field("eventId", "Event id", "integer"),
-        Field("event", "Event", "text"),
-        Field("locality", "Locality", "text"),
         *(Field(k, level, "integer") for k, level in zip(keys, register.levels, strict=True)),
         Field("notRecorded", "Level not recorded", "integer"),
         Field("items", "Items", "integer"),
@@ -229,7 +228,9 @@ def damage_summary(
                 by_level,
                 ", ".join(f"{level} {n:,}" for level, n in by_level.items()),
             ),
-            MetaEntry.count("damagedItems", f"Items above {levels[0]}", total("damagedItems")),
+            MetaEntry.count(
+                "damagedItems", f"Items damaged (above {levels[0]})", total("damagedItems")
+            ),
             MetaEntry.count("notRecorded", "Items without a damage level", total("notRecorded")),
             MetaEntry.count("uninhabitable", "Uninhabitable", total("uninhabitable")),
             MetaEntry.count(
@@ -263,13 +264,4 @@ def damage_summary(
         ),
         levels=levels,
         tables=((BY_DATE, "By inspection date"),),
-        totals=True,
-        headline=(
-            "damagedParcels",
-            "damagedShare",
-            "uninhabitable",
-            "occupantsDisplaced",
-            "damagedItems",
-            "items",
-        ),
     )

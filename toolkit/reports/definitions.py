@@ -43,6 +43,32 @@ epoch milliseconds, dates ISO text. A query that returns a ``geometry`` column (
 asset's, WKB) makes the report's rows spatial: a map and the GIS exports. Every problem
 is an error naming the file and the key.
 
+Instead of ``[query]``, a definition can call a named Python source
+(:mod:`toolkit.reports.sources`), as every built-in report does
+(``toolkit/reports/defined/*.toml``, loaded by this same code)::
+
+    [source]
+    name = "impacted_assets"  # register_items, impacted_assets, import_jobs,
+                              # matching_quality, audit_log, damage_summary
+
+Its parameters are a choice of those the source reads (same key and type; choices a
+subset; those left out take the source's default), its columns a choice of the
+source's in any order and with any label (a column without a label keeps the
+source's, and without any columns those of the built-in report calling the source);
+columns the source reads from the data (a register's fields) follow. The charts are
+the definition's unless the source draws from the data (register_items: items per
+damage level when the register has one; damage_summary: stacked levels and a series
+over inspection date). Also:
+
+    scope = "event"            # in a [[param]]: names an event ("event = true"), an
+                               # item or an import job ("item", "job"): the run needs
+                               # duty in its event(s)
+    [[chart]]                  # several charts: the first is the catalogue's; kinds
+    kind = "bands"             # bars, stacked, map, bands (tenths of a 0-1 column),
+    palette = "categorical"    # series; palette severity or categorical
+    headline = ["items"]       # metadata keys shown large at the top of the page
+    totals = true              # the HTML table ends with a row of totals
+
 Folders come from ``toolkit report --reports DIR`` or ``TOOLKIT_REPORTS`` (several
 joined with ``:``); the runner reads them when it starts, so a detached worker and
 ``toolkit serve`` see the same definitions.
@@ -53,16 +79,19 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError
+from toolkit.model.visibility import job_events
 from toolkit.reports.catalogue import (
     FIELD_TYPES,
     Catalogue,
     Chart,
+    ChartKind,
     Field,
     Gathered,
     MetaEntry,
@@ -70,6 +99,7 @@ from toolkit.reports.catalogue import (
     ParamType,
     ReportDefinition,
 )
+from toolkit.reports.sources import SOURCES, Source
 from toolkit.store.reports import AnalystQueryError, analyst_rows
 
 if TYPE_CHECKING:
@@ -79,8 +109,23 @@ if TYPE_CHECKING:
 REPORTS_ENV = "TOOLKIT_REPORTS"
 FIRST_ID = 100
 PARAM_TYPES: tuple[str, ...] = get_args(ParamType)
-TOP_KEYS = {"id", "name", "description", "param", "query", "column", "chart"}
-CHART_KINDS = ("bars", "stacked", "map")
+TOP_KEYS = {
+    "id",
+    "name",
+    "description",
+    "param",
+    "query",
+    "source",
+    "column",
+    "chart",
+    "headline",
+    "totals",
+}
+CHART_KINDS: tuple[str, ...] = get_args(ChartKind)
+PALETTES = ("severity", "categorical")
+# What a parameter with a scope names: its event(s) need the caller's duty.
+SCOPES = ("event", "item", "job")
+BUILT_IN = "built-in"
 
 
 class _File:
@@ -107,11 +152,11 @@ class _File:
         return value
 
 
-def _param(source: _File, number: int, table: Mapping[str, Any]) -> tuple[Param, bool]:
+def _param(source: _File, number: int, table: Mapping[str, Any]) -> tuple[Param, str | None]:
+    """A parameter and what it names for the run's scope (an event, item or job)."""
     where = f"param[{number}]."
-    unknown = sorted(
-        set(table) - {"key", "label", "type", "required", "choices", "default", "event"}
-    )
+    settings = {"key", "label", "type", "required", "choices", "default", "event", "scope"}
+    unknown = sorted(set(table) - settings)
     if unknown:
         raise source.error(f"{where}{unknown[0]}", "is not a parameter setting")
     key = source.text(table, "key", where)
@@ -125,6 +170,11 @@ def _param(source: _File, number: int, table: Mapping[str, Any]) -> tuple[Param,
         raise source.error(f"{where}choices", "must be a list of text")
     if kind == "choice" and not choices:
         raise source.error(f"{where}choices", "a choice parameter needs its choices")
+    scope = table.get("scope", "event" if table.get("event") is True else None)
+    if scope is not None and scope not in SCOPES:
+        raise source.error(f"{where}scope", f"{scope!r} is not one of: {', '.join(SCOPES)}")
+    if scope is not None and kind != "integer":
+        raise source.error(f"{where}scope", f"names an {scope} by its id: needs type integer")
     param = Param(
         key,
         source.text(table, "label", where, required=False) or key,
@@ -133,10 +183,11 @@ def _param(source: _File, number: int, table: Mapping[str, Any]) -> tuple[Param,
         bool(table.get("required", False)),
         table.get("default"),
     )
-    return param, bool(table.get("event", False))
+    return param, scope
 
 
-def _column(source: _File, number: int, table: Mapping[str, Any]) -> Field:
+def _column(source: _File, number: int, table: Mapping[str, Any]) -> tuple[Field, bool]:
+    """A column (without a label, "": see :func:`_inherit`) and whether it has a type."""
     where = f"column[{number}]."
     unknown = sorted(set(table) - {"key", "label", "type"})
     if unknown:
@@ -145,35 +196,124 @@ def _column(source: _File, number: int, table: Mapping[str, Any]) -> Field:
     kind = table.get("type", "text")
     if kind not in FIELD_TYPES:
         raise source.error(f"{where}type", f"{kind!r} is not one of: {', '.join(FIELD_TYPES)}")
-    return Field(key, source.text(table, "label", where, required=False) or key, kind)
+    return Field(key, source.text(table, "label", where, required=False), kind), "type" in table
 
 
-def _chart(source: _File, table: Any, columns: set[str]) -> Chart | None:
-    if table is None:
-        return None
-    if not isinstance(table, dict):
-        raise source.error("chart", "must be a table ([chart])")
+# The columns of each source as its built-in report labels them: a definition calling a
+# source inherits a label and type it leaves out, and all of them when it lists none.
+_SOURCE_COLUMNS: dict[str, dict[str, Field]] = {}
+
+
+def _inherit(called: Source, columns: list[tuple[Field, bool]]) -> tuple[Field, ...]:
+    known = _SOURCE_COLUMNS.get(called.name, {})
+    if not columns:
+        return tuple(known.values())
+    return tuple(
+        Field(
+            c.key,
+            c.label or (known[c.key].label if c.key in known else ""),
+            c.type if typed or c.key not in known else known[c.key].type,
+        )
+        for c, typed in columns
+    )
+
+
+def _charts(source: _File, value: Any, columns: set[str], *, declared: bool) -> tuple[Chart, ...]:
+    """``[chart]`` or ``[[chart]]``. ``declared`` False (a source's): the stacks are not
+    checked here and may be left to the source."""
+    if value is None:
+        return ()
+    tables = value if isinstance(value, list) else [value]
+    if not all(isinstance(t, dict) for t in tables):
+        raise source.error("chart", "must be a table ([chart]) or tables ([[chart]])")
+    return tuple(
+        _chart(
+            source, f"chart[{n}]." if isinstance(value, list) else "chart.", t, columns, declared
+        )
+        for n, t in enumerate(tables)
+    )
+
+
+def _chart(
+    source: _File, where: str, table: Mapping[str, Any], columns: set[str], declared: bool
+) -> Chart:
+    unknown = sorted(set(table) - {"kind", "title", "key", "stacks", "levels", "palette"})
+    if unknown:
+        raise source.error(f"{where}{unknown[0]}", "is not a chart setting")
     kind = table.get("kind", "bars")
     if kind not in CHART_KINDS:
-        raise source.error("chart.kind", f"{kind!r} is not one of: {', '.join(CHART_KINDS)}")
-    key = source.text(table, "key", "chart.")
+        raise source.error(f"{where}kind", f"{kind!r} is not one of: {', '.join(CHART_KINDS)}")
+    key = source.text(table, "key", where)
     stacks = table.get("stacks", [])
+    if not isinstance(stacks, list) or not all(isinstance(v, str) for v in stacks):
+        raise source.error(f"{where}stacks", "must be a list of column keys")
     levels = table.get("levels", [])
     if not isinstance(levels, list) or not all(isinstance(v, str) for v in levels):
-        raise source.error("chart.levels", "must be a list of text (none first, worst last)")
-    for name in [key, *stacks]:
+        raise source.error(f"{where}levels", "must be a list of text (none first, worst last)")
+    # A series reads metadata rows; a source's stacks can be columns it reads from the
+    # data (one per damage level), known only when it runs.
+    checked = ([] if kind == "series" else [key]) + (stacks if declared else [])
+    for name in checked:
         if name not in columns:
             raise source.error(
-                "chart.key" if name == key else "chart.stacks", f"{name!r} is not a column"
+                f"{where}key" if name == key else f"{where}stacks", f"{name!r} is not a column"
             )
-    if kind == "stacked" and not stacks:
-        raise source.error("chart.stacks", "stacked bars need the count columns they stack")
-    palette: Literal["severity", "categorical"] = "severity" if kind == "map" else "categorical"
-    return Chart(kind, source.text(table, "title", "chart."), key, tuple(stacks), palette=palette)
+    if kind == "stacked" and not stacks and declared:
+        raise source.error(f"{where}stacks", "stacked bars need the count columns they stack")
+    palette = table.get("palette", "severity" if kind == "map" else "categorical")
+    if palette not in PALETTES:
+        raise source.error(f"{where}palette", f"{palette!r} is not one of: {', '.join(PALETTES)}")
+    return Chart(kind, source.text(table, "title", where), key, tuple(stacks), palette=palette)
 
 
-def load_definition(path: Path) -> ReportDefinition:
-    """One definition file, checked; an OptionError names the file and the key at fault."""
+def _call(source: _File, table: Any) -> Source:
+    if not isinstance(table, dict):
+        raise source.error("source", "must be a table ([source]) with the source's name")
+    unknown = sorted(set(table) - {"name"})
+    if unknown:
+        raise source.error(f"source.{unknown[0]}", "is not a source setting; settings: name")
+    name = source.text(table, "name", "source.")
+    if name not in SOURCES:
+        raise source.error(
+            "source.name", f"{name!r} is not a source; sources: {', '.join(SOURCES)}"
+        )
+    return SOURCES[name]
+
+
+def _check_params(source: _File, called: Source, params: list[tuple[Param, str | None]]) -> None:
+    """Each parameter is one the source reads, of its type and choices; the source's
+    required ones are declared required."""
+    for number, (param, _scope) in enumerate(params):
+        where = f"param[{number}]."
+        reads = called.param(param.key)
+        if reads is None:
+            raise source.error(
+                f"{where}key",
+                f"source {called.name} reads no parameter {param.key!r}; it reads: "
+                + ", ".join(p.key for p in called.params),
+            )
+        if param.type != reads.type:
+            raise source.error(
+                f"{where}type", f"source {called.name} reads {param.key} as {reads.type}"
+            )
+        extra = [c for c in param.choices if reads.choices and c not in reads.choices]
+        if extra:
+            raise source.error(
+                f"{where}choices",
+                f"{extra[0]!r} is not one source {called.name} knows: {', '.join(reads.choices)}",
+            )
+    declared = {p.key: p for p, _ in params}
+    for reads in called.params:
+        if reads.required and not (reads.key in declared and declared[reads.key].required):
+            raise source.error(
+                "param",
+                f"source {called.name} needs parameter {reads.key!r} ({reads.type}, required)",
+            )
+
+
+def load_definition(path: Path, *, built_in: bool = False) -> ReportDefinition:
+    """One definition file, checked; an OptionError names the file and the key at fault.
+    ``built_in``: one of the toolkit's own (ids 1-99, listed as built-in)."""
     source = _File(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -185,44 +325,166 @@ def load_definition(path: Path) -> ReportDefinition:
     if unknown:
         raise source.error(unknown[0], f"is not a setting; settings: {', '.join(sorted(TOP_KEYS))}")
     report_id = data.get("id")
-    if not isinstance(report_id, int) or isinstance(report_id, bool) or report_id < FIRST_ID:
-        raise source.error("id", f"must be a whole number from {FIRST_ID} (1-99 are built in)")
+    low, high = (1, FIRST_ID - 1) if built_in else (FIRST_ID, None)
+    if (
+        not isinstance(report_id, int)
+        or isinstance(report_id, bool)
+        or report_id < low
+        or (high is not None and report_id > high)
+    ):
+        raise source.error(
+            "id",
+            f"must be a whole number from {low} to {high}"
+            if high
+            else f"must be a whole number from {FIRST_ID} (1-99 are built in)",
+        )
     name = source.text(data, "name", "")
     params = [_param(source, n, t) for n, t in enumerate(source.table_list(data, "param"))]
     keys = [p.key for p, _ in params]
     if len(set(keys)) != len(keys):
         raise source.error("param", "two parameters share a key")
-    query = data.get("query")
-    if not isinstance(query, dict):
-        raise source.error("query", "needs a [query] table with its sql")
-    sql = source.text(query, "sql", "query.")
-    columns = tuple(_column(source, n, t) for n, t in enumerate(source.table_list(data, "column")))
-    if not columns:
-        raise source.error("column", "needs at least one [[column]]")
+    declared = [_column(source, n, t) for n, t in enumerate(source.table_list(data, "column"))]
+    columns = tuple(c for c, _ in declared)
     if len({c.key for c in columns}) != len(columns):
         raise source.error("column", "two columns share a key")
-    chart = _chart(source, data.get("chart"), {c.key for c in columns})
-    events = [p.key for p, is_event in params if is_event]
+    headline = data.get("headline")
+    if headline is not None and (
+        not isinstance(headline, list) or not all(isinstance(k, str) for k in headline)
+    ):
+        raise source.error("headline", "must be a list of metadata keys")
+    totals = data.get("totals")
+    if totals is not None and not isinstance(totals, bool):
+        raise source.error("totals", "must be true or false")
+    page = _Page(None if headline is None else tuple(headline), totals)
+    if ("query" in data) == ("source" in data):
+        raise source.error("query", "needs a [query] table with its sql, or a [source] (not both)")
+    if "source" in data:
+        called = _call(source, data["source"])
+        _check_params(source, called, params)
+        columns = _inherit(called, declared)
+        if built_in:
+            _SOURCE_COLUMNS.setdefault(called.name, {c.key: c for c in columns})
+        for number, column in enumerate(columns):
+            if column.key not in called.columns:
+                raise source.error(
+                    f"column[{number}].key",
+                    f"{column.key!r} is not a column of source {called.name}; it gives: "
+                    + ", ".join(called.columns),
+                )
+        known = {c.key for c in columns} | set(called.columns)
+        charts = _charts(source, data.get("chart"), known, declared=False)
+        gather = _source_gather(path, called, columns, page)
+    else:
+        query = data["query"]
+        if not isinstance(query, dict):
+            raise source.error("query", "needs a [query] table with its sql")
+        sql = source.text(query, "sql", "query.")
+        if not columns:
+            raise source.error("column", "needs at least one [[column]]")
+        columns = tuple(Field(c.key, c.label or c.key, c.type) for c in columns)
+        charts = _charts(source, data.get("chart"), {c.key for c in columns}, declared=True)
+        levels = next((tuple(t.get("levels", ())) for t in _chart_tables(data) if t), ())
+        gather = _gather(path, sql, columns, levels, page)
     return ReportDefinition(
         report_id,
         name,
         source.text(data, "description", "", required=False),
         tuple(p for p, _ in params),
-        _gather(path, sql, columns, tuple((data.get("chart") or {}).get("levels", ()))),
-        chart,
-        _scope(events),
-        source=str(path),
+        gather,
+        charts[0] if charts else None,
+        _scope([(p.key, scope) for p, scope in params if scope is not None]),
+        more_charts=charts[1:],
+        source=BUILT_IN if built_in else str(path),
     )
 
 
-def _scope(keys: list[str]) -> Any:
-    def scope(_store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
-        return {int(params[k]) for k in keys if params.get(k) is not None}
+def _chart_tables(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    value = data.get("chart")
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+@dataclass(frozen=True)
+class _Page:
+    """How the page shows the rows when the definition says (else the source's way)."""
+
+    headline: tuple[str, ...] | None
+    totals: bool | None
+
+    def apply(self, gathered: Gathered) -> Gathered:
+        if self.headline is not None:
+            gathered.headline = self.headline
+        if self.totals is not None:
+            gathered.totals = self.totals
+        return gathered
+
+
+def _scope(named: list[tuple[str, str]]) -> Any:
+    """The events the parameters name: an event's id, an item's event, an import job's."""
+
+    def scope(store: SiteStore, params: Mapping[str, Any]) -> set[int | None]:
+        events: set[int | None] = set()
+        for key, kind in named:
+            value = params.get(key)
+            if value is None:
+                continue
+            if kind == "event":
+                events.add(int(value))
+            elif kind == "item":
+                item = store.items.get(int(value))
+                if item is not None:
+                    events.add(item["event_id"])
+            else:
+                job = store.jobs.get(int(value))
+                if job is not None:
+                    events |= job_events(dict(zip(job.keys(), job, strict=True)))
+        return events
 
     return scope
 
 
-def _gather(path: Path, sql: str, columns: tuple[Field, ...], levels: tuple[str, ...]) -> Any:
+def _source_gather(path: Path, called: Source, columns: tuple[Field, ...], page: _Page) -> Any:
+    """Call the source with every parameter it reads (defaults for those not declared);
+    the columns are the definition's (labelled as it says, else as the source does)
+    followed by those the source reads from the data."""
+
+    def gather(
+        store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
+    ) -> Gathered:
+        full = {p.key: p.default for p in called.params} | dict(params)
+        gathered = called.gather(store, full, within)
+        own = {f.key: f for f in gathered.spec}
+        listed = tuple(
+            Field(c.key, c.label or (own[c.key].label if c.key in own else c.key), c.type)
+            for c in columns
+        )
+        shown = {c.key for c in columns}
+        gathered.spec = listed + tuple(f for f in gathered.spec if f.key not in shown)
+        # The source's metadata may read columns the definition leaves out: kept unshown.
+        known = _SOURCE_COLUMNS.get(called.name, {})
+        gathered.hidden = tuple(
+            known.get(key, Field(key, key)) for key in called.columns if key not in shown
+        )
+        chunks = gathered.chunks
+
+        def checked() -> Iterator[pd.DataFrame]:
+            for frame in chunks:
+                missing = [c.key for c in listed if c.key not in frame.columns]
+                if missing:
+                    raise NotFoundError(
+                        f"{path}: column.key {missing[0]!r} is not a column of source "
+                        f"{called.name}'s rows; they carry: {', '.join(map(str, frame.columns))}"
+                    )
+                yield frame
+
+        gathered.chunks = checked()
+        return page.apply(gathered)
+
+    return gather
+
+
+def _gather(
+    path: Path, sql: str, columns: tuple[Field, ...], levels: tuple[str, ...], page: _Page
+) -> Any:
     def gather(
         store: SiteStore, params: Mapping[str, Any], within: frozenset[int] | None
     ) -> Gathered:
@@ -253,9 +515,19 @@ def _gather(path: Path, sql: str, columns: tuple[Field, ...], levels: tuple[str,
         def meta(snapshot: Snapshot) -> list[MetaEntry]:
             return [MetaEntry("definition", "Defined in", str(path), path.name)]
 
-        return Gathered(columns, rows(), meta, geometry=spatial, levels=levels)
+        return page.apply(Gathered(columns, rows(), meta, geometry=spatial, levels=levels))
 
     return gather
+
+
+def load_built_in() -> Catalogue:
+    """The toolkit's own reports: the definition files shipped in ``defined/``."""
+    folder = Path(__file__).with_name("defined")
+    loaded = [load_definition(p, built_in=True) for p in folder.glob("*.toml")]
+    return Catalogue(tuple(sorted(loaded, key=lambda d: d.id)))
+
+
+CATALOGUE = load_built_in()
 
 
 def load_folder(folder: Path) -> list[ReportDefinition]:

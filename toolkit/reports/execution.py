@@ -12,6 +12,7 @@ process, so crash recovery watches the right process.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.model.location import StoreLocation, is_postgres
 from toolkit.model.visibility import EVERYTHING, Visibility
 from toolkit.store import Database, SiteStore
 
@@ -31,7 +33,7 @@ log = logging.getLogger(__name__)
 class ReportTask:
     """A queued instance, by the site file and site that hold it, and what its caller sees."""
 
-    path: Path
+    path: StoreLocation
     site: str
     instance_id: int
     user_id: str | None = None
@@ -104,12 +106,14 @@ class DetachedProcessExecutor:
         if not task.visibility.everything:
             # The worker acts for the operator; a run limited by duty runs in-process.
             raise ValueError("a detached report worker cannot run a run limited by duty")
+        # A PostgreSQL URL goes by the environment: what it holds stays off command lines.
+        environment = {**os.environ, "TOOLKIT_STORE": str(task.path)}
+        store = [] if is_postgres(task.path) else ["--store", str(Path(task.path).resolve())]
         command = [
             self.python,
             "-m",
             "toolkit",
-            "--store",
-            str(Path(task.path).resolve()),
+            *store,
             "--site",
             task.site,
             "--quiet",
@@ -124,6 +128,7 @@ class DetachedProcessExecutor:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
+            env=environment,
         )
         self.processes = [p for p in self.processes if p.poll() is None] + [process]
         return process.pid

@@ -31,13 +31,16 @@ from toolkit.reports.charts import (
 )
 from toolkit.reports.csv_file import header_zone, labels
 from toolkit.reports.html_assets import CSP, SCRIPT, STYLE
-from toolkit.reports.map_svg import draw_map
+from toolkit.reports.map_svg import snapshot_layout, svg_figure
 from toolkit.reports.snapshot import Snapshot
 from toolkit.reports.times import iso_local
 
 MAX_TABLE_ROWS = 1_000
 MAX_BARS = 20
 MAX_MAP_POINTS = 5_000
+
+# A bar of rows without a value (e.g. rows no mode matched, "none" in the metadata).
+NO_VALUE = "(none)"
 
 
 def _e(value: object) -> str:
@@ -69,12 +72,12 @@ def _bars(snapshot: Snapshot, key: str, title: str, levels: list[str] | None = N
         return ""
     if len(counts) == 1:  # one bar carries nothing a sentence does not
         only = counts[0]
-        value = "(empty)" if only["values"] is None else str(only["values"])
+        value = NO_VALUE if only["values"] is None else str(only["values"])
         return f"<h2>{_e(title)}</h2><p class='sub'>All {only['counts']:,} rows: {_e(value)}.</p>"
     counts.sort(key=lambda c: (-c["counts"], str(c["values"])))
     shown = counts[:MAX_BARS]
     others = sum(c["counts"] for c in counts[MAX_BARS:])
-    pairs = [("(empty)" if c["values"] is None else str(c["values"]), c["counts"]) for c in shown]
+    pairs = [(NO_VALUE if c["values"] is None else str(c["values"]), c["counts"]) for c in shown]
     if others:
         pairs.append(("other values", others))
     return _draw_bars(pairs, title)
@@ -119,22 +122,10 @@ def _map(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, Any]
         if "longitude" not in {f["key"] for f in header["spec"]}:
             return f"<h2>{_e(chart['title'])}</h2><p class='sub'>The rows have no geometry.</p>"
         return _points(snapshot, chart["title"])
-    wkb: list[bytes | None] = []
-    values: list[str | None] = []
-    places: list[str | None] = []
-    keys = [chart.get("key") or "", "locality"]
-    present = {f["key"] for f in header["spec"]}
-    for batch in snapshot.batches(geometry=True):
-        names = batch.schema.names
-        wkb += batch.column(names.index("geometry")).to_pylist()
-        n = batch.num_rows
-        values += (
-            batch.column(names.index(keys[0])).to_pylist() if keys[0] in present else [None] * n
-        )
-        places += (
-            batch.column(names.index(keys[1])).to_pylist() if keys[1] in present else [None] * n
-        )
-    return draw_map(chart["title"], wkb, values, list(header.get("levels") or []), places)
+    drawing = snapshot_layout(snapshot, header, chart)
+    if drawing is None:
+        return f"<h2>{_e(chart['title'])}</h2><p class='sub'>No asset has a location to draw.</p>"
+    return svg_figure(drawing)
 
 
 def _points(snapshot: Snapshot, title: str) -> str:
@@ -181,7 +172,7 @@ def _stacked(snapshot: Snapshot, header: Mapping[str, Any], chart: Mapping[str, 
     stacks = list(chart.get("stacks") or [])
     frame = pd.DataFrame(
         {k: snapshot.column(k).to_pandas() for k in [chart["key"], *stacks]}
-    ).fillna({chart["key"]: "(empty)"})
+    ).fillna({chart["key"]: NO_VALUE})
     sums = frame.groupby(chart["key"])[stacks].sum()
     sums = sums.loc[sums.sum(axis=1).sort_values(ascending=False).index][:MAX_BARS]
     return stacked_bars(

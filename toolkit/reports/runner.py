@@ -37,10 +37,9 @@ from toolkit.names import REPORT_FORMATS as FORMATS
 from toolkit.names import ReportFormat
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import format_time, parse_int
-from toolkit.reports.builtin import CATALOGUE
 from toolkit.reports.catalogue import Catalogue, Field, MetaEntry, ReportDefinition
 from toolkit.reports.csv_file import header_zone, write_csv
-from toolkit.reports.definitions import active_catalogue
+from toolkit.reports.definitions import CATALOGUE, active_catalogue
 from toolkit.reports.html_page import write_html
 from toolkit.reports.json_contents import write_json
 from toolkit.reports.schema import schema_url
@@ -257,7 +256,8 @@ class ReportRunner:
         # some (the rows are theirs alone), else every visible one (None: every event).
         narrowed = bool(scope) and None not in scope
         drawn = sorted(e for e in scope if e is not None) if narrowed else visible
-        with SnapshotWriter(spool, gathered.spec, geometry=gathered.geometry) as writer:
+        stored = gathered.spec + gathered.hidden
+        with SnapshotWriter(spool, stored, geometry=gathered.geometry) as writer:
             for frame in gathered.chunks:
                 writer.write(frame)
         generated = self.store.db.clock()

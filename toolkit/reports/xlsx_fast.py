@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.reports.csv_file import header_zone, labels
+from toolkit.reports.map_png import RESOLUTION, MapImage
 from toolkit.reports.snapshot import Snapshot
 from toolkit.reports.times import local_time
 
@@ -142,12 +143,13 @@ def write_fast(
     *,
     rows_per_sheet: int,
     widths: list[int],
+    image: MapImage | None = None,
 ) -> None:
     """Write the workbook with rustpy-xlsxwriter (raises Unsupported before writing
     anything when a column is not covered by the guards)."""
     from rustpy_xlsxwriter import FastExcel, Format
 
-    from toolkit.reports.xlsx_file import about_records, table_records
+    from toolkit.reports.xlsx_file import MAP_SHEET, about_records, table_records
 
     spec = list(header["spec"])
     names = labels(header)
@@ -203,6 +205,25 @@ def write_fast(
                 autofilter=True,
                 column_width=14,
                 page_setup=page(f"{title}: {sheet_title}"),
+            )
+        if image is not None:  # the picture under its title (heading) and caption
+            setup = page(f"{title}: {image.title}")
+            del setup["repeat_rows"]
+            book.sheet(
+                MAP_SHEET,
+                [{image.title: image.caption}],
+                header_format=Format().set_bold().set_font_size(13),
+                column_formats=[text],
+                images=[
+                    {
+                        "data": image.png,
+                        "row": 3,
+                        "col": 0,
+                        "scale": 1 / RESOLUTION,
+                        "alt_text": image.title,
+                    }
+                ],
+                page_setup={**setup, "fit_to_pages": (1, 1)},
             )
         book.sheet(
             "About",

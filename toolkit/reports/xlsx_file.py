@@ -8,6 +8,7 @@ program does), with everything that can be done on whole columns done first.
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ import xlsxwriter
 
 from toolkit.reports import xlsx_fast
 from toolkit.reports.csv_file import header_zone, labels
+from toolkit.reports.map_png import RESOLUTION, MapImage, report_map
 from toolkit.reports.snapshot import Snapshot
 from toolkit.reports.times import local_time
 from toolkit.safe_output import neutralise_formulas
@@ -185,6 +187,29 @@ def _table_sheets(workbook: xlsxwriter.Workbook, header: Mapping[str, Any]) -> N
         print_setup(sheet, f"{header['name']}: {table['title']}", repeat_header=True)
 
 
+MAP_SHEET = "Map"
+
+
+def _map_sheet(workbook: xlsxwriter.Workbook, header: Mapping[str, Any], image: MapImage) -> None:
+    """The map as a picture under its title and caption, printed on one page."""
+    sheet = workbook.add_worksheet(MAP_SHEET)
+    sheet.write_string(0, 0, image.title, workbook.add_format({"bold": True, "font_size": 13}))
+    sheet.write_string(1, 0, image.caption)
+    sheet.insert_image(
+        3,
+        0,
+        "map.png",
+        {
+            "image_data": io.BytesIO(image.png),
+            "x_scale": 1 / RESOLUTION,
+            "y_scale": 1 / RESOLUTION,
+            "description": image.title,
+        },
+    )
+    print_setup(sheet, f"{header['name']}: {image.title}", repeat_header=False)
+    sheet.fit_to_pages(1, 1)
+
+
 def _about_sheet(
     workbook: xlsxwriter.Workbook, header: Mapping[str, Any], rows: int, sheets: list[str]
 ) -> None:
@@ -264,6 +289,7 @@ def write_xlsx(
     guard refuses, with typed constant-memory xlsxwriter."""
     if not 1 <= rows_per_sheet <= MAX_DATA_ROWS:
         raise ValueError(f"rows_per_sheet {rows_per_sheet} is not in 1..{MAX_DATA_ROWS}")
+    image = report_map(snapshot, header)
     if engine != "xlsxwriter" and xlsx_fast.available():
         first_rows = next(snapshot.batches(rows=1000), None)
         try:
@@ -274,6 +300,7 @@ def write_xlsx(
                 out,
                 rows_per_sheet=rows_per_sheet,
                 widths=_widths(header["spec"], first_rows),
+                image=image,
             )
             return
         except xlsx_fast.Unsupported as exc:
@@ -282,11 +309,15 @@ def write_xlsx(
             log.info("XLSX by xlsxwriter: %s", exc)
     elif engine == "rust":
         raise ValueError(f"rustpy-xlsxwriter {xlsx_fast.PINNED} is not installed")
-    _write_typed(snapshot, header, out, rows_per_sheet)
+    _write_typed(snapshot, header, out, rows_per_sheet, image)
 
 
 def _write_typed(
-    snapshot: Snapshot, header: Mapping[str, Any], out: BinaryIO | str, rows_per_sheet: int
+    snapshot: Snapshot,
+    header: Mapping[str, Any],
+    out: BinaryIO | str,
+    rows_per_sheet: int,
+    image: MapImage | None = None,
 ) -> None:
     total = snapshot.row_count
     batches = (_plain(batch) for batch in snapshot.batches())
@@ -296,6 +327,8 @@ def _write_typed(
     try:
         data = _DataSheets(workbook, header, total, rows_per_sheet, _widths(header["spec"], first))
         _table_sheets(workbook, header)
+        if image is not None:
+            _map_sheet(workbook, header, image)
         _about_sheet(workbook, header, total, data.names)
         start = 0
         if first is not None:

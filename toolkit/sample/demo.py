@@ -104,7 +104,7 @@ def run_demo(
         if (job.get("summary") or {}).get("counts", {}).get("rejected"):
             result.outputs[f"{name} rejected rows"] = str(rejects)
     if not result.ok:  # the failed job is the answer; reports of a half-made site mislead
-        result.outputs["site file"] = str(site.db.path)
+        result.outputs["site file"] = site.db.display
         return result
     items_job = result.jobs[-1]["id"]
     # What an analyst takes away: first how much damage and where (the headline), then the
@@ -122,5 +122,5 @@ def run_demo(
             with path.open("wb") as handle:
                 site.report_write(instance, fmt, handle)
             result.outputs[f"report {stem} ({fmt})"] = str(path)
-    result.outputs["site file"] = str(site.db.path)
+    result.outputs["site file"] = site.db.display
     return result

@@ -106,7 +106,7 @@ def init_site(path: str | Path, name: str) -> dict[str, Any]:
         created = db.site_id(name) is None
         if created:
             db.site_id(name, create=True)
-        return {"store": str(path), "site": name, "created": created, "sites": db.sites()}
+        return {"store": db.display, "site": name, "created": created, "sites": db.sites()}
 
 
 class LocalSite(SiteWrites, SiteAdmin):

@@ -310,7 +310,8 @@ def distance_m(geometries: np.ndarray, latitude: float, longitude: float) -> np.
 
 
 # An asset is impacted when it has an active register item (spec 2.2).
+# 1 or 0 (not a boolean: PostgreSQL's EXISTS is one, and compares with no integer).
 _IMPACTED = (
-    "EXISTS (SELECT 1 FROM item WHERE item.asset_id = asset.id AND item.site_id = asset.site_id "
-    "AND item.status > 0)"
+    "CASE WHEN EXISTS (SELECT 1 FROM item WHERE item.asset_id = asset.id "
+    "AND item.site_id = asset.site_id AND item.status > 0) THEN 1 ELSE 0 END"
 )

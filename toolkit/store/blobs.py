@@ -52,7 +52,9 @@ class BlobFile(io.RawIOBase):
             self._starts.append(self._starts[-1] + size)
         self._position = 0
         self._open_part = -1
-        self._blob: sqlite3.Blob | None = None
+        self._blob: sqlite3.Blob | io.BytesIO | None = None
+        # Where the parts are (PostgreSQL has no incremental BLOB I/O: a part is read whole).
+        self._where: tuple[str, tuple[object, ...]] | None = None
 
     @property
     def size(self) -> int:
@@ -95,12 +97,20 @@ class BlobFile(io.RawIOBase):
         done = self.readinto(buffer)
         return bytes(buffer[:done]) if done < len(buffer) else bytes(buffer)
 
-    def _part(self, part: int) -> sqlite3.Blob:
+    def _part(self, part: int) -> sqlite3.Blob | io.BytesIO:
         if part != self._open_part or self._blob is None:
             self._close_blob()
-            self._blob = self._connection.blobopen(
-                self._table, "data", self._rowids[part], readonly=True
-            )
+            if self._where is not None:
+                where, params = self._where
+                row = self._connection.execute(
+                    f"SELECT data FROM {self._table} WHERE {where} AND part = ?",
+                    (*params, self._rowids[part]),
+                ).fetchone()
+                self._blob = io.BytesIO(bytes(row[0]))
+            else:
+                self._blob = self._connection.blobopen(
+                    self._table, "data", self._rowids[part], readonly=True
+                )
             self._open_part = part
         return self._blob
 
@@ -120,9 +130,15 @@ def open_parts(
 ) -> BlobFile | None:
     """The parts of ``table`` matching ``where`` (ordered by ``part``) as one file; None
     when there are none. ``table`` and ``where`` are the store's own SQL, never input."""
+    sqlite = isinstance(connection, sqlite3.Connection)
+    # SQLite opens a part by its rowid; PostgreSQL selects it by its part number.
+    key = "rowid" if sqlite else "part"
     rows = connection.execute(
-        f"SELECT rowid, length(data) FROM {table} WHERE {where} ORDER BY part", params
+        f"SELECT {key}, length(data) FROM {table} WHERE {where} ORDER BY part", params
     ).fetchall()
     if not rows:
         return None
-    return BlobFile(connection, table, [int(r[0]) for r in rows], [int(r[1]) for r in rows])
+    blob = BlobFile(connection, table, [int(r[0]) for r in rows], [int(r[1]) for r in rows])
+    if not sqlite:
+        blob._where = (where, params)
+    return blob

@@ -9,7 +9,6 @@ write it (the file busy with a long import, a full disk) is logged and skipped.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import IO
 
 from toolkit.store.blobs import open_parts, parts_of
@@ -43,7 +42,7 @@ class IndexCacheStore:
                 return None
             with stored:
                 return stored.read()
-        except sqlite3.Error as exc:  # replaced by another process as we read: build anew
+        except self.db.errors as exc:  # replaced by another process as we read: build anew
             log.warning("cannot read the cached asset index of %s: %s", self.db.path, exc)
             return None
 
@@ -55,13 +54,12 @@ class IndexCacheStore:
         connection has open (a dry run's, or another thread's on a server).
         """
         try:
-            connection = sqlite3.connect(self.db.path, timeout=wait_s, isolation_level=None)
-        except sqlite3.Error as exc:
+            connection = self.db.connect_again(timeout_s=wait_s)
+        except self.db.errors as exc:
             log.warning("cannot cache the asset index in %s: %s", self.db.path, exc)
             return False
         try:
-            connection.execute("PRAGMA foreign_keys=ON")
-            connection.execute("BEGIN IMMEDIATE")
+            self.db.begin_write(connection)
             connection.execute("DELETE FROM asset_index_part WHERE site_id = ?", (self.site_id,))
             connection.execute("DELETE FROM asset_index_cache WHERE site_id = ?", (self.site_id,))
             connection.execute(
@@ -75,7 +73,7 @@ class IndexCacheStore:
                 )
             connection.execute("COMMIT")
             return True
-        except sqlite3.Error as exc:  # busy, read-only, full: the next lookup builds again
+        except self.db.errors as exc:  # busy, read-only, full: the next lookup builds again
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             log.warning("cannot cache the asset index in %s: %s", self.db.path, exc)

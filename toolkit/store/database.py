@@ -1,4 +1,5 @@
-"""Opening the site's SQLite file: pragmas, migrations, transactions, crash recovery."""
+"""Opening the site store (a SQLite file, or a PostgreSQL database named by a
+``postgresql://`` URL): pragmas, migrations, transactions, crash recovery."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from toolkit.errors import DiskFullError, NoSiteError, StoreError
+from toolkit.model.location import PostgresURL, StoreLocation, display_name, is_postgres
 from toolkit.store.legacy import absorb_side_folders
 from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 from toolkit.store.sql import sounds_like
+
+if TYPE_CHECKING:
+    from toolkit.store.pg import PgConnection
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +42,9 @@ MAKE_A_SITE = (
 )
 
 
-def no_site(path: Path) -> NoSiteError:
+def no_site(path: str | Path) -> NoSiteError:
     """The error for a site file that is not there (the command may not make one)."""
-    return NoSiteError(f"no site at {path}; {MAKE_A_SITE}")
+    return NoSiteError(f"no site at {display_name(path)}; {MAKE_A_SITE}")
 
 
 def now_ms() -> int:
@@ -47,11 +53,18 @@ def now_ms() -> int:
 
 
 class Database:
-    """One open SQLite file holding any number of sites.
+    """One open store (a SQLite file or a PostgreSQL database) holding any number of sites.
 
-    Use :meth:`transaction` for every write: it takes the write lock up front
+    Use :meth:`transaction` for every write: on SQLite it takes the write lock up front
     (``BEGIN IMMEDIATE``) so a job either commits whole or leaves nothing.
     """
+
+    # "sqlite" or "postgresql": which dialect the connection speaks.
+    dialect = "sqlite"
+    # What a failed statement raises (psycopg's errors too, on PostgreSQL).
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+    # The file, or the URL as given (jobs run elsewhere open the store again by it).
+    path: StoreLocation
 
     def __init__(
         self,
@@ -62,8 +75,12 @@ class Database:
         recover: bool = True,
         create: bool = True,
     ) -> None:
-        self.path = Path(path)
         self.clock = clock
+        if is_postgres(path):
+            self._open_postgres(str(path), recover=recover, create=create)
+            return
+        self.path = Path(path)
+        self.display = str(self.path)
         if self.path.exists() and self.path.is_dir():
             raise StoreError(f"{self.path}: is a folder, not a site file")
         # Without ``create`` a missing file is an error, not a new empty site: a mistyped
@@ -89,8 +106,78 @@ class Database:
         if recover:
             self.fail_orphaned_jobs()
 
+    def _open_postgres(self, url: str, *, recover: bool, create: bool) -> None:
+        """Connect with libpq's own credential sources (the URL names no password)."""
+        import psycopg
+
+        from toolkit.store.pg import PgConnection
+
+        self.dialect = "postgresql"
+        self.errors = (sqlite3.Error, psycopg.Error)
+        self._url = url
+        self.display = display_name(url)
+        # Jobs run elsewhere open the store again by ``path``: the URL as given.
+        self.path = PostgresURL(url)
+        try:
+            # The wrapper offers the part of sqlite3.Connection's surface the stores use.
+            self.connection = cast(sqlite3.Connection, PgConnection(url))
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.display}: cannot connect: {_first_line(exc)}") from exc
+        try:
+            if not create and not self._has_schema():
+                # Like a missing file: a read never turns a database into an empty store.
+                self.connection.close()
+                raise no_site(url)
+            self._migrate_postgres()
+        except psycopg.Error as exc:
+            self.connection.close()
+            raise StoreError(f"{self.display}: cannot open the store: {_first_line(exc)}") from exc
+        if recover:
+            self.fail_orphaned_jobs()
+
+    def _has_schema(self) -> bool:
+        row = self.connection.execute("SELECT to_regclass('toolkit_schema')").fetchone()
+        return row is not None and row[0] is not None
+
+    def _migrate_postgres(self) -> None:
+        from toolkit.store.schema_pg import POSTGRES_MIGRATIONS
+
+        raw = cast("PgConnection", self.connection).raw
+        with raw.transaction():
+            # One process migrates at a time; the others wait, then find it done.
+            raw.execute("SELECT pg_advisory_xact_lock(16160001)")
+            raw.execute("CREATE TABLE IF NOT EXISTS toolkit_schema (version INTEGER NOT NULL)")
+            row = raw.execute("SELECT max(version) FROM toolkit_schema").fetchone()
+            version = int(row[0]) if row and row[0] is not None else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.display}: was written by a newer toolkit (schema {version}, "
+                    f"this toolkit knows {SCHEMA_VERSION}); upgrade the toolkit"
+                )
+            for number in range(version, SCHEMA_VERSION):
+                if POSTGRES_MIGRATIONS[number]:
+                    raw.execute(POSTGRES_MIGRATIONS[number].encode())
+                raw.execute("DELETE FROM toolkit_schema")
+                raw.execute("INSERT INTO toolkit_schema VALUES (%s)", (number + 1,))
+                log.info("migrated %s to schema %d", self.display, number + 1)
+
     def close(self) -> None:
         self.connection.close()
+
+    def connect_again(self, *, timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> sqlite3.Connection:
+        """A second connection to the same store, for writes that must not join a
+        transaction the main connection has open (caller closes it)."""
+        if self.dialect == "postgresql":
+            from toolkit.store.pg import PgConnection
+
+            return cast(sqlite3.Connection, PgConnection(self._url))
+        connection = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+        connection.execute("PRAGMA foreign_keys=ON")
+        return connection
+
+    def begin_write(self, connection: sqlite3.Connection) -> None:
+        """Start a write transaction on ``connection`` (SQLite: take the write lock now)."""
+        connection.execute("BEGIN" if self.dialect == "postgresql" else "BEGIN IMMEDIATE")
 
     def __enter__(self) -> Database:
         return self
@@ -127,6 +214,10 @@ class Database:
         through here), and the transaction is rolled back: the site is as it was.
         """
         conn = self.connection
+        if self.dialect == "postgresql":
+            with self._postgres_transaction(commit=commit) as pg:
+                yield pg
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -149,6 +240,18 @@ class Database:
             if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
                 raise
             raise DiskFullError(DISK_FULL) from exc
+
+    @contextmanager
+    def _postgres_transaction(self, *, commit: bool) -> Iterator[sqlite3.Connection]:
+        conn = self.connection
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT" if commit else "ROLLBACK")
 
     def site_id(self, name: str, *, create: bool = False) -> int | None:
         """The id of the site called ``name``; with ``create``, made when missing."""
@@ -220,6 +323,10 @@ class Database:
                     )
             failed += 1
         return failed
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _process_alive(pid: int | None) -> bool:

@@ -7,6 +7,7 @@ import time
 import pandas as pd
 
 from toolkit.store.database import Database
+from toolkit.store.sql import read_frame
 
 
 class DecisionStore:
@@ -35,8 +36,8 @@ class DecisionStore:
 
     def all(self) -> pd.DataFrame:
         """Every decision of the site (columns ``query``, ``asset_id``)."""
-        return pd.read_sql_query(
-            "SELECT query, asset_id FROM match_decision WHERE site_id = ? ORDER BY query",
+        return read_frame(
             self.db.connection,
-            params=(self.site_id,),
+            "SELECT query, asset_id FROM match_decision WHERE site_id = ? ORDER BY query",
+            (self.site_id,),
         )

@@ -11,7 +11,7 @@ import pandas as pd
 
 from toolkit.model.fieldjson import as_python
 from toolkit.store.database import Database
-from toolkit.store.sql import one_row
+from toolkit.store.sql import one_row, read_frame
 
 
 class JobStore:
@@ -160,11 +160,11 @@ class JobStore:
 
     def links(self, job_id: int) -> pd.DataFrame:
         """How the rows of a job were linked, in row order."""
-        return pd.read_sql_query(
+        return read_frame(
+            self.db.connection,
             "SELECT l.row, l.reference, l.query, l.asset_id, l.mode, l.accuracy, l.candidates, "
             "l.err, l.probability, l.evidence FROM import_link l "
             "JOIN import_job j ON j.id = l.job_id "
             "WHERE l.job_id = ? AND j.site_id = ? ORDER BY l.row",
-            self.db.connection,
-            params=(job_id, self.site_id),
+            (job_id, self.site_id),
         )

@@ -39,6 +39,8 @@ def index_folder(path: Path) -> Path:
 
 def absorb_side_folders(db: Database) -> None:
     """Move what the folders beside ``db``'s file hold into it; nothing when they are gone."""
+    if not isinstance(db.path, Path):  # a PostgreSQL store never had side folders
+        return
     reports = reports_folder(db.path)
     if reports.is_dir():
         _absorb_reports(db, reports)

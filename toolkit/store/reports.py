@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 import pandas as pd
@@ -22,7 +23,8 @@ import pandas as pd
 from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
-from toolkit.store.sql import SqlValue, Where, json_path, one_row
+from toolkit.store.records import audit_changes_sql
+from toolkit.store.sql import SqlValue, Where, json_path, one_row, read_chunks
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
@@ -85,7 +87,8 @@ class ReportStore:
         """A temporary file for a snapshot being written, beside the site file (where its
         bytes are going; the system's temporary folder may be small). It is removed as it
         is made (on POSIX), so a run that dies leaves nothing behind."""
-        return tempfile.TemporaryFile(dir=self.db.path.parent, prefix=".report-")
+        folder = self.db.path.parent if isinstance(self.db.path, Path) else None
+        return tempfile.TemporaryFile(dir=folder, prefix=".report-")
 
     def snapshot(self, instance_id: int) -> BlobFile | None:
         """The snapshot of a completed run as a read-only file; None when it has none."""
@@ -185,9 +188,7 @@ class ReportStore:
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
     def _chunks(self, sql: str, params: Sequence[Any]) -> Iterator[pd.DataFrame]:
-        yield from pd.read_sql_query(
-            sql, self.db.connection, params=list(params), chunksize=CHUNK_ROWS
-        )
+        yield from read_chunks(self.db.connection, sql, list(params), CHUNK_ROWS)
 
     def item_rows(
         self,
@@ -456,7 +457,8 @@ class ReportStore:
             where.add("l.date_created <= ?", created_to)
         sql = (
             "SELECT l.id, l.date_created, l.user_id, l.action, l.record_type, l.record_id, "
-            "l.item_id, l.event_id, e.name AS event_name, l.import_job_id, l.message, l.changes "
+            "l.item_id, l.event_id, e.name AS event_name, l.import_job_id, l.message, "
+            f"{audit_changes_sql('l')} AS changes "
             "FROM audit_log l LEFT JOIN event e ON e.id = l.event_id "
             f"WHERE {where.sql()} ORDER BY l.id"
         )
@@ -480,8 +482,10 @@ ANALYST_VIEWS: dict[str, str] = {
     "FROM main.item WHERE site_id = {site}{events}",
     "audit": "SELECT id, date_created AS dateCreated, user_id AS userId, action, "
     "record_type AS recordType, record_id AS recordId, item_id AS itemId, event_id AS eventId, "
-    "import_job_id AS importJobId, message, changes FROM main.audit_log "
-    "WHERE site_id = {site}{events_or_none}",
+    "import_job_id AS importJobId, message, "
+    # Braces doubled: the statement is formatted with the site and events below.
+    + audit_changes_sql("l").replace("{", "{{").replace("}", "}}")
+    + " AS changes FROM main.audit_log l WHERE site_id = {site}{events_or_none}",
     "jobs": "SELECT id, status, import_type AS importType, import_rule AS importRule, "
     "user_id AS userId, summary, date_created AS dateCreated, "
     "date_completed AS dateCompleted FROM main.import_job WHERE site_id = {site}",

@@ -7,10 +7,14 @@ parameters or through a fixed mapping, so no text from a request is spliced in.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import jellyfish
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from toolkit.query.cql import And, Node, Not, Or, Term
 from toolkit.query.filters import Page, TimeBound
@@ -34,7 +38,8 @@ class Where:
         self.params.extend(params)
 
     def sql(self) -> str:
-        return " AND ".join(f"({c})" for c in self.clauses) if self.clauses else "1"
+        # "1 = 1", not "1": PostgreSQL wants a boolean.
+        return " AND ".join(f"({c})" for c in self.clauses) if self.clauses else "1 = 1"
 
 
 def one_row(cursor: sqlite3.Cursor) -> sqlite3.Row | None:
@@ -42,6 +47,34 @@ def one_row(cursor: sqlite3.Cursor) -> sqlite3.Row | None:
     ``fetchone`` is untyped), since every connection's ``row_factory`` is ``sqlite3.Row``."""
     row: sqlite3.Row | None = cursor.fetchone()
     return row
+
+
+def read_frame(
+    connection: sqlite3.Connection, sql: str, params: Sequence[SqlValue] = ()
+) -> pd.DataFrame:
+    """The rows of ``sql`` as a DataFrame, from either store's connection."""
+    import pandas as pd
+
+    if isinstance(connection, sqlite3.Connection):
+        return pd.read_sql_query(sql, connection, params=list(params))
+    cursor = connection.execute(sql, list(params))
+    columns = [c.name for c in cursor.description or ()]
+    return pd.DataFrame.from_records(list(cursor.fetchall()), columns=columns)
+
+
+def read_chunks(
+    connection: sqlite3.Connection, sql: str, params: Sequence[SqlValue], rows: int
+) -> Iterator[pd.DataFrame]:
+    """The rows of ``sql`` as DataFrames of at most ``rows`` rows, from either store."""
+    import pandas as pd
+
+    if isinstance(connection, sqlite3.Connection):
+        yield from pd.read_sql_query(sql, connection, params=list(params), chunksize=rows)
+        return
+    cursor = connection.execute(sql, list(params))
+    columns = [c.name for c in cursor.description or ()]
+    while batch := cursor.fetchmany(rows):
+        yield pd.DataFrame.from_records(list(batch), columns=columns)
 
 
 def add_time_bound(where: Where, bound: TimeBound | None, column: str = "date_modified") -> None:
@@ -117,11 +150,14 @@ def compile_cql(
         if item.op == "eq":
             value = item.value.lower()
             if value in ("true", "false"):
-                # JSON booleans come out of json_extract as 1 and 0.
                 params.append(value)
-                again = expression(item.field)
-                params.append(int(value == "true"))
-                return f"(lower({column}) = ? OR {again} IS ?)"
+                if item.field in column_of:  # a 0/1 column
+                    params.append(int(value == "true"))
+                    return f"(lower({column}) = ? OR {column} IS ?)"
+                # A JSON boolean: json_extract gives SQLite's 1 and 0 (PostgreSQL's
+                # 'true'/'false'), so ask its JSON type, the same on both.
+                params.extend([json_path(item.field), value])
+                return f"(lower({column}) = ? OR json_type({json_column}, ?) = ?)"
             params.append(value)
             return f"lower({column}) = ?"
         if item.op == "like":

@@ -1,0 +1,167 @@
+"""The PostgreSQL store (issue 16): choosing it, its schema and migrations, its dialect
+(the SQLite statements rewritten, SQLite's functions given their meaning over jsonb),
+credentials never shown. A real server: the session's throwaway cluster."""
+
+from __future__ import annotations
+
+import json
+
+import jellyfish
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from toolkit.cli import cli
+from toolkit.errors import StoreError
+from toolkit.model.location import PostgresURL, display_name, parse_location
+from toolkit.store import SCHEMA_VERSION, Actor, Database, SiteStore
+from toolkit.store.dialect import to_postgres
+from toolkit.store.schema import MIGRATIONS
+from toolkit.store.schema_pg import POSTGRES_MIGRATIONS
+from toolkit.store.sql import sounds_like
+
+
+def test_display_name_never_shows_a_password() -> None:
+    assert (
+        display_name("postgresql://ann:s3cret@db.example:5432/sites?sslmode=require")
+        == "postgresql://ann@db.example:5432/sites?sslmode=require"
+    )
+    assert (
+        display_name("postgresql:///sites?host=/run/pg&password=s3cret&user=ann")
+        == "postgresql:///sites?host=/run/pg&user=ann"
+    )
+    assert display_name("site.sqlite") == "site.sqlite"
+    assert isinstance(parse_location("postgres://h/db"), PostgresURL)
+
+
+def test_statements_are_rewritten_for_postgresql() -> None:
+    assert to_postgres("INSERT OR IGNORE INTO duty (a, b) VALUES (?, ?)") == (
+        "INSERT INTO duty (a, b) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+    )
+    # '?' and '%' inside literals are text, not placeholders.
+    assert to_postgres("SELECT '?%' || x FROM t WHERE y LIKE ? AND z IS ?") == (
+        "SELECT '?%%' || x FROM t WHERE y LIKE %s AND z IS NOT DISTINCT FROM %s"
+    )
+    assert to_postgres("SELECT 1 FROM temp.ids t CROSS JOIN item r ON r.id = t.id") == (
+        "SELECT 1 FROM pg_temp.ids t JOIN item r ON r.id = t.id"
+    )
+    assert to_postgres("SELECT json_object('a', json(x)) FROM user WHERE u IS NOT NULL") == (
+        "SELECT jsonb_build_object('a', toolkit_json(x)) FROM \"user\" WHERE u IS NOT NULL"
+    )
+
+
+def test_every_migration_has_a_postgresql_body() -> None:
+    assert len(POSTGRES_MIGRATIONS) == len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def test_the_schema_is_made_once_and_versioned(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        assert db.dialect == "postgresql"
+        assert db.sites() == []
+    with Database(pg_url) as db, psycopg.connect(pg_url) as conn:
+        # Opened again: nothing to do, the version stands.
+        assert conn.execute("SELECT version FROM toolkit_schema").fetchall() == [(SCHEMA_VERSION,)]
+        geometry = conn.execute(
+            "SELECT type, srid FROM geometry_columns WHERE f_table_name = 'asset'"
+        ).fetchone()
+        assert geometry == ("GEOMETRY", 4326)
+        gist = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'asset_geometry'"
+        ).fetchone()
+        assert gist is not None and "gist" in gist[0]
+        conn.execute("UPDATE toolkit_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match="newer toolkit"):
+        Database(pg_url)
+
+
+def test_a_read_never_makes_a_store_of_an_empty_database(pg_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--store", pg_url, "event", "list"])
+    assert result.exit_code != 0
+    assert "no site at postgresql://" in result.output
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('toolkit_schema')").fetchone() == (None,)
+
+
+def test_init_on_postgresql_and_the_url_shown_without_password(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cluster trusts its socket, so any password is accepted and must not be shown.
+    with_password = pg_url.replace("toolkit@", "toolkit:hunter2@")
+    result = CliRunner().invoke(cli, ["--store", with_password, "--json", "init"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["created"] is True
+    assert document["sites"] == ["default"]
+    assert "hunter2" not in result.output
+    assert document["store"] == pg_url
+    # TOOLKIT_STORE selects it too; the site is there now.
+    monkeypatch.setenv("TOOLKIT_STORE", pg_url)
+    again = CliRunner().invoke(cli, ["--json", "--site", "north", "init"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output)["sites"] == ["default", "north"]
+
+
+JSON_PATCH_CASES = [
+    ({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": None, "e": 4}, "f": "x"}),
+    ({"a": [1, 2]}, {"a": {"b": 1}}),
+    ({"a": 1}, {"a": None}),
+    ({}, {"a": {"b": {"c": None}}}),
+]
+
+
+def _merge(target: object, patch: object) -> object:
+    """RFC 7396, as the RFC writes it."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result
+
+
+def test_sqlite_functions_mean_the_same_on_postgresql(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        conn = db.connection
+        for target, patch in JSON_PATCH_CASES:
+            row = conn.execute(
+                "SELECT json_patch(?, ?)", (json.dumps(target), json.dumps(patch))
+            ).fetchone()
+            assert row is not None and json.loads(row[0]) == _merge(target, patch)
+        doc = json.dumps({"a b": "x", 'q"t': 2, "flag": True})
+        row = conn.execute(
+            "SELECT json_extract(?, ?), json_extract(?, ?), json_extract(?, ?), "
+            "json_type(?, '$.missing')",
+            (doc, '$."a b"', doc, '$."q\\"t"', doc, "$.flag", doc),
+        ).fetchone()
+        assert row is not None and tuple(row) == ("x", "2", "1", None)
+        for value, query in [
+            ("Robert Smith", "Rupert"),
+            ("12 Smith St", "Smyth"),
+            ("Main Road", "Jones"),
+            ("Main", "12"),
+            (None, "x"),
+        ]:
+            got = conn.execute("SELECT sounds_like(?, ?)", (value, query)).fetchone()
+            assert got is not None and got[0] == sounds_like(value, query), (value, query)
+        assert jellyfish.soundex("Rupert") == "R163"
+
+
+def test_events_written_and_audited_on_postgresql(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        store = SiteStore(db, "demo")
+        with db.transaction() as conn:
+            first = store.events.insert(conn, {"name": "Flood", "status": 1}, Actor(), 1)
+            second = store.events.insert(conn, {"name": "Fire", "status": 1}, Actor(), 2)
+        assert (first, second) == (1, 2)
+        with pytest.raises(RuntimeError), db.transaction() as conn:
+            store.events.insert(conn, {"name": "Storm", "status": 1}, Actor(), 3)
+            raise RuntimeError("rolled back")
+        names = [r[0] for r in db.connection.execute("SELECT name FROM event ORDER BY id")]
+        assert names == ["Flood", "Fire"]
+        audit = db.connection.execute(
+            "SELECT action, record_type, record_id FROM audit_log ORDER BY id"
+        ).fetchall()
+        assert [tuple(r) for r in audit] == [("create", "event", 1), ("create", "event", 2)]

@@ -1,0 +1,195 @@
+"""The differences between the store's two SQL dialects, in one place.
+
+The store's statements are written once, in SQLite's dialect. On PostgreSQL each is
+rewritten here (once per distinct text, cached) and runs beside the functions that
+:data:`POSTGRES_FUNCTIONS` installs, which give SQLite's JSON and soundex functions their
+meaning over ``jsonb`` columns:
+
+- ``?`` placeholders become ``%s`` (and a literal ``%`` doubles), outside string literals;
+- ``INSERT OR IGNORE`` becomes ``INSERT ... ON CONFLICT DO NOTHING``;
+- ``CROSS JOIN t ON`` (SQLite's hint to keep the join order) becomes a plain ``JOIN``;
+- ``a IS b`` / ``a IS NOT b`` with a value become ``IS [NOT] DISTINCT FROM``;
+- ``json_object``/``json_array`` become ``jsonb_build_object``/``jsonb_build_array``,
+  ``json(x)`` the compat ``toolkit_json(x)``, ``instr`` ``strpos``, ``temp.`` ``pg_temp.``,
+  and the table ``user`` (a reserved word there) is quoted;
+- ``json_patch`` (an RFC 7396 merge of ``jsonb``), ``json_extract``, ``json_type``,
+  ``json_set``, ``json_insert``, ``json_each`` and ``sounds_like`` (soundex of
+  fuzzystrmatch) are SQL functions of the same name on PostgreSQL.
+
+A new statement in the store needs nothing here unless it uses another SQLite-only form.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from functools import lru_cache
+
+# Single-quoted literals ('' inside is a quote) and everything between them.
+_LITERAL = re.compile(r"('(?:[^']|'')*')")
+_REWRITES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bCROSS JOIN (\S+ \w+) ON\b"), r"JOIN \1 ON"),
+    (re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)"), "IS DISTINCT FROM "),
+    (re.compile(r"\bIS (?!NULL\b|NOT\b|DISTINCT\b|TRUE\b|FALSE\b)"), "IS NOT DISTINCT FROM "),
+    (re.compile(r"\bjson_object\("), "jsonb_build_object("),
+    (re.compile(r"\bjson_array\("), "jsonb_build_array("),
+    (re.compile(r"\bjson\("), "toolkit_json("),
+    (re.compile(r"\binstr\("), "strpos("),
+    (re.compile(r"\btemp\."), "pg_temp."),
+    # A reserved word on PostgreSQL, so the table is quoted there.
+    (re.compile(r"(?<![.\"])\buser\b(?!\")"), '"user"'),
+)
+_INSERT_OR_IGNORE = re.compile(r"^\s*INSERT OR IGNORE INTO\b", re.IGNORECASE)
+
+
+def is_postgres_connection(connection: object) -> bool:
+    """Whether ``connection`` is the PostgreSQL store's (for the few statements whose
+    shape, not only whose text, differs)."""
+    return not isinstance(connection, sqlite3.Connection)
+
+
+@lru_cache(maxsize=2048)
+def to_postgres(sql: str) -> str:
+    """``sql`` (SQLite's dialect, ``?`` placeholders) as PostgreSQL runs it (``%s``)."""
+    ignore = bool(_INSERT_OR_IGNORE.match(sql))
+    if ignore:
+        sql = _INSERT_OR_IGNORE.sub("INSERT INTO", sql, count=1)
+    pieces = _LITERAL.split(sql)
+    for index, piece in enumerate(pieces):
+        if index % 2:  # a literal: only its '%' needs escaping from psycopg
+            pieces[index] = piece.replace("%", "%%")
+            continue
+        piece = piece.replace("%", "%%").replace("?", "%s")
+        for pattern, replacement in _REWRITES:
+            piece = pattern.sub(replacement, piece)
+        pieces[index] = piece
+    out = "".join(pieces)
+    if ignore:
+        out += " ON CONFLICT DO NOTHING"
+    return out
+
+
+# SQLite's functions the store uses, over jsonb. SQLite's JSON paths here are only
+# '$.name', '$."any name"' (sql.json_path) and '$[#]' (append to an array).
+POSTGRES_FUNCTIONS = r"""
+SET LOCAL check_function_bodies = off;
+
+CREATE FUNCTION toolkit_json_key(path text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE WHEN path LIKE '$."%"'
+        THEN replace(substr(path, 4, length(path) - 4), '\"', '"')
+        ELSE substr(path, 3) END
+$$;
+
+CREATE FUNCTION toolkit_json(doc jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT doc $$;
+
+-- RFC 7396: members of the patch replace the target's, null members remove them,
+-- objects merge recursively, anything else replaces the target whole.
+CREATE FUNCTION json_patch(target jsonb, patch jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN target IS NULL OR patch IS NULL THEN NULL
+        WHEN jsonb_typeof(patch) <> 'object' THEN patch
+        WHEN jsonb_typeof(target) <> 'object' THEN json_patch('{}'::jsonb, patch)
+        ELSE coalesce((
+            SELECT jsonb_object_agg(k, v) FROM (
+                SELECT t.key AS k, t.value AS v FROM jsonb_each(target) t
+                WHERE NOT patch ? t.key
+                UNION ALL
+                SELECT p.key, CASE
+                    WHEN jsonb_typeof(p.value) = 'object' AND target ? p.key
+                        THEN json_patch(target -> p.key, p.value)
+                    WHEN jsonb_typeof(p.value) = 'object'
+                        THEN json_patch('{}'::jsonb, p.value)
+                    ELSE p.value END
+                FROM jsonb_each(patch) p WHERE jsonb_typeof(p.value) <> 'null'
+            ) merged), '{}'::jsonb)
+    END
+$$;
+
+-- Scalars as SQL text (numbers and booleans as their JSON text), containers as JSON.
+CREATE FUNCTION json_extract(doc jsonb, path text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(doc -> toolkit_json_key(path)) = 'boolean'
+        THEN CASE WHEN (doc -> toolkit_json_key(path))::boolean THEN '1' ELSE '0' END
+        ELSE doc ->> toolkit_json_key(path) END
+$$;
+
+-- SQLite's names of JSON types: true, false, integer, real, text, null, array, object.
+CREATE FUNCTION json_type(doc jsonb, path text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE jsonb_typeof(v)
+        WHEN 'boolean' THEN v::text
+        WHEN 'number' THEN CASE WHEN v::text ~ '^-?[0-9]+$' THEN 'integer' ELSE 'real' END
+        WHEN 'string' THEN 'text'
+        ELSE jsonb_typeof(v) END
+    FROM (SELECT doc -> toolkit_json_key(path) AS v) AS member
+$$;
+
+CREATE FUNCTION json_set(doc jsonb, VARIADIC pairs text[]) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    i integer := 1;
+BEGIN
+    doc := coalesce(doc, '{}'::jsonb);
+    WHILE i < coalesce(array_length(pairs, 1), 0) LOOP
+        doc := jsonb_set(doc, ARRAY[toolkit_json_key(pairs[i])], to_jsonb(pairs[i + 1]));
+        i := i + 2;
+    END LOOP;
+    RETURN doc;
+END
+$$;
+
+CREATE FUNCTION json_insert(doc jsonb, path text, value text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN path = '$[#]' THEN coalesce(doc, '[]'::jsonb) || to_jsonb(value)
+        WHEN doc ? toolkit_json_key(path) THEN doc
+        ELSE jsonb_set(doc, ARRAY[toolkit_json_key(path)], to_jsonb(value)) END
+$$;
+
+-- SQLite lowers JSON text like any text (a full-text filter over a JSON column).
+-- And numbers (a filter comparing a number column as text).
+CREATE FUNCTION lower(doc jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT lower(doc::text) $$;
+CREATE FUNCTION lower(value bigint) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
+CREATE FUNCTION lower(value integer) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
+CREATE FUNCTION lower(value double precision) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
+
+-- The elements of an array (or members of an object) as text, like SQLite's json_each.
+CREATE FUNCTION json_each(doc jsonb) RETURNS TABLE (key text, value text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT NULL::text, e FROM jsonb_array_elements_text(
+        CASE WHEN jsonb_typeof(doc) = 'array' THEN doc ELSE '[]'::jsonb END) e
+    UNION ALL
+    SELECT o.key, o.value FROM jsonb_each_text(
+        CASE WHEN jsonb_typeof(doc) = 'object' THEN doc ELSE '{}'::jsonb END) o
+$$;
+
+-- 1 when every word of the query sounds like some word of the value (toolkit.store.sql).
+CREATE FUNCTION sounds_like(value text, query text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    WITH q AS (
+        SELECT soundex(w) AS s FROM regexp_split_to_table(query, '\s+') w
+        WHERE w ~ '^[[:alpha:]]+$'
+    ), v AS (
+        SELECT soundex(w) AS s FROM regexp_split_to_table(value, '\s+') w
+        WHERE w ~ '^[[:alpha:]]+$'
+    )
+    SELECT CASE WHEN value IS NULL OR query IS NULL OR NOT EXISTS (SELECT 1 FROM q) THEN 0
+        ELSE (NOT EXISTS (SELECT 1 FROM q WHERE q.s NOT IN (SELECT s FROM v)))::integer END
+$$;
+
+-- SQLite gives an INTEGER PRIMARY KEY left out of an INSERT the next number; so does this.
+CREATE FUNCTION toolkit_next_id() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.id IS NULL THEN
+        EXECUTE format('SELECT coalesce(max(id), 0) + 1 FROM %I', TG_TABLE_NAME) INTO NEW.id;
+    END IF;
+    RETURN NEW;
+END
+$$;
+"""
