@@ -6,18 +6,14 @@ import sqlite3
 from collections.abc import Collection
 
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.dialect import is_postgres_connection
 from toolkit.store.records import audit_changes_sql
 from toolkit.store.sql import Where, add_time_bound, one_row, page_sql
 
-
-def entry_columns(connection: object) -> str:
-    """An entry's columns, its changes read back where an import left them out."""
-    changes = audit_changes_sql("l", postgres=is_postgres_connection(connection))
-    return (
-        "l.id, l.site_id, l.date_created, l.user_id, l.action, l.record_type, l.record_id, "
-        f"l.item_id, l.event_id, {changes} AS changes, l.message, l.import_job_id"
-    )
+# An entry's columns, its changes read back where an import left them out.
+ENTRY_COLUMNS = (
+    "l.id, l.site_id, l.date_created, l.user_id, l.action, l.record_type, l.record_id, "
+    f"l.item_id, l.event_id, {audit_changes_sql('l')} AS changes, l.message, l.import_job_id"
+)
 
 
 class AuditStore:
@@ -30,8 +26,7 @@ class AuditStore:
     def get(self, audit_id: int) -> sqlite3.Row | None:
         return one_row(
             self.connection.execute(
-                f"SELECT {entry_columns(self.connection)} FROM audit_log l "
-                "WHERE l.id = ? AND l.site_id = ?",
+                f"SELECT {ENTRY_COLUMNS} FROM audit_log l WHERE l.id = ? AND l.site_id = ?",
                 (audit_id, self.site_id),
             )
         )
@@ -73,7 +68,7 @@ class AuditStore:
         ).fetchone()[0]
         tail, tail_params = page_sql(page, {"dateModified": "date_created"})
         rows = self.connection.execute(
-            f"SELECT {entry_columns(self.connection)} FROM audit_log l WHERE {where.sql()}{tail}",
+            f"SELECT {ENTRY_COLUMNS} FROM audit_log l WHERE {where.sql()}{tail}",
             [*where.params, *tail_params],
         ).fetchall()
         return rows, total

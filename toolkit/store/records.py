@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolkit.store.dialect import is_postgres_connection
+from toolkit.store.dialect import copy_rows, is_postgres_connection, next_ids
 
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
@@ -117,7 +117,7 @@ def creation_changes(kind: RecordKind, actor: Actor) -> str:
     return _audit_object(kind, "r")
 
 
-def audit_changes_sql(alias: str, *, postgres: bool = False) -> str:
+def audit_changes_sql(alias: str) -> str:
     """SQL of the ``changes`` of the audit entry ``alias``: as written, or for an import's
     creation entry (written without them) the values the record was created with.
 
@@ -126,46 +126,35 @@ def audit_changes_sql(alias: str, *, postgres: bool = False) -> str:
     one the first later update or retire found. Records are never deleted and every
     change of an audited column is an audited update or retire, so this is exactly what
     a full creation entry held. The lookups use the partial index ``audit_change``.
-    ``postgres``: in PostgreSQL's own ``jsonb`` operators (nested paths, typed values).
     """
     later = (
-        f"FROM audit_log u WHERE u.record_type = {alias}.record_type "
+        f"FROM main.audit_log u WHERE u.record_type = {alias}.record_type "
         f"AND u.record_id = {alias}.record_id AND u.action <> 'create' "
         f"AND u.site_id = {alias}.site_id AND u.id > {alias}.id"
     )
-    if postgres:
-        before_doc = "u.changes -> 'before'"
-        before_status, retired_status = (
-            "u.changes #> '{before,status}'",
-            "u.changes #> '{status,0}'",
-        )
-    else:
-        before_doc = "json_extract(u.changes, '$.before')"
-        before_status = "json_extract(u.changes, '$.before.status')"
-        retired_status = "json_extract(u.changes, '$.status[0]')"
-    before = f"(SELECT {before_doc} {later} AND u.action = 'update' ORDER BY u.id LIMIT 1)"
+    # json(): the object as JSON, not text, on PostgreSQL (SQLite's is the same text).
+    before = (
+        f"(SELECT json(json_extract(u.changes, '$.before')) {later} AND u.action = 'update' "
+        "ORDER BY u.id LIMIT 1)"
+    )
     status = (
-        f"(SELECT CASE u.action WHEN 'update' THEN {before_status} ELSE {retired_status} "
-        f"END {later} AND u.action IN ('update', 'retire') ORDER BY u.id LIMIT 1)"
+        "(SELECT CASE u.action WHEN 'update' THEN json_extract(u.changes, '$.before.status') "
+        f"ELSE json_extract(u.changes, '$.status[0]') END {later} "
+        "AND u.action IN ('update', 'retire') ORDER BY u.id LIMIT 1)"
     )
     now = " ".join(
         f"WHEN '{kind.record_type}' THEN (SELECT {_audit_object(kind, 'r')} "
-        f"FROM {kind.table} r WHERE r.id = {alias}.record_id "
+        f"FROM main.{kind.table} r WHERE r.id = {alias}.record_id "
         f"AND r.site_id = {alias}.site_id)"
         for kind in _LEAN_KINDS
     )
     base = f"coalesce({before}, CASE {alias}.record_type {now} END)"
-    with_status = (
-        f"jsonb_set({base}, '{{status}}', {status})"
-        if postgres
-        else f"json_set({base}, '$.status', {status})"
-    )
     kinds = ", ".join(f"'{kind.record_type}'" for kind in _LEAN_KINDS)
     return (
         f"CASE WHEN {alias}.changes IS NULL AND {alias}.action = 'create' "
         f"AND {alias}.record_type IN ({kinds}) THEN "
-        f"CASE WHEN {status} IS NULL THEN {base} ELSE {with_status} END "
-        f"ELSE {alias}.changes END"
+        f"CASE WHEN {status} IS NULL THEN {base} ELSE json_set({base}, '$.status', {status}) "
+        f"END ELSE {alias}.changes END"
     )
 
 
@@ -203,6 +192,10 @@ class RecordTable:
         """
         if count == 0:
             return []
+        if ids is None and is_postgres_connection(conn) and not self.kind.ids_per_site:
+            # No write lock there: two imports at once draw ids from the table's sequence
+            # (consecutive unless another draws at the same moment).
+            ids = next_ids(conn, self.kind.table, count)
         if ids is None:
             scope = f" WHERE site_id = {int(self.site_id)}" if self.kind.ids_per_site else ""
             first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}{scope}")
@@ -225,9 +218,15 @@ class RecordTable:
             f"VALUES ({', '.join('?' * len(names))})"
         )
         rows = zip(*values, strict=True)
+        # PostgreSQL's bulk load is COPY (geometry keeps the INSERT: its WKB is bytes).
+        copy = is_postgres_connection(conn) and "geometry" not in names
         # In batches only to say how far it got: one executemany per batch costs the same.
         for start in range(0, count, INSERT_BATCH):
-            conn.executemany(sql, itertools.islice(rows, INSERT_BATCH))
+            batch = itertools.islice(rows, INSERT_BATCH)
+            if copy:
+                copy_rows(conn, self.kind.table, names, batch)
+            else:
+                conn.executemany(sql, batch)
             if on_rows is not None:
                 on_rows(min(start + INSERT_BATCH, count))
         changes = creation_changes(self.kind, actor)
