@@ -74,6 +74,8 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"  read +{N} s +{N} s +{N}   pyarrow.csv.read_csv",
             rf"  store +{N} s +{N} s +{N}   bare executemany",
             rf" +{N} s +{N} s +{N}   bare executemany \+ the store's set-wise audit statement",
+            rf" +{N} s +{N} s +{N}   bare executemany \+ creation entries copying each record "
+            r"\(before issue 17\)",
             rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) {N} s: ratio {N}",
             rf"store stage {N} s vs bare executemany of the same {N} rows {N} s: ratio {N} "
             r"\(target <= [\d.]+\)",

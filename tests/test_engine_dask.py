@@ -219,3 +219,25 @@ def test_a_cluster_started_for_the_command_prints_its_dashboard_unless_quiet(
     assert quiet.exit_code == 3
     assert "Dask dashboard" not in quiet.stderr
     assert quiet.stdout == result.stdout
+
+
+def test_inspect_on_dask_reads_the_parts_on_the_workers_as_locally(
+    world: Path, scheduler: str, tmp_path: Path
+) -> None:
+    args = ["--json", "inspect", str(world / "damage.csv"), "--head", "3"]
+    local = CliRunner().invoke(cli, [*args, "--engine", "local"])
+    dask = CliRunner().invoke(
+        cli,
+        [*args, "--engine", "dask", "--scheduler", scheduler],
+        env={"TOOLKIT_PARTITION_ROWS": "70"},
+    )
+    assert local.exit_code == dask.exit_code == 0, dask.stderr
+    assert dask.stdout == local.stdout
+    report = json.loads(local.stdout)
+    assert report["rows"] == 390 and [r["row"] for r in report["head"]] == [1, 2, 3]
+    # Rows are records and lines are lines, whichever worker read the row's partition.
+    found = [(p["row"], p["line"], p["message"]) for p in report["problems"]]
+    assert found == [
+        (232, 241, "not valid WKT"),
+        (389, 404, "expected 13 values, found 4; row left out"),
+    ]

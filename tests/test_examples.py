@@ -52,6 +52,7 @@ NOT_RUN = {
     "toolkit sample generate --assets 1000000": "a million-row workload takes minutes",
     "toolkit import --engine dask --scheduler": "needs the reader's Dask scheduler",
     "toolkit lookup --engine dask --scheduler": "needs the reader's Dask scheduler",
+    "toolkit inspect --engine dask --scheduler": "needs the reader's Dask scheduler",
     "curl -s https://example.org/plan.pdf": "downloads from the reader's web server",
 }
 # Documented statuses other than 0 an example may end with: lookup says 3 when some

@@ -62,7 +62,8 @@ def child(site_path: str, items: str, rules: str, event: int) -> None:
     import pyarrow.csv as pa_csv
 
     started = time.perf_counter()
-    pa_csv.read_csv(items)
+    # Generated notes may span lines, as the reader allows.
+    pa_csv.read_csv(items, parse_options=pa_csv.ParseOptions(newlines_in_values=True))
     raw = time.perf_counter() - started
     summary = job["summary"]
     print(
@@ -124,8 +125,9 @@ def run(site: Path, items: Path, rules: Path, event: int, chunk_rows: str | None
         env=env,
         capture_output=True,
         text=True,
-        check=True,
     )
+    if out.returncode != 0:
+        raise SystemExit(f"the import of {items} failed:\n{out.stdout}\n{out.stderr}")
     figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return figures
 

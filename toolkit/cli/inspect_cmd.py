@@ -15,6 +15,7 @@ from toolkit.cli.context import (
     progress_bar,
     warn,
 )
+from toolkit.cli.engine_opts import chosen_engine, engine_options
 from toolkit.cli.files import input_file, source_options
 from toolkit.cli.render import render
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     import geopandas as gpd
 
     from toolkit.sources import SourceReport
+    from toolkit.sources.chunks import ChunkedSource
 
 _SHORT_WKT = 60
 _SHORT_VALUE = 40
@@ -36,6 +38,7 @@ _SHORT_VALUE = 40
 @click.option("--lat-column", default=None, help="Column holding latitude (or northing).")
 @click.option("--lon-column", default=None, help="Column holding longitude (or easting).")
 @click.option("--head", type=click.IntRange(min=0), default=0, help="Also show the first N rows.")
+@engine_options
 @global_options
 def inspect(
     file: Path,
@@ -49,12 +52,16 @@ def inspect(
     lat_column: str | None,
     lon_column: str | None,
     head: int,
+    engine: str | None,
+    scheduler: str | None,
 ) -> None:
     """Read FILE (- for stdin) as an import would and report what was found.
 
     Shows the format, rows, columns, encoding (and how it was decided), source CRS,
     geometry types, repaired/missing/empty geometries, and every problem with its row
-    and line. Rows are numbered from 1 at the first record after the header.
+    and line. Rows are numbered from 1 at the first record after the header. A CSV is
+    read in parts (memory follows the part, not the file); with --engine dask its parts
+    are read on the cluster's workers.
 
     \b
     Examples:
@@ -64,12 +71,23 @@ def inspect(
       toolkit inspect legacy.csv --encoding windows-1252 --json
       toolkit inspect export.dat --format csv --delimiter tab --quotechar none
       unzip -p backup.zip items.csv | toolkit inspect - --head 3
+      toolkit inspect --engine dask --scheduler tcp://10.0.0.5:8786 \\
+          sample_data/damage_assessments.csv
     """
-    from toolkit.sources import read_source
+    import tempfile
 
-    with input_file(file, file_format) as (source, name), progress_bar() as progress:
-        frame, report = read_source(
+    from toolkit.sources.chunks import read_chunks
+
+    with (
+        input_file(file, file_format) as (source, name),
+        progress_bar() as progress,
+        chosen_engine(engine, scheduler) as dask,
+        tempfile.TemporaryDirectory(prefix="toolkit-inspect-") as folder,
+    ):
+        chunked = read_chunks(
             source,
+            Path(folder) / "parts",
+            chunk_rows=dask.partition_rows if dask is not None else None,
             name=name,
             format=file_format,
             delimiter=delimiter,
@@ -82,6 +100,12 @@ def inspect(
             lon_column=lon_column,
             progress=progress,
         )
+        frame = (
+            dask.read_parts(chunked, progress, head)
+            if dask is not None
+            else _read_parts(chunked, head)
+        )
+        report = chunked.finish()
     for warning in report.warnings:
         warn(warning)
     document = report.to_dict()
@@ -95,6 +119,22 @@ def inspect(
         note(f"{report.path}: {report.rows} rows, {len(report.problems)} problems")
 
     render(document, human=show)
+
+
+def _read_parts(chunked: ChunkedSource, head: int) -> gpd.GeoDataFrame:
+    """Read every part of ``chunked`` here (its report is whole then); its first ``head``
+    rows."""
+    import geopandas as gpd
+    import pandas as pd
+
+    frames: list[gpd.GeoDataFrame] = []
+    wanted = head
+    for i in range(chunked.count):
+        frame = chunked.read(i).frame
+        if wanted > 0 or not frames:
+            frames.append(frame.iloc[: max(wanted, 0)])
+            wanted -= len(frames[-1])
+    return frames[0] if len(frames) == 1 else gpd.GeoDataFrame(pd.concat(frames))
 
 
 def head_rows(frame: gpd.GeoDataFrame, count: int) -> list[dict[str, Any]]:

@@ -52,6 +52,13 @@ def _import_csv_part(
     return rows, replace(read, frame=read.frame.iloc[:0]), stages
 
 
+def _read_csv_part(part: CsvPart, head: int) -> PartRead:
+    """One staged CSV partition read on a worker: what reading it found, with only its
+    first ``head`` rows (inspect shows those)."""
+    read = read_csv_part(part)
+    return replace(read, frame=read.frame.iloc[:head])
+
+
 def _lookup_part(
     ref: IndexRef,
     queries: pd.DataFrame,
@@ -174,6 +181,31 @@ class DaskEngine:
                 rows, problems = part.frame.index, part.problems
             progress("partitions", i + 1, total, unit="partitions")
             yield rows, problems, stages
+
+    def read_parts(self, source: ChunkedSource, progress: Progress, head: int = 0) -> Any:
+        """Read every partition of ``source`` on the workers, so that its report is whole;
+        the first ``head`` rows come back (a GeoDataFrame)."""
+        import geopandas as gpd
+
+        if source.csv_parts is None:  # read whole already
+            assert source.frame is not None
+            return source.frame.iloc[:head]
+        futures = [
+            self.client.submit(_read_csv_part, part, head, pure=False) for part in source.csv_parts
+        ]
+        total = len(futures)
+        progress("partitions", 0, total, unit="partitions")
+        frames = []
+        wanted = head
+        for i, future in enumerate(futures):
+            read: PartRead = future.result()
+            future.release()
+            source.learn(i, read)
+            if wanted > 0:
+                frames.append(read.frame.iloc[:wanted])
+                wanted -= len(frames[-1])
+            progress("partitions", i + 1, total, unit="partitions")
+        return gpd.GeoDataFrame(pd.concat(frames)) if len(frames) > 1 else frames[0]
 
     # --- lookup ---------------------------------------------------------------------------
 

@@ -16,16 +16,20 @@ import sqlite3
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
 from toolkit.store.dialect import analyst_to_postgres, view_to_postgres
 from toolkit.store.records import audit_changes_sql
 from toolkit.store.sql import SqlValue, Where, json_path, one_row, read_chunks
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
