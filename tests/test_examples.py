@@ -54,8 +54,6 @@ NOT_RUN = {
     "toolkit lookup --engine dask --scheduler": "needs the reader's Dask scheduler",
     "toolkit inspect --engine dask --scheduler": "needs the reader's Dask scheduler",
     "curl -s https://example.org/plan.pdf": "downloads from the reader's web server",
-    "toolkit --site north site copy": "needs the reader's PostgreSQL server",
-    "toolkit site copy toolkit.sqlite postgresql://": "needs the reader's PostgreSQL server",
 }
 # Documented statuses other than 0 an example may end with: lookup says 3 when some
 # queries found no asset (never 4, none found: an example must find something).
