@@ -6,8 +6,13 @@ Parcels ``A1`` and ``A2`` share the edge at longitude 144.001; ``A4`` has no geo
 
 from __future__ import annotations
 
+import json
+
 import geopandas as gpd
 import pandas as pd
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 import shapely
 
 SHARED_EDGE_LON = 144.001
@@ -91,3 +96,21 @@ def asset_frame() -> gpd.GeoDataFrame:
 
 def queries(*texts: str) -> pd.DataFrame:
     return pd.DataFrame({"query": pd.array(list(texts), dtype="str")})
+
+
+def parquet_dump(data: bytes) -> bytes:
+    """An ``AssetIndex.dump`` written as before Arrow IPC: each table as Parquet, and no
+    ``encoding`` in the header."""
+    first = data.index(b"\n") + 1
+    end = data.index(b"\n", first)
+    header = json.loads(data[first:end])
+    offset, tables = end + 1, []
+    for name, size in header["tables"].items():
+        table = ipc.open_stream(data[offset : offset + size]).read_all()
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        tables.append(sink.getvalue().to_pybytes())
+        header["tables"][name] = len(tables[-1])
+        offset += size
+    del header["encoding"]
+    return data[:first] + json.dumps(header).encode() + b"\n" + b"".join(tables)

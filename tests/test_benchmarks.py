@@ -40,6 +40,19 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ],
         {0},
     ),
+    "bench_store_pg.py": (
+        ["--rows", "2000", "--clients", "2", "--writes", "3"],
+        [
+            r"item import of 2,000 rows \(no asset links\), store stage vs bare load",
+            rf"  sqlite +store stage +{N} s \(whole job {N} s\) +bare executemany +{N} s +"
+            rf"ratio {N}",
+            rf"  postgresql store stage +{N} s \(whole job {N} s\) +bare COPY +{N} s +ratio {N}",
+            r"2 concurrent API clients, 3 item writes each",
+            rf"  sqlite +{N} writes/s +p50 +{N} ms +p99 +{N} ms +errors 0",
+            rf"  postgresql +{N} writes/s +p50 +{N} ms +p99 +{N} ms +errors 0",
+        ],
+        {0},
+    ),
     "bench_generate.py": (
         ["--assets", "300", "--items", "300"],
         [
@@ -61,6 +74,8 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"  read +{N} s +{N} s +{N}   pyarrow.csv.read_csv",
             rf"  store +{N} s +{N} s +{N}   bare executemany",
             rf" +{N} s +{N} s +{N}   bare executemany \+ the store's set-wise audit statement",
+            rf" +{N} s +{N} s +{N}   bare executemany \+ creation entries copying each record "
+            r"\(before issue 17\)",
             rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) {N} s: ratio {N}",
             rf"store stage {N} s vs bare executemany of the same {N} rows {N} s: ratio {N} "
             r"\(target <= [\d.]+\)",

@@ -10,6 +10,7 @@ fails :func:`test_every_command_has_a_case_on_both_faces`.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from serving import free_port, running
 from toolkit.cli import cli
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.server.app import create_app
+from toolkit.server.auth import SERVER_SECRET_ENV
 from toolkit.server.state import ServerSettings
 from toolkit.site import LocalSite
 
@@ -56,14 +58,14 @@ VOLATILE = {
 @dataclass
 class Faces:
     root: Path
-    local: Path  # the embedded site's file
-    scratch: Path  # a third file, set up the same: embedded-only commands change it alone
+    local: str | Path  # the embedded site's file (or PostgreSQL URL)
+    scratch: str | Path  # a third store, set up the same: embedded-only commands change it
     url: str  # the server over the other file
     key: str  # the API user's key on the server
     event: int
 
 
-def _set_up(path: Path, items: Path) -> tuple[int, str]:
+def _set_up(path: str | Path, items: Path) -> tuple[int, str]:
     """Parcels, an event, an API user on duty, five items, one finished report, a file."""
     with LocalSite(path, SITE, user_id=USER) as site:
         site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
@@ -84,20 +86,39 @@ def _first_rows(source: Path, target: Path, rows: int) -> Path:
     return target
 
 
-@pytest.fixture(scope="module")
-def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def faces(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Faces]:
+    """Three sites set up alike, in SQLite files or PostgreSQL databases: the contract
+    holds on both stores."""
     root = tmp_path_factory.mktemp("faces")
-    keys = []
+    stores: list[str | Path] = []
     for side in ("local", "remote", "scratch"):
         (root / side).mkdir()
+        if request.param == "sqlite":
+            stores.append(root / side / "site.sqlite")
+        else:
+            stores.append(request.getfixturevalue("pg_cluster").new_database())
+    keys = []
+    for side, store in zip(("local", "remote", "scratch"), stores, strict=True):
         items = _first_rows(SAMPLE / "damage_assessments.csv", root / side / "items.csv", 5)
-        keys.append(_set_up(root / side / "site.sqlite", items))
+        keys.append(_set_up(store, items))
     (event, _), (remote_event, key), _ = keys
     assert event == remote_event
     settings = ServerSettings(rate_limit=None, auth_rate_limit=None)
-    with running(create_app(root / "remote" / "site.sqlite", settings=settings)) as url:
-        local, scratch = (root / side / "site.sqlite" for side in ("local", "scratch"))
-        yield Faces(root, local, scratch, url, key, event)
+    # A PostgreSQL store has no folder for the server's key file: the secret comes from
+    # the environment (for the server here and the one `serve` starts).
+    saved = os.environ.get(SERVER_SECRET_ENV)
+    os.environ[SERVER_SECRET_ENV] = "faces-" + "s" * 40
+    try:
+        with running(create_app(stores[1], settings=settings)) as url:
+            yield Faces(root, stores[0], stores[2], url, key, event)
+    finally:
+        if saved is None:
+            os.environ.pop(SERVER_SECRET_ENV, None)
+        else:
+            os.environ[SERVER_SECRET_ENV] = saved
 
 
 @dataclass(frozen=True)
@@ -200,6 +221,7 @@ CASES: dict[str, Case] = {
     "gazetteer load": Case(("gazetteer", "load", str(GAZETTEER)), embedded_only=True),
     "gazetteer info": Case(("gazetteer", "info"), embedded_only=True),
     "gazetteer remove": Case(("gazetteer", "remove"), embedded_only=True),
+    "site copy": Case(("site", "copy", "{store}", "{dir}/copy.sqlite"), embedded_only=True),
 }
 
 
@@ -230,7 +252,13 @@ def _run(faces: Faces, case: Case, face: str) -> Result:
     folder = faces.root / f"run-{face}-{time.monotonic_ns()}"
     folder.mkdir()
     items = _first_rows(SAMPLE / "damage_assessments.csv", folder / "items.csv", 5)
-    fill = {"event": faces.event, "dir": folder, "file": items, "sample": SAMPLE}
+    fill = {
+        "event": faces.event,
+        "dir": folder,
+        "file": items,
+        "sample": SAMPLE,
+        "store": faces.scratch,
+    }
     args = [a.format(**fill) for a in ("--json", *case.args)]
     env = {"TOOLKIT_MIN_POLL_INTERVAL": "0.05"}
     if face == "local":

@@ -51,13 +51,18 @@ def test_help_loads_no_heavy_library(arguments: list[str], tmp_path: Path) -> No
     assert "rich" not in modules
 
 
-def test_ping_on_the_embedded_site_loads_no_http_client(tmp_path: Path) -> None:
+def test_ping_on_the_embedded_site_loads_no_table_geometry_or_http_library(
+    tmp_path: Path,
+) -> None:
+    # ping opens the site file and asks its clock: the import pipeline, matching, reports
+    # and geocoding (pandas, numpy, geopandas, pyogrio under them) stay unloaded.
     subprocess.run(
         [sys.executable, "-m", "toolkit", "init"], cwd=tmp_path, check=True, capture_output=True
     )
     code, modules, out = loaded("ping", cwd=tmp_path)
     assert code == 0
     assert "toolkit.sqlite: status 200" in out
+    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
     assert "httpx" not in modules
 
 
@@ -78,3 +83,18 @@ def test_the_dummy_hash_is_made_by_a_server_not_at_import(tmp_path: Path) -> Non
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["0", "1", "True"]
+
+
+def test_a_lazy_module_is_imported_at_its_first_use() -> None:
+    probe = (
+        "import sys\n"
+        "from toolkit.lazy import lazy\n"
+        "fractions = lazy('fractions')\n"
+        "before = 'fractions' in sys.modules\n"
+        "half = fractions.Fraction(1, 2)\n"
+        "print(before, 'fractions' in sys.modules, half, fractions.Fraction is type(half))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["False", "True", "1/2", "True"]

@@ -9,7 +9,7 @@ import geopandas as gpd
 import pandas as pd
 import pytest
 import shapely
-from matching_assets import asset_frame, queries
+from matching_assets import asset_frame, parquet_dump, queries
 
 from toolkit.errors import MatchingError
 from toolkit.matching import AssetIndex, resolve
@@ -85,7 +85,7 @@ def test_load_of_a_missing_or_foreign_folder_names_it(tmp_path: Path) -> None:
     )
 
 
-def test_a_dump_gives_identical_answers_and_refuses_another_encoding() -> None:
+def test_a_dump_gives_identical_answers_and_older_dumps_still_load() -> None:
     built = AssetIndex.from_frame(asset_frame())
     out = io.BytesIO()
     built.dump(out)
@@ -94,12 +94,17 @@ def test_a_dump_gives_identical_answers_and_refuses_another_encoding() -> None:
         expected = resolve(built, queries(*TEXTS), {**options, "useExternalLookups": False})
         got = resolve(loaded, queries(*TEXTS), {**options, "useExternalLookups": False})
         pd.testing.assert_frame_equal(got, expected)
-    # A dump of an earlier encoding (Parquet tables) is refused, so the site rebuilds it.
-    older = out.getvalue().replace(b'"encoding": "arrow-ipc-zstd", ', b"", 1)
+    # A dump of the earlier encoding (Parquet tables, no "encoding" in the header) is read.
+    older = parquet_dump(out.getvalue())
+    got = resolve(AssetIndex.loads(older), queries(*TEXTS), {"mode": "fuzzy"})
+    expected = resolve(built, queries(*TEXTS), {"mode": "fuzzy"})
+    pd.testing.assert_frame_equal(got, expected)
+    foreign = out.getvalue().replace(b'"encoding": "arrow-ipc-zstd"', b'"encoding": "pickle"')
     with pytest.raises(MatchingError) as caught:
-        AssetIndex.loads(older, "site.sqlite")
+        AssetIndex.loads(foreign, "site.sqlite")
     assert str(caught.value) == (
-        "site.sqlite holds an asset index encoded as 'parquet'; expected 'arrow-ipc-zstd'"
+        "site.sqlite holds an asset index encoded as 'pickle'; this toolkit reads "
+        "'arrow-ipc-zstd', 'parquet'"
     )
 
 

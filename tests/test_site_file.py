@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from matching_assets import parquet_dump
 
 from toolkit.cli import cli
 from toolkit.importing.pipeline import ImportRequest
+from toolkit.matching.index import DUMP_ENCODING, dump_encoding
 from toolkit.site import LocalSite
 from toolkit.site import index_cache as index_cache_module
 from toolkit.site.index_cache import site_asset_index
@@ -136,6 +138,19 @@ def test_a_damaged_cached_index_is_rebuilt(tmp_path: Path) -> None:
         assert cached is not None and cached.startswith(b"toolkit-asset-index")
 
 
+def test_a_cached_index_of_the_earlier_encoding_is_read_and_kept_anew(tmp_path: Path) -> None:
+    with _small_site(tmp_path / "site.sqlite") as site:
+        built = site_asset_index(site.store)
+        stamp = site.store.assets.stamp()
+        current = site.store.index_cache.get(stamp)
+        assert current is not None and dump_encoding(current) == DUMP_ENCODING
+        site.store.index_cache.put(stamp, io.BytesIO(parquet_dump(current)))
+        assert dump_encoding(site.store.index_cache.get(stamp) or b"") == "parquet"
+        loaded = site_asset_index(site.store)
+        assert loaded.assets["id"].tolist() == built.assets["id"].tolist()
+        assert dump_encoding(site.store.index_cache.get(stamp) or b"") == DUMP_ENCODING
+
+
 def _make_old_style(store: Path) -> dict[int, bytes]:
     """Turn a current site file into one as the toolkit left it before schema 5: the
     snapshots in FILE.reports/, an index cache in FILE.index/, none of them in the file."""
@@ -148,7 +163,7 @@ def _make_old_style(store: Path) -> dict[int, bytes]:
     conn.executescript(
         "DROP TABLE report_snapshot; DROP TABLE asset_index_part; DROP TABLE asset_index_cache;"
         # Tables of later migrations go too: the file is as schema 4 left it.
-        "DROP TABLE gazetteer_part; DROP TABLE gazetteer;"
+        "DROP TABLE gazetteer_part; DROP TABLE gazetteer; DROP INDEX audit_change;"
         "PRAGMA user_version = 4;"
     )
     conn.close()

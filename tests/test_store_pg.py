@@ -5,20 +5,27 @@ credentials never shown. A real server: the session's throwaway cluster."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jellyfish
 import psycopg
 import pytest
+import shapely
 from click.testing import CliRunner
 
 from toolkit.cli import cli
 from toolkit.errors import StoreError
+from toolkit.importing.pipeline import ImportRequest
 from toolkit.model.location import PostgresURL, display_name, parse_location
+from toolkit.site import LocalSite
 from toolkit.store import SCHEMA_VERSION, Actor, Database, SiteStore
 from toolkit.store.dialect import to_postgres
+from toolkit.store.reports import AnalystQueryError, analyst_rows
 from toolkit.store.schema import MIGRATIONS
 from toolkit.store.schema_pg import POSTGRES_MIGRATIONS
 from toolkit.store.sql import sounds_like
+
+RULES = Path(__file__).resolve().parent / "fixtures_rules"
 
 
 def test_display_name_never_shows_a_password() -> None:
@@ -165,3 +172,86 @@ def test_events_written_and_audited_on_postgresql(pg_url: str) -> None:
             "SELECT action, record_type, record_id FROM audit_log ORDER BY id"
         ).fetchall()
         assert [tuple(r) for r in audit] == [("create", "event", 1), ("create", "event", 2)]
+
+
+def test_an_analysts_query_reads_only_its_sites_views_on_postgresql(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        mine, other = SiteStore(db, "mine"), SiteStore(db, "other")
+        with db.transaction() as conn:
+            mine.events.insert(conn, {"name": "Flood", "status": 1}, Actor(), 5)
+            other.events.insert(conn, {"name": "Secret fire", "status": 1}, Actor(), 6)
+        # Mixed-case names and :name parameters as on SQLite; only this site's rows.
+        frames = analyst_rows(
+            db, mine.site_id, "SELECT id, name, dateCreated FROM events WHERE id > :e", {"e": 0}
+        )
+        rows = [r for f in frames for r in f.to_dict("records")]
+        assert rows == [{"id": 1, "name": "Flood", "dateCreated": 5}]
+        for sql, reason in [
+            ("SELECT count(*) FROM event", "permission denied for table event"),
+            ('SELECT password_hash FROM "user"', "permission denied for table user"),
+            ("DELETE FROM events", "permission denied for view events"),
+            ("CREATE TABLE x (a int)", "read-only transaction"),
+        ]:
+            with pytest.raises(AnalystQueryError, match=reason):
+                list(analyst_rows(db, mine.site_id, sql, {}))
+        names = [r[0] for r in db.connection.execute("SELECT name FROM event ORDER BY id")]
+        assert names == ["Flood", "Secret fire"]
+
+
+FACILITIES = (
+    "Code,Name,Type,Capacity,Manager,WKT\n"
+    "F1,Town Hall,Hall,200,Ann,POINT (143.85 -37.56)\n"
+    'F2,Pool,Pool,40,Bob,"POLYGON ((143.86 -37.57, 143.87 -37.57, 143.87 -37.58, 143.86 -37.57))"\n'
+)
+
+
+def _store_rows(location: str | Path, site: str) -> dict[str, list[tuple[object, ...]]]:
+    """What a site holds, read through the store (geometry as shapes, JSON parsed)."""
+    with Database(location, create=False) as db:
+        store = SiteStore(db, site, create=False)
+        assets = [
+            (r["id"], r["code"], r["name"], json.loads(r["extra_info"]),
+             shapely.normalize(shapely.from_wkb(r["geometry"])).wkt)
+            for r in (store.assets.get(i) for i in (1, 2))
+        ]  # fmt: skip
+        audit = db.connection.execute(
+            "SELECT id, action, record_type, record_id, changes FROM audit_log ORDER BY id"
+        ).fetchall()
+        return {
+            "assets": assets,
+            "audit": [(r[0], r[1], r[2], r[3], json.loads(r[4] or "null")) for r in audit],
+            "events": [tuple(r) for r in db.connection.execute("SELECT * FROM event")],
+        }
+
+
+def test_site_copy_sqlite_to_postgresql_and_back(pg_url: str, tmp_path: Path) -> None:
+    first = tmp_path / "first.sqlite"
+    with LocalSite(first, "north", rule_paths=[RULES]) as site:
+        csv = tmp_path / "facilities.csv"
+        csv.write_text(FACILITIES, encoding="utf-8")
+        job = site.run_import(ImportRequest("asset", "test-facilities", csv))
+        assert job["status"] == "COMPLETE", job
+        site.create_event({"name": "Flood", "tags": ["flood"]})
+        site.add_user("ann", positions=["Officer"], approved=True)
+    there = CliRunner().invoke(
+        cli, ["--site", "north", "--json", "site", "copy", str(first), pg_url]
+    )
+    assert there.exit_code == 0, there.output
+    counts = json.loads(there.stdout)["counts"]
+    assert (counts["asset"], counts["event"], counts["user"], counts["site"]) == (2, 1, 1, 1)
+    back = tmp_path / "back.sqlite"
+    again = CliRunner().invoke(
+        cli, ["--site", "north", "--json", "site", "copy", pg_url, str(back)]
+    )
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["counts"] == counts
+    original = _store_rows(first, "north")
+    assert _store_rows(pg_url, "north") == original
+    assert _store_rows(back, "north") == original
+    # The copy is a working site: a new import numbers on from the copied records.
+    with LocalSite(pg_url, "north") as site:
+        assert site.create_event({"name": "Fire"})["id"] == 2
+    # Copying again is refused: the site is there already.
+    refused = CliRunner().invoke(cli, ["--site", "north", "site", "copy", str(first), pg_url])
+    assert refused.exit_code == 1
+    assert "holds a site 'north' already; nothing copied" in refused.output

@@ -10,8 +10,15 @@ round trip.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from toolkit.lazy import lazy
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
+
 
 _FORMULA_START = r"^[=+\-@\t\r]"
 _PLAIN_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"

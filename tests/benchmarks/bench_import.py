@@ -6,10 +6,12 @@ indexes), so the ratio is the figure. Each stage with a raw counterpart is print
 beside it, timed in the same run: read beside ``pyarrow.csv.read_csv`` of the file (and
 the asset read beside ``pyogrio.read_dataframe(use_arrow=True)``), store beside the bare
 ``executemany`` and beside that plus the same set-wise audit statement the store runs
-(the floor of an audited write). Also prints peak memory.
+(the floor of an audited write), and beside that with the creation entries of before
+issue 17, which copied every record's values. Also prints peak memory.
 
     python tests/benchmarks/bench_import.py                 # 1,000,000 assets and items
     python tests/benchmarks/bench_import.py --size 100000
+    python tests/benchmarks/bench_import.py --repeat 3     # the bare inserts: fastest of 3
     python tests/benchmarks/bench_import.py --size 300           # smoke (tests/test_benchmarks.py)
 """
 
@@ -30,7 +32,13 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
 from toolkit.store.database import _statements
-from toolkit.store.records import ITEM_KIND, Actor, _audit_insert, creation_changes
+from toolkit.store.records import (
+    ITEM_KIND,
+    Actor,
+    _audit_insert,
+    _audit_object,
+    creation_changes,
+)
 from toolkit.store.schema import MIGRATIONS
 
 STORE_TARGET = 1.2  # issue 17: the store stage within 1.2x the bare insert
@@ -42,18 +50,21 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bare_insert(rows: list[tuple[object, ...]], folder: Path, *, audit: bool = False) -> float:
+def bare_insert(rows: list[tuple[object, ...]], folder: Path, *, audit: str = "") -> float:
     """executemany of ``rows`` into a new file with the site's schema; seconds taken.
 
-    With ``audit``, then the store's own set-wise audit statement over the same rows in the
-    same transaction, as an import's store stage does."""
-    connection = sqlite3.connect(
-        folder / ("bare-audited.sqlite" if audit else "bare.sqlite"), isolation_level=None
-    )
+    With ``audit="store"``, then the store's own set-wise audit statement over the same rows
+    in the same transaction, as an import's store stage does; with ``audit="copy"`` the
+    statement before issue 17, whose entries copied every record's values."""
+    target = folder / f"bare-{audit or 'plain'}.sqlite"
+    for stale in folder.glob(f"{target.name}*"):  # an earlier repeat's file, -wal and -shm
+        stale.unlink()
+    connection = sqlite3.connect(target, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
-    for statement in _statements(MIGRATIONS[0]):
-        connection.execute(statement)
+    for migration in MIGRATIONS:
+        for statement in _statements(migration):
+            connection.execute(statement)
     started = time.perf_counter()
     connection.execute("BEGIN IMMEDIATE")
     connection.executemany(
@@ -67,7 +78,14 @@ def bare_insert(rows: list[tuple[object, ...]], folder: Path, *, audit: bool = F
         first, last = rows[0][0], rows[-1][0]
         source = "FROM item r WHERE r.id BETWEEN ? AND ?"
         connection.execute(
-            _audit_insert(ITEM_KIND, "create", creation_changes(ITEM_KIND, job), source),
+            _audit_insert(
+                ITEM_KIND,
+                "create",
+                _audit_object(ITEM_KIND, "r")
+                if audit == "copy"
+                else creation_changes(ITEM_KIND, job),
+                source,
+            ),
             (0, "bench", None, rows[0][10], first, last),
         )
     connection.execute("COMMIT")
@@ -80,6 +98,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000, help="assets and item rows")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time each bare insert this many times, interleaved, and keep the fastest "
+        "(on a busy machine one run of each can differ by 2x)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -140,8 +165,11 @@ def main() -> None:
                 "FROM item ORDER BY id"
             ).fetchall()
         rows = [tuple(r) for r in rows]
-        bare = bare_insert(rows, folder)
-        audited = bare_insert(rows, folder, audit=True)
+        times: dict[str, list[float]] = {"": [], "store": [], "copy": []}
+        for _ in range(max(args.repeat, 1)):
+            for audit, seconds in times.items():
+                seconds.append(bare_insert(rows, folder, audit=audit))
+        bare, audited, copied = (min(seconds) for seconds in times.values())
         store = summary["timings"]["store"]
         raw = {
             "read": (raw_read, "pyarrow.csv.read_csv"),
@@ -160,6 +188,10 @@ def main() -> None:
         print(
             f"  {'':<9} {store:7.2f} s   {audited:7.2f} s   {store / audited:5.2f}   "
             "bare executemany + the store's set-wise audit statement"
+        )
+        print(
+            f"  {'':<9} {store:7.2f} s   {copied:7.2f} s   {store / copied:5.2f}   "
+            "bare executemany + creation entries copying each record (before issue 17)"
         )
         asset_read = parcels["summary"]["timings"]["read"]
         print(

@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "toolkit.cli.ping_cmd",
     "toolkit.cli.users_cmd",
     "toolkit.cli.serve_cmd",
+    "toolkit.cli.site_cmd",
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

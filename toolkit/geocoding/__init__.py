@@ -22,19 +22,52 @@ packages (they import it). Only ``toolkit.geocoding.http`` imports httpx.
 
 from __future__ import annotations
 
-from toolkit.geocoding.chain import (
-    NOT_CONFIGURED,
-    GeocoderChain,
-    LazyGeocoder,
-    NoSource,
-    site_sources,
-)
+import importlib
+from typing import TYPE_CHECKING
+
+# Light: what the CLI asks of every command (is a geocoding service configured?).
 from toolkit.geocoding.config import ServiceSettings, service_from_config
 from toolkit.geocoding.features import FEATURES, Feature, required_features
-from toolkit.geocoding.gazetteer import Gazetteer, GazetteerIndex
-from toolkit.geocoding.keeping import GazetteerCache, describe, load_files, read_gazetteer
-from toolkit.geocoding.points import PointsReport, read_points
-from toolkit.geocoding.upgrade import Places, make_assets, pending_places
+
+if TYPE_CHECKING:
+    from toolkit.geocoding.chain import (
+        NOT_CONFIGURED,
+        GeocoderChain,
+        LazyGeocoder,
+        NoSource,
+        site_sources,
+    )
+    from toolkit.geocoding.gazetteer import Gazetteer, GazetteerIndex
+    from toolkit.geocoding.keeping import GazetteerCache, describe, load_files, read_gazetteer
+    from toolkit.geocoding.points import PointsReport, read_points
+    from toolkit.geocoding.upgrade import Places, make_assets, pending_places
+else:
+    # The rest brings pandas and the matcher: imported when first asked for, so a command
+    # that never geocodes (``toolkit ping``) does not wait for them (issue 17).
+    _HOMES = {
+        "NOT_CONFIGURED": "chain",
+        "GeocoderChain": "chain",
+        "LazyGeocoder": "chain",
+        "NoSource": "chain",
+        "site_sources": "chain",
+        "Gazetteer": "gazetteer",
+        "GazetteerIndex": "gazetteer",
+        "GazetteerCache": "keeping",
+        "describe": "keeping",
+        "load_files": "keeping",
+        "read_gazetteer": "keeping",
+        "PointsReport": "points",
+        "read_points": "points",
+        "Places": "upgrade",
+        "make_assets": "upgrade",
+        "pending_places": "upgrade",
+    }
+
+    def __getattr__(name: str) -> object:
+        if name not in _HOMES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "FEATURES",

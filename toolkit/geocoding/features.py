@@ -27,13 +27,18 @@ means the same whichever source answers:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from toolkit import names
 from toolkit.errors import OptionError
+from toolkit.lazy import lazy
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy("numpy")
+    pd = lazy("pandas")
 
 # The allowed values live in toolkit.names; this package's spelling of them.
 Feature = names.GeocodingFeature

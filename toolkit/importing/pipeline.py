@@ -844,6 +844,13 @@ class ImportRunner:
         dry_run: bool,
     ) -> Written:
         with self.store.db.transaction(commit=not dry_run) as conn:
+            # Two imports of the same keys at once (PostgreSQL): the second waits here,
+            # then plans against the first one's records.
+            self.store.db.lock_scope(
+                conn,
+                f"import/{self.store.site_id}/{rule.import_type}/{rule.register}/"
+                f"{request.event_id}",
+            )
             with self._stage(outcome, "plan"):
                 self.progress("plan", 0, len(kept.values))
                 matching_id = matching_field(rule, request.matching_id)

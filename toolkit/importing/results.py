@@ -7,13 +7,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.names import JOB_COUNTS
 from toolkit.query.filters import format_time
 from toolkit.safe_output import safe_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 # How many problems a job's summary (and a push's offline report) lists; counts say the rest.
 MAX_ERRORS_IN_RESULT = 20

@@ -13,15 +13,22 @@ columns are concatenated, and the leading comma becomes the opening brace.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
+from toolkit.lazy import lazy
+from toolkit.model.jsontext import json_literals, text, text_type
 
-from toolkit.model.jsontext import TEXT, json_literals, text
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    np = lazy("numpy")
+    pd = lazy("pandas")
+    pa = lazy("pyarrow")
+    pc = lazy("pyarrow.compute")
 
 
 def _json_text(column: pd.Series) -> pa.Array:
@@ -34,7 +41,7 @@ def _json_text(column: pd.Series) -> pa.Array:
     elif pd.api.types.is_float_dtype(dtype):
         array = pa.array(column.astype("Float64"), type=pa.float64())
     elif pd.api.types.is_string_dtype(dtype):
-        array = pa.array(column.astype("string"), type=TEXT)
+        array = pa.array(column.astype("string"), type=text_type())
     else:
         array = pa.array(column.astype(object).where(column.notna(), None).tolist())
     return json_literals(array)

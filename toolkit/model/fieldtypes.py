@@ -15,13 +15,18 @@ yes/no words), ``list`` as ``;``-separated text, ``media`` as a list of file ids
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from toolkit.errors import OptionError
+from toolkit.lazy import lazy
 from toolkit.query.filters import FALSE_WORDS, TRUE_WORDS, parse_int, shown
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy("numpy")
+    pd = lazy("pandas")
 
 FieldType = Literal["text", "integer", "decimal", "date", "boolean", "lookup", "list", "media"]
 FIELD_TYPES: tuple[str, ...] = get_args(FieldType)

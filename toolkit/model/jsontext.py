@@ -8,20 +8,40 @@ spelled by the json module.
 
 from __future__ import annotations
 
+import functools
 import json
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from toolkit.lazy import lazy
 
-TEXT = pa.large_string()  # 64-bit offsets: a column of a million long values stays safe
-NULL = pa.scalar("null", TEXT)
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    pa = lazy("pyarrow")
+    pc = lazy("pyarrow.compute")
+
+
+# Made on first use, as making them imports pyarrow (a command may never need it).
+@functools.cache
+def text_type() -> pa.DataType:
+    """The type of these columns: 64-bit offsets, so a million long values stay safe."""
+    return pa.large_string()
+
+
+@functools.cache
+def null_text() -> pa.Scalar:
+    """The JSON literal ``null`` as a scalar of :func:`text_type`."""
+    return pa.scalar("null", text_type())
+
+
 _CONTROL = r"[\x00-\x1f]"
 _NEEDS_ESCAPE = r'[\\"\x00-\x1f]'
 
 
 def text(value: str) -> pa.Scalar:
     """A string scalar of the type these columns use."""
-    return pa.scalar(value, TEXT)
+    return pa.scalar(value, text_type())
 
 
 def _escaped(strings: pa.Array) -> pa.Array:
@@ -33,13 +53,13 @@ def _escaped(strings: pa.Array) -> pa.Array:
     if pc.any(odd).as_py():
         # Other control characters are rare: let the json module spell those few cells.
         cells = [json.dumps(v)[1:-1] for v in pc.filter(strings, odd).to_pylist()]
-        escaped = pc.replace_with_mask(escaped, odd, pa.array(cells, TEXT))
+        escaped = pc.replace_with_mask(escaped, odd, pa.array(cells, text_type()))
     return escaped
 
 
 def json_strings(column: pa.Array) -> pa.Array:
     """Each string as a JSON string literal; null stays null."""
-    column = column.cast(TEXT)
+    column = column.cast(text_type())
     # Most cells need no escape; find the few that do and escape only those.
     needs = pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), False)
     if pc.any(needs).as_py():
@@ -57,19 +77,19 @@ def json_literals(column: pa.Array) -> pa.Array:
         return json_strings(column)
     if pa.types.is_timestamp(kind):
         seconds = pc.divide(column.cast(pa.timestamp("ms", kind.tz)).cast(pa.int64()), 1000)
-        return seconds.cast(TEXT)
+        return seconds.cast(text_type())
     if pa.types.is_floating(kind):
         # NaN and infinity are not JSON numbers; they are missing values.
         column = pc.if_else(pc.is_finite(column), column, pa.scalar(None, kind))
     if pa.types.is_boolean(kind):
         return pc.if_else(column, text("true"), text("false"))
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        return column.cast(TEXT)
+        return column.cast(text_type())
     # Anything else (lists, structs): the json module, once per present cell.
     return pa.array(
         [
             None if v is None else json.dumps(v, ensure_ascii=False, default=str)
             for v in column.to_pylist()
         ],
-        TEXT,
+        text_type(),
     )

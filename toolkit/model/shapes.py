@@ -11,14 +11,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
-import shapely
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import OptionError
+from toolkit.lazy import lazy
 from toolkit.model.rows import StoredRow
 from toolkit.query.filters import format_time
+
+if TYPE_CHECKING:
+    import numpy as np
+    import shapely
+else:
+    np = lazy("numpy")
+    shapely = lazy("shapely")
 
 # The item's own fields (spec 2.3), as records show them; register fields come after.
 ITEM_OWN_FIELDS = (

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.model.jsontext import NULL, json_literals, text
+from toolkit.model.jsontext import json_literals, null_text, text
 from toolkit.reports.snapshot import Snapshot
 
 
@@ -25,7 +25,7 @@ def _json_rows(batch: pa.RecordBatch, first: bool) -> memoryview:
         column = batch.column(position)
         if pa.types.is_date(column.type):  # a calendar date is its ISO text
             column = column.cast(pa.string())
-        parts.append(pc.fill_null(json_literals(column), NULL))
+        parts.append(pc.fill_null(json_literals(column), null_text()))
     parts.append("}")
     # Every row starts with its comma; the very first row's is skipped below.
     pieces = [text(","), *(text(p) if isinstance(p, str) else p for p in parts)]

@@ -13,7 +13,10 @@ text-like format. So it is used only behind guards, and only the pinned version:
   library's is used);
 - text cells are written as text (never formulas) and carry the quote-prefix
   format, so a cell such as ``=1+2`` stays text even when edited in Excel;
-- the workbook is written to a temporary file and copied to ``out`` only when whole.
+- the workbook is written to a temporary file and copied to ``out`` only when whole;
+  the library is given that file's path, not an open file: given a Python file it
+  held the whole zip in memory (peak 437 MiB for 1,000,000 x 12 rows; by path 242 MiB,
+  the same as only reading the snapshot).
 
 ``tests/test_report_xlsx.py`` reads the files back with openpyxl (types and values);
 ``tests/benchmarks/bench_xlsx.py`` measures it beside constant-memory xlsxwriter.
@@ -183,8 +186,9 @@ def write_fast(
             "footer": "&R&8Page &P of &N",
         }
 
-    with tempfile.TemporaryFile() as spool:
-        book = FastExcel(spool, output_format="xlsx").freeze(row=1)
+    with tempfile.TemporaryDirectory(prefix="toolkit-xlsx-") as folder:
+        target = Path(folder) / "report.xlsx"
+        book = FastExcel(str(target), output_format="xlsx").freeze(row=1)
         sheets = []
         for name, reader in _sheet_readers(snapshot, header, rows_per_sheet, names):
             sheets.append(name)
@@ -234,9 +238,9 @@ def write_fast(
             page_setup={k: v for k, v in page(title).items() if k != "repeat_rows"},
         )
         book.save()
-        spool.seek(0)
-        if isinstance(out, str):
-            with Path(out).open("wb") as handle:
-                shutil.copyfileobj(spool, handle)
-        else:
-            shutil.copyfileobj(spool, out)
+        with target.open("rb") as spool:
+            if isinstance(out, str):
+                with Path(out).open("wb") as handle:
+                    shutil.copyfileobj(spool, handle)
+            else:
+                shutil.copyfileobj(spool, out)

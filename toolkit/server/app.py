@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from toolkit.model.location import parse_location
 from toolkit.server import routes_media, routes_records, routes_rpc
 from toolkit.server.errors import (
     error_response,
@@ -54,7 +55,7 @@ async def report_schema(_request: Request) -> Response:
 def create_app(store_path: str | Path, *, settings: ServerSettings | None = None) -> Starlette:
     """The app serving every site of the file at ``store_path`` (which must exist)."""
     settings = settings or ServerSettings()
-    path = Path(store_path)
+    path = parse_location(store_path)
     # Open (and migrate) the file once up front, so a bad path fails at start, not per call;
     # a server never makes a site file of its own.
     Database(path, create=False).close()

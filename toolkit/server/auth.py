@@ -24,6 +24,7 @@ from typing import Any
 import jwt
 
 from toolkit.errors import AuthenticationError, OptionError
+from toolkit.model.location import PostgresURL
 from toolkit.query.filters import parse_int
 
 TOKEN_TTL_S = 3600
@@ -34,12 +35,21 @@ MIN_SERVER_SECRET = 32  # characters
 KEY_FILE_SUFFIX = ".token-key"
 
 
-def key_file(store_path: Path) -> Path:
-    """Where the server's secret is kept when the environment gives none: beside the file."""
+def key_file(store_path: Path | PostgresURL) -> Path:
+    """Where the server's secret is kept when the environment gives none: beside the file;
+    for a PostgreSQL store (no file) in the user's config folder, one per database (servers
+    on several machines sharing one database set TOOLKIT_SERVER_SECRET alike instead)."""
+    if isinstance(store_path, PostgresURL):
+        digest = hashlib.sha256(store_path.display.encode("utf-8")).hexdigest()[:16]
+        folder = Path("~/.config/toolkit/server-keys").expanduser()
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return folder / f"postgresql-{digest}{KEY_FILE_SUFFIX}"
     return store_path.with_name(store_path.name + KEY_FILE_SUFFIX)
 
 
-def server_secret(store_path: Path, environ: Mapping[str, str] | None = None) -> bytes:
+def server_secret(
+    store_path: Path | PostgresURL, environ: Mapping[str, str] | None = None
+) -> bytes:
     """The secret every site's signing key derives from; never read from the site file."""
     environ = os.environ if environ is None else environ
     given = environ.get(SERVER_SECRET_ENV)

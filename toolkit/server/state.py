@@ -13,6 +13,7 @@ from toolkit.errors import AuthenticationError
 from toolkit.geocoding import GazetteerCache, ServiceSettings
 from toolkit.importing.rules import available_rules
 from toolkit.importing.tasks import ImportTask, ThreadPoolImportExecutor, run_import_task
+from toolkit.model.location import StoreLocation
 from toolkit.reports import ThreadExecutor
 from toolkit.server.auth import TOKEN_TTL_S, TokenService, server_secret
 from toolkit.server.limits import (
@@ -66,7 +67,7 @@ class SitePool:
     SQLite connections are never shared between threads; the matching index is.
     """
 
-    def __init__(self, path: Path, configure: Callable[[LocalSite], None]) -> None:
+    def __init__(self, path: StoreLocation, configure: Callable[[LocalSite], None]) -> None:
         self.path = path
         self.configure = configure
         self._local = threading.local()
@@ -103,7 +104,7 @@ class SitePool:
 class ServerState:
     """Everything the endpoints share."""
 
-    def __init__(self, store_path: Path, settings: ServerSettings) -> None:
+    def __init__(self, store_path: StoreLocation, settings: ServerSettings) -> None:
         self.store_path = store_path
         self.settings = settings
         # The rule catalogue is checked once, so a bad --rules path fails at start.

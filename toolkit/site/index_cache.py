@@ -22,7 +22,7 @@ import shapely
 
 from toolkit.errors import ToolkitError
 from toolkit.matching import AssetIndex
-from toolkit.matching.index import ASSET_FIELDS
+from toolkit.matching.index import ASSET_FIELDS, DUMP_ENCODING, dump_encoding
 from toolkit.store import SiteStore
 
 log = logging.getLogger(__name__)
@@ -73,17 +73,26 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
     cached = store.index_cache.get(stamp)
     if cached is not None:
         try:
-            return AssetIndex.loads(cached, f"the site file {store.db.path}")
+            index = AssetIndex.loads(cached, f"the site file {store.db.path}")
         except ToolkitError as exc:  # a damaged cache is rebuilt
             log.warning("rebuilding the asset index cache: %s", exc)
+        else:
+            if dump_encoding(cached) != DUMP_ENCODING:  # kept again, quicker to read next time
+                _keep(store, stamp, index)
+            return index
     index = AssetIndex.from_frame(site_asset_frame(store))
+    _keep(store, stamp, index)
+    return index
+
+
+def _keep(store: SiteStore, stamp: str, index: AssetIndex) -> None:
+    """Cache ``index`` in the site file as the index of assets of ``stamp``."""
     # Spooled to disk past 64 MiB: a million assets' index is a few hundred.
     with tempfile.SpooledTemporaryFile(max_size=64 * 2**20) as spool:
         index.dump(spool)
         spool.seek(0)
         # A busy or read-only file: matching still works, only slower next time.
         store.index_cache.put(stamp, spool)
-    return index
 
 
 INDEX_RECHECK_S = 2.0

@@ -15,11 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.geocoding import LazyGeocoder
-from toolkit.importing.pipeline import ImportRequest, ImportRunner, StageEngine, job_object
-from toolkit.importing.results import JobOutcome
-from toolkit.importing.tasks import ImportExecutor
-from toolkit.importing.tasks import inline_executor as inline_import_executor
+from toolkit.importing.results import JobOutcome, job_object
 from toolkit.model.shapes import (
     asset_from_row,
     audit_from_row,
@@ -32,20 +28,24 @@ from toolkit.names import FULLTEXT_OPERATORS
 from toolkit.progress import Progress, no_progress
 from toolkit.query.cql import parse_cql
 from toolkit.query.filters import format_time, parse_int, parse_query, parse_time, shown
-from toolkit.reports import ReportExecutor, ReportRunner, ReportTask, inline_executor
 from toolkit.site import known
 from toolkit.site.admin import SiteAdmin
-from toolkit.site.index_cache import IndexCache
 from toolkit.site.protocol import DEFAULT_DELIVERY, Delivery
-from toolkit.site.ties import mark_ties
 from toolkit.site.writes import SiteWrites, checked_message
 from toolkit.store import Actor, Database, SiteStore
 
+# The import pipeline, reports, matching and geocoding are imported where they are used:
+# with pandas, geopandas and pyogrio under them they took a second and a half of every
+# command, `toolkit ping` included (issue 17; tests/test_cold_start.py).
 if TYPE_CHECKING:
     import pandas as pd
 
     from toolkit.geocoding import GazetteerCache
+    from toolkit.importing.pipeline import ImportRequest, StageEngine
+    from toolkit.importing.tasks import ImportExecutor, ImportTask
     from toolkit.matching import AssetIndex, Geocoder, LookupOptions
+    from toolkit.reports import ReportExecutor, ReportRunner, ReportTask
+    from toolkit.site.index_cache import IndexCache
 
 ITEM_FILTERS = {
     "registerId": "text",
@@ -109,6 +109,20 @@ def init_site(path: str | Path, name: str) -> dict[str, Any]:
         return {"store": db.display, "site": name, "created": created, "sites": db.sites()}
 
 
+def inline_import_executor(task: ImportTask) -> None:
+    """Run a scheduled import at once, in this thread (the default executor)."""
+    from toolkit.importing.tasks import inline_executor
+
+    inline_executor(task)
+
+
+def inline_report_executor(task: ReportTask) -> None:
+    """Run a queued report at once, in this thread (the default executor)."""
+    from toolkit.reports import inline_executor
+
+    inline_executor(task)
+
+
 class LocalSite(SiteWrites, SiteAdmin):
     """The spec's operations on one site of an embedded site file."""
 
@@ -132,7 +146,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         rule_paths: Iterable[str | Path] = (),
         create: bool = True,
         db: Database | None = None,
-        report_executor: ReportExecutor = inline_executor,
+        report_executor: ReportExecutor = inline_report_executor,
         schema_base_url: str | None = None,
     ) -> None:
         self.db = db or Database(path, create=create)
@@ -196,6 +210,9 @@ class LocalSite(SiteWrites, SiteAdmin):
         when given); returns the finished job object."""
         if request.import_type == "user":
             self.require_account_admin("an import of type user")
+        from toolkit.geocoding import LazyGeocoder
+        from toolkit.importing.pipeline import ImportRunner
+
         runner = ImportRunner(
             self.store,
             rule_paths=self.rule_paths,
@@ -235,6 +252,7 @@ class LocalSite(SiteWrites, SiteAdmin):
         import pandas as pd
 
         from toolkit.matching import checked_options, queries_from_spec, resolve, to_spec_result
+        from toolkit.site.ties import mark_ties
 
         index = self.asset_index()
         if isinstance(queries, str):  # the GET form: one query, answered as "1"
@@ -593,6 +611,8 @@ class LocalSite(SiteWrites, SiteAdmin):
     # own instances); runs are refused or filtered by it, instances read only within it.
 
     def _reports(self, visibility: Visibility = EVERYTHING) -> ReportRunner:
+        from toolkit.reports import ReportRunner
+
         return ReportRunner(self.store, user_id=self.user_id, visibility=visibility)
 
     def report_list(self) -> list[dict[str, Any]]:
@@ -608,6 +628,8 @@ class LocalSite(SiteWrites, SiteAdmin):
             queued = self.store.reports.get(instance_id)
             assert queued is not None  # queued just now, under the same lock
             scheduled = queued["result"]
+        from toolkit.reports import ReportTask
+
         owner = self.report_executor(
             ReportTask(self.db.path, self.store.name, instance_id, self.user_id, visibility)
         )

@@ -7,9 +7,15 @@ field, so a client counts ambiguous queries without reading the text.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from toolkit.lazy import lazy
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
+
 
 TIED = "tied"
 

@@ -16,11 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from toolkit.errors import NotFoundError, OptionError
-from toolkit.importing.pipeline import ImportRunner, materialise_data, request_from_spec
-from toolkit.importing.tasks import ImportExecutor, ImportTask
+from toolkit.lazy import lazy
 from toolkit.model.fieldtypes import convert_value
 from toolkit.model.shapes import ITEM_OUTPUT_ONLY_FIELDS, ITEM_OWN_FIELDS
 from toolkit.query.filters import format_time, listing, parse_int, shown
@@ -28,7 +25,13 @@ from toolkit.store import Actor, Database, SiteStore
 from toolkit.store.items import NewItems
 
 if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
+
+if TYPE_CHECKING:
     from toolkit.geocoding import GazetteerCache
+    from toolkit.importing.tasks import ImportExecutor
     from toolkit.matching import AssetIndex, Geocoder
 
 # The item's own fields (spec 2.3) as POST/PUT/PATCH accept them; output-only fields are
@@ -380,6 +383,11 @@ class SiteWrites:
             raise OptionError(
                 f"unknown import field(s) {', '.join(unknown)}; known: {', '.join(SCHEDULE_FIELDS)}"
             )
+        # The pipeline is imported here: it brings pandas, geopandas and pyogrio, which
+        # commands that do not import should not wait for (issue 17).
+        from toolkit.importing.pipeline import ImportRunner, materialise_data, request_from_spec
+        from toolkit.importing.tasks import ImportTask
+
         folder = Path(tempfile.mkdtemp(prefix="toolkit-import-"))
         try:
             source, source_name = materialise_data(body, folder)

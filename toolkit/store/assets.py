@@ -6,15 +6,23 @@ import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import shapely
-
+from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, json_path, one_row, page_sql
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import shapely
+else:
+    np = lazy("numpy")
+    pd = lazy("pandas")
+    pa = lazy("pyarrow")
+    shapely = lazy("shapely")
 
 ASSET_COLUMNS = {"id": "id", "code": "code", "name": "name", "type": "type"}
 METRES_PER_DEGREE = 111_320.0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -135,12 +136,31 @@ class Database:
         if recover:
             self.fail_orphaned_jobs()
 
+    def sync_ids(self) -> None:
+        """After rows were written with the ids they had (a site copy): on PostgreSQL the
+        id sequences move past them."""
+        if self.dialect == "postgresql":
+            from toolkit.store.dialect import sync_ids_sql
+            from toolkit.store.schema_pg import TABLES_WITH_IDS
+
+            raw = cast("PgConnection", self.connection).raw
+            raw.execute(sync_ids_sql(TABLES_WITH_IDS).encode("utf-8"))
+
+    def lock_scope(self, connection: sqlite3.Connection, scope: str) -> None:
+        """Hold ``scope`` (a text naming what a transaction reads and then writes, e.g. an
+        import's keys) until the transaction ends. SQLite's write lock already holds
+        everything; on PostgreSQL an advisory lock makes a second import of the same
+        keys wait, then find the first one's records instead of inserting them again."""
+        if self.dialect == "postgresql":
+            connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (scope,))
+
     def _has_schema(self) -> bool:
         row = self.connection.execute("SELECT to_regclass('toolkit_schema')").fetchone()
         return row is not None and row[0] is not None
 
     def _migrate_postgres(self) -> None:
-        from toolkit.store.schema_pg import POSTGRES_MIGRATIONS
+        from toolkit.store.dialect import POSTGRES_FUNCTIONS, sync_ids_sql
+        from toolkit.store.schema_pg import POSTGRES_MIGRATIONS, TABLES_WITH_IDS
 
         raw = cast("PgConnection", self.connection).raw
         with raw.transaction():
@@ -160,6 +180,15 @@ class Database:
                 raw.execute("DELETE FROM toolkit_schema")
                 raw.execute("INSERT INTO toolkit_schema VALUES (%s)", (number + 1,))
                 log.info("migrated %s to schema %d", self.display, number + 1)
+            # SQLite's functions over jsonb: replaced whenever this toolkit's text differs.
+            checksum = hashlib.sha256(POSTGRES_FUNCTIONS.encode("utf-8")).hexdigest()
+            raw.execute("CREATE TABLE IF NOT EXISTS toolkit_functions (checksum TEXT NOT NULL)")
+            row = raw.execute("SELECT checksum FROM toolkit_functions").fetchone()
+            if row is None or row[0] != checksum:
+                raw.execute(sync_ids_sql(TABLES_WITH_IDS).encode("utf-8"))
+                raw.execute(POSTGRES_FUNCTIONS.encode("utf-8"))
+                raw.execute("DELETE FROM toolkit_functions")
+                raw.execute("INSERT INTO toolkit_functions VALUES (%s)", (checksum,))
 
     def close(self) -> None:
         self.connection.close()

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.store.database import Database
 from toolkit.store.sql import read_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 
 class DecisionStore:

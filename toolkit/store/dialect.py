@@ -11,6 +11,7 @@ meaning over ``jsonb`` columns:
 - ``a IS b`` / ``a IS NOT b`` with a value become ``IS [NOT] DISTINCT FROM``;
 - ``json_object``/``json_array`` become ``jsonb_build_object``/``jsonb_build_array``,
   ``json(x)`` the compat ``toolkit_json(x)``, ``instr`` ``strpos``, ``temp.`` ``pg_temp.``,
+  ``main.`` ``public.``,
   and the table ``user`` (a reserved word there) is quoted;
 - ``json_patch`` (an RFC 7396 merge of ``jsonb``), ``json_extract``, ``json_type``,
   ``json_set``, ``json_insert``, ``json_each`` and ``sounds_like`` (soundex of
@@ -23,7 +24,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 
 # Single-quoted literals ('' inside is a quote) and everything between them.
 _LITERAL = re.compile(r"('(?:[^']|'')*')")
@@ -36,6 +39,7 @@ _REWRITES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bjson\("), "toolkit_json("),
     (re.compile(r"\binstr\("), "strpos("),
     (re.compile(r"\btemp\."), "pg_temp."),
+    (re.compile(r"\bmain\."), "public."),
     # A reserved word on PostgreSQL, so the table is quoted there.
     (re.compile(r"(?<![.\"])\buser\b(?!\")"), '"user"'),
 )
@@ -46,6 +50,49 @@ def is_postgres_connection(connection: object) -> bool:
     """Whether ``connection`` is the PostgreSQL store's (for the few statements whose
     shape, not only whose text, differs)."""
     return not isinstance(connection, sqlite3.Connection)
+
+
+def next_ids(connection: Any, table: str, count: int) -> Sequence[int]:
+    """``count`` new ids of ``table`` from its sequence (PostgreSQL): a range when they
+    came consecutive, as they do unless another transaction drew at the same moment."""
+    rows = connection.execute(
+        f"SELECT nextval('{ids_sequence(table)}') FROM generate_series(1, ?)", (count,)
+    ).fetchall()
+    ids = [int(r[0]) for r in rows]
+    if ids[-1] - ids[0] == count - 1:
+        return range(ids[0], ids[-1] + 1)
+    return ids
+
+
+def copy_rows(
+    connection: Any, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> None:
+    """Rows into ``table`` with PostgreSQL's COPY (its bulk load), in the transaction open."""
+    quoted = '"user"' if table == "user" else table
+    with (
+        connection.raw.cursor() as cursor,
+        cursor.copy(f"COPY {quoted} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
+def ids_sequence(table: str) -> str:
+    return f"toolkit_ids_{table}"
+
+
+def sync_ids_sql(tables: Iterable[str]) -> str:
+    """Each table's id sequence made where missing and set past its largest id (ids
+    written as given, e.g. by a site copy, are never drawn again)."""
+    statements = []
+    for table in tables:
+        seq = ids_sequence(table)
+        statements.append(
+            f"CREATE SEQUENCE IF NOT EXISTS {seq};\n"
+            f"SELECT setval('{seq}', greatest((SELECT coalesce(max(id), 0) FROM \"{table}\"), "
+            f"(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {seq})) + 1, false);"
+        )
+    return "\n".join(statements)
 
 
 @lru_cache(maxsize=2048)
@@ -69,24 +116,83 @@ def to_postgres(sql: str) -> str:
     return out
 
 
-# SQLite's functions the store uses, over jsonb. SQLite's JSON paths here are only
-# '$.name', '$."any name"' (sql.json_path) and '$[#]' (append to an array).
+_MIXED_CASE = re.compile(
+    r'(?<![":\w])([A-Za-z_]*[a-z][A-Za-z_]*[A-Z]\w*|[A-Z]\w*[a-z]\w*)\b(?!\s*\()'
+)
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def view_to_postgres(sql: str) -> str:
+    """A view of the store's (SQLite's dialect, no parameters) as PostgreSQL makes it,
+    its mixed-case column names quoted as :func:`analyst_to_postgres` quotes them."""
+    return analyst_to_postgres(to_postgres(sql).replace("%%", "%")).replace("%%", "%")
+
+
+def analyst_to_postgres(sql: str) -> str:
+    """An analyst's query as PostgreSQL runs it: mixed-case names (``eventId``) quoted so
+    they keep their case (PostgreSQL folds unquoted names to lower case; the views'
+    columns are quoted alike), ``:name`` parameters as psycopg's ``%(name)s``."""
+    pieces = _LITERAL.split(sql)
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            pieces[index] = piece.replace("%", "%%")
+            continue
+        piece = _MIXED_CASE.sub(r'"\1"', piece.replace("%", "%%"))
+        pieces[index] = _NAMED.sub(r"%(\1)s", piece)
+    return "".join(pieces)
+
+
+# SQLite's functions the store uses, over jsonb: not part of a migration but installed
+# whenever their text changes (Database keeps its checksum), so a store always has the
+# meaning this toolkit's statements expect. CREATE OR REPLACE keeps a function's
+# signature: one whose arguments or result change is dropped first, here.
 POSTGRES_FUNCTIONS = r"""
 SET LOCAL check_function_bodies = off;
 
-CREATE FUNCTION toolkit_json_key(path text) RETURNS text
+CREATE OR REPLACE FUNCTION toolkit_json_key(path text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE WHEN path LIKE '$."%"'
         THEN replace(substr(path, 4, length(path) - 4), '\"', '"')
         ELSE substr(path, 3) END
 $$;
 
-CREATE FUNCTION toolkit_json(doc jsonb) RETURNS jsonb
+-- A SQLite JSON path ('$.a."b c"[0]') as the text array of PostgreSQL's #> and #>>.
+CREATE OR REPLACE FUNCTION toolkit_json_path(path text) RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    parts text[] := '{}';
+    rest text := substr(path, 2);
+    m text[];
+BEGIN
+    WHILE rest <> '' LOOP
+        IF left(rest, 2) = '."' THEN
+            m := regexp_match(rest, '^(\."((?:[^"\\]|\\.)*)")');
+            parts := parts || replace(m[2], '\"', '"');
+        ELSIF left(rest, 1) = '.' THEN
+            m := regexp_match(rest, '^(\.([^.\[]+))');
+            parts := parts || m[2];
+        ELSE
+            m := regexp_match(rest, '^(\[([0-9]+)\])');
+            IF m IS NULL THEN
+                RAISE EXCEPTION 'not a JSON path the store writes: %', path;
+            END IF;
+            parts := parts || m[2];
+        END IF;
+        rest := substr(rest, length(m[1]) + 1);
+    END LOOP;
+    RETURN parts;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION toolkit_json(doc jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT doc $$;
+-- JSON text (what json_extract gives of an object, or a parameter) as jsonb.
+CREATE OR REPLACE FUNCTION toolkit_json(doc text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT doc::jsonb $$;
 
 -- RFC 7396: members of the patch replace the target's, null members remove them,
 -- objects merge recursively, anything else replaces the target whole.
-CREATE FUNCTION json_patch(target jsonb, patch jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION json_patch(target jsonb, patch jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE
         WHEN target IS NULL OR patch IS NULL THEN NULL
@@ -108,40 +214,46 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     END
 $$;
 
--- Scalars as SQL text (numbers and booleans as their JSON text), containers as JSON.
-CREATE FUNCTION json_extract(doc jsonb, path text) RETURNS text
+-- Scalars as SQL text (booleans as SQLite's 1 and 0), containers as JSON text.
+CREATE OR REPLACE FUNCTION json_extract(doc jsonb, path text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN jsonb_typeof(doc -> toolkit_json_key(path)) = 'boolean'
-        THEN CASE WHEN (doc -> toolkit_json_key(path))::boolean THEN '1' ELSE '0' END
-        ELSE doc ->> toolkit_json_key(path) END
+    SELECT CASE WHEN jsonb_typeof(doc #> toolkit_json_path(path)) = 'boolean'
+        THEN CASE WHEN (doc #> toolkit_json_path(path))::boolean THEN '1' ELSE '0' END
+        ELSE doc #>> toolkit_json_path(path) END
 $$;
 
 -- SQLite's names of JSON types: true, false, integer, real, text, null, array, object.
-CREATE FUNCTION json_type(doc jsonb, path text) RETURNS text
+CREATE OR REPLACE FUNCTION json_type(doc jsonb, path text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE jsonb_typeof(v)
         WHEN 'boolean' THEN v::text
         WHEN 'number' THEN CASE WHEN v::text ~ '^-?[0-9]+$' THEN 'integer' ELSE 'real' END
         WHEN 'string' THEN 'text'
         ELSE jsonb_typeof(v) END
-    FROM (SELECT doc -> toolkit_json_key(path) AS v) AS member
+    FROM (SELECT doc #> toolkit_json_path(path) AS v) AS member
 $$;
 
-CREATE FUNCTION json_set(doc jsonb, VARIADIC pairs text[]) RETURNS jsonb
+-- Values come as text (the store's json_set values are words and integers): one that
+-- reads as an integer is set as a JSON number, as SQLite sets an integer.
+CREATE OR REPLACE FUNCTION json_set(doc jsonb, VARIADIC pairs text[]) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     i integer := 1;
 BEGIN
     doc := coalesce(doc, '{}'::jsonb);
     WHILE i < coalesce(array_length(pairs, 1), 0) LOOP
-        doc := jsonb_set(doc, ARRAY[toolkit_json_key(pairs[i])], to_jsonb(pairs[i + 1]));
+        doc := jsonb_set(doc, toolkit_json_path(pairs[i]),
+            CASE WHEN pairs[i + 1] ~ '^-?[0-9]{1,18}$' THEN to_jsonb(pairs[i + 1]::bigint)
+                ELSE to_jsonb(pairs[i + 1]) END);
         i := i + 2;
     END LOOP;
     RETURN doc;
 END
 $$;
+CREATE OR REPLACE FUNCTION json_set(doc text, VARIADIC pairs text[]) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT json_set(doc::jsonb, VARIADIC pairs) $$;
 
-CREATE FUNCTION json_insert(doc jsonb, path text, value text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION json_insert(doc jsonb, path text, value text) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN path = '$[#]' THEN coalesce(doc, '[]'::jsonb) || to_jsonb(value)
         WHEN doc ? toolkit_json_key(path) THEN doc
@@ -150,17 +262,17 @@ $$;
 
 -- SQLite lowers JSON text like any text (a full-text filter over a JSON column).
 -- And numbers (a filter comparing a number column as text).
-CREATE FUNCTION lower(doc jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION lower(doc jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT lower(doc::text) $$;
-CREATE FUNCTION lower(value bigint) RETURNS text
+CREATE OR REPLACE FUNCTION lower(value bigint) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
-CREATE FUNCTION lower(value integer) RETURNS text
+CREATE OR REPLACE FUNCTION lower(value integer) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
-CREATE FUNCTION lower(value double precision) RETURNS text
+CREATE OR REPLACE FUNCTION lower(value double precision) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT value::text $$;
 
 -- The elements of an array (or members of an object) as text, like SQLite's json_each.
-CREATE FUNCTION json_each(doc jsonb) RETURNS TABLE (key text, value text)
+CREATE OR REPLACE FUNCTION json_each(doc jsonb) RETURNS TABLE (key text, value text)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT NULL::text, e FROM jsonb_array_elements_text(
         CASE WHEN jsonb_typeof(doc) = 'array' THEN doc ELSE '[]'::jsonb END) e
@@ -169,8 +281,19 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         CASE WHEN jsonb_typeof(doc) = 'object' THEN doc ELSE '{}'::jsonb END) o
 $$;
 
+-- An id left out of an INSERT comes from the table's sequence (sync_ids_sql), so two
+-- transactions at once never draw the same one (SQLite's are serialised by its lock).
+CREATE OR REPLACE FUNCTION toolkit_next_id() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.id IS NULL THEN
+        NEW.id := nextval(format('%I', 'toolkit_ids_' || TG_TABLE_NAME));
+    END IF;
+    RETURN NEW;
+END
+$$;
+
 -- 1 when every word of the query sounds like some word of the value (toolkit.store.sql).
-CREATE FUNCTION sounds_like(value text, query text) RETURNS integer
+CREATE OR REPLACE FUNCTION sounds_like(value text, query text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     WITH q AS (
         SELECT soundex(w) AS s FROM regexp_split_to_table(query, '\s+') w
@@ -183,7 +306,11 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         ELSE (NOT EXISTS (SELECT 1 FROM q WHERE q.s NOT IN (SELECT s FROM v)))::integer END
 $$;
 
--- SQLite gives an INTEGER PRIMARY KEY left out of an INSERT the next number; so does this.
+"""
+
+# SQLite gives an INTEGER PRIMARY KEY left out of an INSERT the next number; so do the
+# triggers the schema (schema_pg.py) puts on the tables with ids.
+NEXT_ID_FUNCTION = r"""
 CREATE FUNCTION toolkit_next_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.id IS NULL THEN

@@ -184,11 +184,18 @@ class RegisterStore:
             "SELECT fields FROM register WHERE site_id = ? AND id = ?", (self.site_id, register_id)
         ).fetchone()
         if row is None:
-            conn.execute(
-                "INSERT INTO register (site_id, id, name, fields) VALUES (?, ?, ?, ?)",
+            # OR IGNORE: on PostgreSQL another import may be making it at this moment; this
+            # one then waits for it and merges its fields into the register that made.
+            made = conn.execute(
+                "INSERT OR IGNORE INTO register (site_id, id, name, fields) VALUES (?, ?, ?, ?)",
                 (self.site_id, register_id, name, json.dumps(fields, ensure_ascii=False)),
-            )
-            return
+            ).rowcount
+            if made:
+                return
+            row = conn.execute(
+                "SELECT fields FROM register WHERE site_id = ? AND id = ?",
+                (self.site_id, register_id),
+            ).fetchone()
         known = json.loads(row[0])
         names = {f["name"] for f in known}
         merged = known + [f for f in fields if f["name"] not in names]

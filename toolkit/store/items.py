@@ -5,13 +5,18 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.query.cql import Node
 from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ITEM_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, compile_cql, json_path, one_row, page_sql
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 # CQL and filter names of item columns; every other name is a register field.
 ITEM_COLUMNS = {

@@ -6,12 +6,17 @@ import json
 import os
 import socket
 import sqlite3
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.model.fieldjson import as_python
 from toolkit.store.database import Database
 from toolkit.store.sql import one_row, read_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 
 class JobStore:

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolkit.store.dialect import is_postgres_connection
+from toolkit.store.dialect import copy_rows, is_postgres_connection, next_ids
 
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
@@ -132,8 +132,9 @@ def audit_changes_sql(alias: str) -> str:
         f"AND u.record_id = {alias}.record_id AND u.action <> 'create' "
         f"AND u.site_id = {alias}.site_id AND u.id > {alias}.id"
     )
+    # json(): the object as JSON, not text, on PostgreSQL (SQLite's is the same text).
     before = (
-        f"(SELECT json_extract(u.changes, '$.before') {later} AND u.action = 'update' "
+        f"(SELECT json(json_extract(u.changes, '$.before')) {later} AND u.action = 'update' "
         "ORDER BY u.id LIMIT 1)"
     )
     status = (
@@ -191,6 +192,10 @@ class RecordTable:
         """
         if count == 0:
             return []
+        if ids is None and is_postgres_connection(conn) and not self.kind.ids_per_site:
+            # No write lock there: two imports at once draw ids from the table's sequence
+            # (consecutive unless another draws at the same moment).
+            ids = next_ids(conn, self.kind.table, count)
         if ids is None:
             scope = f" WHERE site_id = {int(self.site_id)}" if self.kind.ids_per_site else ""
             first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}{scope}")
@@ -213,9 +218,15 @@ class RecordTable:
             f"VALUES ({', '.join('?' * len(names))})"
         )
         rows = zip(*values, strict=True)
+        # PostgreSQL's bulk load is COPY (geometry keeps the INSERT: its WKB is bytes).
+        copy = is_postgres_connection(conn) and "geometry" not in names
         # In batches only to say how far it got: one executemany per batch costs the same.
         for start in range(0, count, INSERT_BATCH):
-            conn.executemany(sql, itertools.islice(rows, INSERT_BATCH))
+            batch = itertools.islice(rows, INSERT_BATCH)
+            if copy:
+                copy_rows(conn, self.kind.table, names, batch)
+            else:
+                conn.executemany(sql, batch)
             if on_rows is not None:
                 on_rows(min(start + INSERT_BATCH, count))
         changes = creation_changes(self.kind, actor)

@@ -16,15 +16,20 @@ import sqlite3
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.names import JOB_COUNTS
 from toolkit.store.blobs import BlobFile, open_parts, parts_of
 from toolkit.store.database import Database
+from toolkit.store.dialect import analyst_to_postgres, view_to_postgres
 from toolkit.store.records import audit_changes_sql
 from toolkit.store.sql import SqlValue, Where, json_path, one_row, read_chunks
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 # Rows per chunk read from SQLite: large enough to amortise pandas, small enough to
 # keep a million-row report in bounded memory.
@@ -303,12 +308,14 @@ class ReportStore:
             "SELECT a.id, a.type, a.code, a.name, coalesce(a.friendly, a.name) AS address, "
             f"{_LOCALITY} AS locality, coalesce(a.region_id, max(i.region_id)) AS region_id, "
             "a.status, "
-            f"max({rank}) AS worst_rank, sum(({rank}) > 0) AS damaged_items, "
+            f"max({rank}) AS worst_rank, "
+            f"sum(CASE WHEN ({rank}) > 0 THEN 1 ELSE 0 END) AS damaged_items, "
             "count(i.id) AS active_items, count(DISTINCT i.register_id) AS registers, "
             "min(i.date_created) AS first_item, max(i.date_modified) AS last_change, "
             f"{inspected} AS last_inspected, a.geometry "
             f"FROM asset a JOIN item i ON {join.sql()} WHERE {where.sql()} "
-            f"GROUP BY a.id{having} ORDER BY a.id"
+            # a.site_id too: PostgreSQL groups by the whole key (site_id, id).
+            f"GROUP BY a.site_id, a.id{having} ORDER BY a.id"
         )
         params = [*rank_params, *rank_params, *last_inspected, *join.params, *where.params]
         if having:
@@ -521,6 +528,9 @@ def analyst_rows(
     """Run an analyst's SELECT over this site's views (``events``, ``registers``,
     ``assets``, ``items``, ``audit``, ``jobs``) in chunks; anything else it names (another
     table, another site's rows, a write, a pragma, an attached file) is refused."""
+    if db.dialect == "postgresql":
+        yield from _analyst_rows_postgres(db, site_id, sql, params, within_events)
+        return
     connection = sqlite3.connect(f"file:{db.path}?mode=ro", uri=True)
     try:
         for name in ANALYST_VIEWS:
@@ -551,5 +561,51 @@ def analyst_rows(
             yield from pd.read_sql_query(sql, connection, params=params, chunksize=CHUNK_ROWS)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
             raise AnalystQueryError(str(exc)) from exc
+    finally:
+        connection.close()
+
+
+# On PostgreSQL the views are granted to this role alone, and the query runs as it in a
+# read-only transaction: it can read the views and nothing else (no table, no write).
+ANALYST_ROLE = "toolkit_analyst"
+
+
+def _analyst_rows_postgres(
+    db: Database,
+    site_id: int,
+    sql: str,
+    params: dict[str, Any],
+    within_events: Collection[int] | None,
+) -> Iterator[pd.DataFrame]:
+    import psycopg
+
+    from toolkit.store.pg import PgConnection
+
+    connection = cast(PgConnection, db.connect_again())
+    raw = connection.raw
+    try:
+        for name in ANALYST_VIEWS:
+            view = view_to_postgres(_view_sql(name, site_id, within_events))
+            raw.execute(f"CREATE TEMP VIEW {name} AS {view}".encode())
+        try:
+            for name in ANALYST_VIEWS:
+                raw.execute(f"GRANT SELECT ON pg_temp.{name} TO {ANALYST_ROLE}")
+            raw.execute("BEGIN READ ONLY")
+            raw.execute(f"SET LOCAL ROLE {ANALYST_ROLE}")
+        except psycopg.Error as exc:
+            raise AnalystQueryError(
+                f"analysts' queries on PostgreSQL run as the role {ANALYST_ROLE}, which "
+                f"the store could not use ({str(exc).splitlines()[0]}); an administrator "
+                f"makes it with: CREATE ROLE {ANALYST_ROLE} NOLOGIN; "
+                f"GRANT {ANALYST_ROLE} TO <the store's user>"
+            ) from exc
+        try:
+            cursor = psycopg.ClientCursor(raw)
+            cursor.execute(analyst_to_postgres(sql), params)
+            columns = [c.name for c in cursor.description or ()]
+            while batch := cursor.fetchmany(CHUNK_ROWS):
+                yield pd.DataFrame.from_records(batch, columns=columns)
+        except psycopg.Error as exc:
+            raise AnalystQueryError(str(exc).strip().splitlines()[0]) from exc
     finally:
         connection.close()

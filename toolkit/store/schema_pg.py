@@ -6,8 +6,10 @@ migrations with a body per dialect: the store has no ORM, so a migration tool th
 generates DDL from models (Alembic) would add a second schema description to keep in
 step; a list of plain SQL is what both dialects run, reviewed side by side.
 
-The PostgreSQL store began at schema 6: its first body makes that schema whole (with
-the compat functions of :mod:`toolkit.store.dialect`), the next five are empty. Each
+The PostgreSQL store began at schema 6: its first body makes that schema whole, the
+next five are empty. The functions giving SQLite's JSON functions their meaning
+(:data:`toolkit.store.dialect.POSTGRES_FUNCTIONS`) are no migration: the store replaces
+them whenever their text changes. Each
 later migration appends a body to both lists.
 
 Differences from SQLite: JSON columns are ``jsonb``; byte strings ``bytea``; an asset's
@@ -18,9 +20,9 @@ asset table as a layer; integer ids are ``bigint`` numbered by a trigger when le
 
 from __future__ import annotations
 
-from toolkit.store.dialect import POSTGRES_FUNCTIONS
+from toolkit.store.dialect import NEXT_ID_FUNCTION
 
-_TABLES_WITH_IDS = (
+TABLES_WITH_IDS = (
     "site",
     "event",
     "asset",
@@ -296,11 +298,27 @@ CREATE TABLE gazetteer_part (
 _ID_TRIGGERS = "".join(
     f'CREATE TRIGGER {t}_next_id BEFORE INSERT ON "{t}" FOR EACH ROW '
     "EXECUTE FUNCTION toolkit_next_id();\n"
-    for t in _TABLES_WITH_IDS
+    for t in TABLES_WITH_IDS
 )
 
+# The role analysts' report queries run as (store/reports.py): roles belong to the whole
+# server, so it is made when missing, and a user who may not make roles is told at the
+# first analyst's query instead of failing the migration.
+_ANALYST_ROLE = """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'toolkit_analyst') THEN
+        CREATE ROLE toolkit_analyst NOLOGIN;
+    END IF;
+    EXECUTE format('GRANT toolkit_analyst TO %I', current_user);
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'cannot make or grant the role toolkit_analyst';
+END
+$$;
+"""
+
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
-    POSTGRES_FUNCTIONS + _SCHEMA_6 + _ID_TRIGGERS,
+    NEXT_ID_FUNCTION + _SCHEMA_6 + _ID_TRIGGERS + _ANALYST_ROLE,
     "",
     "",
     "",

@@ -5,11 +5,15 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from toolkit.lazy import lazy
 from toolkit.model.fieldjson import as_python, fields_json, id_list
 from toolkit.store.records import USER_KIND, Actor, RecordTable
 from toolkit.store.sql import json_path, one_row
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy("pandas")
 
 if TYPE_CHECKING:  # the plan is the import job's; the store only reads it
     from toolkit.importing.overwrite import OverwritePlan
