@@ -25,7 +25,7 @@ import toolkit.sources.chunks
 def read_source(*args, **kwargs):
     raise RuntimeError("the reader broke")
 
-# Both readers: a whole file, and a file in parts (inspect reads a CSV in parts).
+# inspect reads a file in parts (read_chunks); other commands read it whole.
 toolkit.sources.read_source = read_source
 toolkit.sources.chunks.read_chunks = read_source
 from toolkit.cli import main
