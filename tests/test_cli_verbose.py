@@ -20,11 +20,14 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 FAULTY_READER = """
 import sys
 import toolkit.sources
+import toolkit.sources.chunks
 
 def read_source(*args, **kwargs):
     raise RuntimeError("the reader broke")
 
+# inspect reads a file in parts (read_chunks); other commands read it whole.
 toolkit.sources.read_source = read_source
+toolkit.sources.chunks.read_chunks = read_source
 from toolkit.cli import main
 sys.argv[0] = "toolkit"
 main(sys.argv[1:])

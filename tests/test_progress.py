@@ -154,12 +154,18 @@ def test_an_xlsx_report_fetch_shows_its_rows_written(site_file: Path, tmp_path: 
 def test_the_real_command_on_a_pseudo_terminal_draws_and_a_pipe_does_not(
     site_file: Path, tmp_path: Path
 ) -> None:
+    import fcntl
     import pty
+    import struct
+    import termios
 
     env = {k: v for k, v in os.environ.items() if k not in ("TTY_COMPATIBLE", "FORCE_COLOR")}
     env["TERM"] = "xterm"
     args = [sys.executable, "-m", "toolkit", "--store", str(site_file), "inspect", str(ITEMS)]
     controller, terminal = pty.openpty()
+    # Wide enough that a slow read's rate ("932.5 kB/s", longer than "9.3 MB/s") does not
+    # wrap the bar's line on a busy machine.
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
     process = subprocess.Popen(
         args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal, env=env
     )

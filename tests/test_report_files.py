@@ -154,6 +154,24 @@ def test_html_prints_on_a4_landscape_and_has_an_interactive_table(demo: Any) -> 
     assert "#bdbdbd" in page and "#800026" in page and "<title>LAKE GARDENS, Minor:" in page
 
 
+def test_printed_cells_break_between_words_unless_a_run_is_long(demo: Any) -> None:
+    """A code or a word is never split across lines in print; JSON (a long unbroken run)
+    may break anywhere, so it cannot widen its column past the page. Numbers show six
+    decimals in the page (the files keep all)."""
+    site, result = demo
+    page = file(site, run(site, 5, recordType="item", action="create"), "html").decode()
+    style = page.split("<style>")[1].split("</style>")[0]
+    assert "overflow-wrap:break-word}" in style and "td.brk{overflow-wrap:anywhere}" in style
+    row = page.split("<tbody>")[1].split("</tr>")[0]
+    cells = row.split("</td>")
+    assert "<td>create" in cells[3] and "<td class='brk'>{&quot;fields&quot;" in cells[12]
+    instance = run(site, 2, eventId=result.event["id"])
+    longitude = site.report_fetch(instance)["contents"]["data"][0]["longitude"]
+    shown = file(site, instance, "html").decode()
+    assert len(str(longitude).split(".")[1]) > 6  # the data keeps every digit
+    assert f"<td class='num'>{round(longitude, 6)}</td>" in shown
+
+
 def test_html_map_draws_parcels_by_worst_level_with_legend_scale_and_north(demo: Any) -> None:
     site, result = demo
     instance = run(site, 2, eventId=result.event["id"])

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 import shapely
 from click.testing import CliRunner
+from pg_cluster import Cluster
 
 from toolkit.cli import cli
 from toolkit.errors import StoreError
@@ -255,3 +256,16 @@ def test_site_copy_sqlite_to_postgresql_and_back(pg_url: str, tmp_path: Path) ->
     refused = CliRunner().invoke(cli, ["--site", "north", "site", "copy", str(first), pg_url])
     assert refused.exit_code == 1
     assert "holds a site 'north' already; nothing copied" in refused.output
+
+
+def test_a_bare_database_gets_the_extensions_it_needs(pg_cluster: Cluster) -> None:
+    with psycopg.connect(pg_cluster.url("postgres"), autocommit=True) as admin:
+        admin.execute("CREATE DATABASE bare_store TEMPLATE template0")
+    url = pg_cluster.url("bare_store")
+    try:
+        with Database(url) as db:
+            assert db.sites() == []
+            names = {r[0] for r in db.connection.execute("SELECT extname FROM pg_extension")}
+            assert {"postgis", "fuzzystrmatch", "pg_trgm"} <= names
+    finally:
+        pg_cluster.drop_database(url)

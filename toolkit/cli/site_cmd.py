@@ -18,7 +18,8 @@ def site() -> None:
 
     \b
     Examples:
-      toolkit --site north site copy council.sqlite postgresql://gis.example/sites
+      toolkit site copy toolkit.sqlite backup.sqlite
+      toolkit --json site copy toolkit.sqlite copy.sqlite
     """
 
 
@@ -34,10 +35,11 @@ def copy(source: Any, target: Any) -> None:
     (a new store always does). One transaction, each table's count checked against
     SRC: the copy is whole or not there.
 
+    To PostgreSQL: toolkit site copy toolkit.sqlite postgresql://HOST/DATABASE
+
     \b
     Examples:
-      toolkit site copy toolkit.sqlite postgresql://gis.example/sites
-      toolkit --site north site copy postgresql:///sites?service=gis north.sqlite
+      toolkit site copy toolkit.sqlite backup.sqlite
       toolkit --json site copy toolkit.sqlite copy.sqlite
     """
     from toolkit.store import Database

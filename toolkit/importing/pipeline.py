@@ -654,6 +654,9 @@ class ImportRunner:
                 self.engine, job_id, request, rule, chunked, may_update, outcome
             )
             return
+        # One index and one set of decisions for every part: a provider may load the index
+        # afresh on each call, and its caches (built as rows are matched) go with it.
+        shared: dict[str, Any] = {}
         start = 0
         for i in range(chunked.count):
             size = chunked.sizes[i]
@@ -680,8 +683,9 @@ class ImportRunner:
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
                     linked = self._link_assets(
-                        job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0
-                    )
+                        job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0,
+                        shared=shared,
+                    )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
             keep = _kept(frame.index, part.problems, prepared, linked)
@@ -946,20 +950,27 @@ class ImportRunner:
         *,
         progress: Progress,
         append: bool = False,
+        shared: dict[str, Any] | None = None,
     ) -> Linked:
+        """Link a part's rows; ``shared`` keeps the index and the reviewers' decisions
+        between the parts of one import."""
         empty = _no_problems()
         if rule.asset_link is None:
             return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
         if self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        progress("link", 0, len(frame), detail="loading the asset index")
+        shared = {} if shared is None else shared
+        if "index" not in shared:
+            progress("link", 0, len(frame), detail="loading the asset index")
+            shared["index"] = self.asset_index()
+            shared["decisions"] = self.store.decisions.all()
         linked = link_rows(
-            self.asset_index(),
+            shared["index"],
             frame,
             prepared,
             rule,
             reference_field=rule.matching_id,
-            decisions=self.store.decisions.all(),
+            decisions=shared["decisions"],
             progress=progress,
             geocoder=self.geocoder,
         )

@@ -5,7 +5,8 @@ one column) on the rows the page holds; it reads the table itself, so no data is
 written into script. The page's Content-Security-Policy forbids fetching anything.
 
 Printing: A4 landscape with page numbers, the table's heading repeated on every page,
-long cells wrapped instead of columns cut, no controls, and charts kept whole.
+long cells wrapped instead of columns cut (between words; a cell with a long unbroken
+run such as JSON anywhere), no controls, and charts kept whole.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ h2{font-size:11pt;break-after:avoid}
 table.data{width:100%;white-space:normal;font-size:6.5pt;table-layout:auto}
 table.data th{position:static;background:#1f4e78 !important;color:#fff !important;
 -webkit-print-color-adjust:exact;print-color-adjust:exact}
-table.data td,table.data th{padding:.1rem .2rem;overflow-wrap:anywhere}
+table.data td,table.data th{padding:.1rem .2rem;overflow-wrap:break-word}
+table.data td.brk{overflow-wrap:anywhere}
 table.data td.num,table.data td.ts{white-space:nowrap;overflow-wrap:normal}
 table.data th{overflow-wrap:normal;hyphens:auto}
 .tiles{break-inside:avoid}

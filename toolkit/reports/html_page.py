@@ -39,6 +39,9 @@ MAX_TABLE_ROWS = 1_000
 MAX_BARS = 20
 MAX_MAP_POINTS = 5_000
 
+# A text cell with a run this long breaks anywhere when printed (see html_assets).
+LONG_RUN = r"\S{25}"
+BREAKABLE = "<td class='brk'>"
 # A bar of rows without a value (e.g. rows no mode matched, "none" in the metadata).
 NO_VALUE = "(none)"
 
@@ -227,6 +230,8 @@ def _cell_text(column: pa.Array, kind: str, zone: str) -> list[str]:
         column = iso_local(column, zone, excel=True)
     elif kind == "date":
         column = column.cast(pa.string())
+    elif kind == "number":  # shown to 6 decimals (0.1 m of a longitude); the files keep all
+        column = pc.round(column, 6)
     values = column.to_pylist()
     if kind == "boolean":
         return ["" if v is None else ("yes" if v else "no") for v in values]
@@ -257,12 +262,23 @@ def _table(snapshot: Snapshot, header: Mapping[str, Any], limit: int) -> str:
     for batch in snapshot.batches(rows=min(limit, 65_536)):
         part = batch.slice(0, limit - shown)
         columns = [_cell_text(part.column(i), f["type"], zone) for i, f in enumerate(spec)]
+        # Text with a long unbroken run (JSON, a URL) may break anywhere when printed;
+        # other text only between words, so a code or a word is never split.
+        for i, f in enumerate(spec):
+            if f["type"] == "text":
+                runs = pc.match_substring_regex(part.column(i), LONG_RUN).fill_null(False)
+                columns[i] = [
+                    f"{BREAKABLE}{v}" if long else f"{opens[i]}{v}"
+                    for v, long in zip(columns[i], runs.to_pylist(), strict=True)
+                ]
+            else:
+                columns[i] = [f"{opens[i]}{v}" for v in columns[i]]
         if header.get("totals"):
             for i, kind in enumerate(numeric):
                 if kind and spec[i]["key"] not in ("eventId", "id"):
                     sums[i] += float(pc.sum(part.column(i)).as_py() or 0)
         for row in zip(*columns, strict=True):
-            cells = "".join(f"{opens[i]}{v}</td>" for i, v in enumerate(row))
+            cells = "</td>".join(row) + "</td>"
             body.append(f"<tr>{cells}</tr>")
         shown += part.num_rows
         if shown >= limit:

@@ -159,13 +159,29 @@ class Database:
         return row is not None and row[0] is not None
 
     def _migrate_postgres(self) -> None:
+        import psycopg
+
         from toolkit.store.dialect import POSTGRES_FUNCTIONS, sync_ids_sql
-        from toolkit.store.schema_pg import POSTGRES_MIGRATIONS, TABLES_WITH_IDS
+        from toolkit.store.schema_pg import (
+            POSTGRES_EXTENSIONS,
+            POSTGRES_MIGRATIONS,
+            TABLES_WITH_IDS,
+        )
 
         raw = cast("PgConnection", self.connection).raw
         with raw.transaction():
             # One process migrates at a time; the others wait, then find it done.
             raw.execute("SELECT pg_advisory_xact_lock(16160001)")
+            for extension in POSTGRES_EXTENSIONS:
+                try:
+                    with raw.transaction():  # a savepoint: a refusal is reported below
+                        raw.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
+                except psycopg.Error as exc:
+                    raise StoreError(
+                        f"{self.display}: the store needs the extension {extension}, which "
+                        f"its user may not make ({_first_line(exc)}); an administrator "
+                        f"runs: CREATE EXTENSION {extension};"
+                    ) from exc
             raw.execute("CREATE TABLE IF NOT EXISTS toolkit_schema (version INTEGER NOT NULL)")
             row = raw.execute("SELECT max(version) FROM toolkit_schema").fetchone()
             version = int(row[0]) if row and row[0] is not None else 0

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from toolkit.store.dialect import NEXT_ID_FUNCTION
 
+# Geometry columns, soundex, trigrams: made (where the user may) before any migration.
+POSTGRES_EXTENSIONS = ("postgis", "fuzzystrmatch", "pg_trgm")
+
 TABLES_WITH_IDS = (
     "site",
     "event",
