@@ -275,6 +275,14 @@ def dask_engine(
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",
+            # The workers of a cluster we start log their transient troubles (a heartbeat
+            # that timed out on a busy machine, with a traceback) at ERROR; a task's real
+            # failure reaches us as its exception. Shown with -v (debug logging).
+            silence_logs=(
+                logging.WARNING
+                if logging.getLogger("toolkit").isEnabledFor(logging.DEBUG)
+                else logging.CRITICAL
+            ),
         )
         with cluster, Client(cluster) as client:
             engine = DaskEngine(client, Path(work))
