@@ -23,7 +23,7 @@ from toolkit.store import SCHEMA_VERSION, Actor, Database, SiteStore
 from toolkit.store.dialect import to_postgres
 from toolkit.store.reports import AnalystQueryError, analyst_rows
 from toolkit.store.schema import MIGRATIONS
-from toolkit.store.schema_pg import POSTGRES_MIGRATIONS
+from toolkit.store.schema_pg import POSTGRES_EXTENSIONS, POSTGRES_MIGRATIONS
 from toolkit.store.sql import sounds_like
 
 RULES = Path(__file__).resolve().parent / "fixtures_rules"
@@ -80,6 +80,40 @@ def test_the_schema_is_made_once_and_versioned(pg_url: str) -> None:
         conn.execute("UPDATE toolkit_schema SET version = %s", (SCHEMA_VERSION + 1,))
     with pytest.raises(StoreError, match="newer toolkit"):
         Database(pg_url)
+
+
+def test_schema_8_numbers_ids_by_default_and_keeps_existing_ones(pg_url: str) -> None:
+    # A store as schema 7 left it: ids numbered by a trigger per row, some written as given.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for extension in POSTGRES_EXTENSIONS:
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
+        for body in POSTGRES_MIGRATIONS[:7]:
+            if body:
+                conn.execute(body.encode())
+        conn.execute("CREATE TABLE toolkit_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO toolkit_schema VALUES (7)")
+        conn.execute("INSERT INTO site (id, name, date_created) VALUES (41, 'old', 0)")
+        conn.execute(
+            "INSERT INTO audit_log (site_id, date_created, action, record_type, record_id) "
+            "VALUES (41, 0, 'create', 'site', 41), (41, 0, 'create', 'site', 41)"
+        )
+    with Database(pg_url) as db, psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM toolkit_schema").fetchall() == [(SCHEMA_VERSION,)]
+        triggers = conn.execute("SELECT tgname FROM pg_trigger WHERE tgname LIKE '%next_id'")
+        assert triggers.fetchall() == []
+        default = conn.execute(
+            "SELECT column_default FROM information_schema.columns "
+            "WHERE table_name = 'audit_log' AND column_name = 'id'"
+        ).fetchone()
+        assert default == ("nextval('toolkit_ids_audit_log'::regclass)",)
+        store = SiteStore(db, "new")
+        with db.transaction() as c:
+            event = store.events.insert(c, {"name": "Flood", "status": 1}, Actor(), 1)
+        assert event == 1
+        sites = conn.execute("SELECT id, name FROM site ORDER BY id").fetchall()
+        assert sites == [(41, "old"), (42, "new")]
+        audit = conn.execute("SELECT id, record_type FROM audit_log ORDER BY id").fetchall()
+        assert audit == [(1, "site"), (2, "site"), (3, "event")]
 
 
 def test_a_read_never_makes_a_store_of_an_empty_database(pg_url: str) -> None:

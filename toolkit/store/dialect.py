@@ -308,8 +308,9 @@ $$;
 
 """
 
-# SQLite gives an INTEGER PRIMARY KEY left out of an INSERT the next number; so do the
-# triggers the schema (schema_pg.py) puts on the tables with ids.
+# SQLite gives an INTEGER PRIMARY KEY left out of an INSERT the next number; so did the
+# triggers schema 6 (schema_pg.py) put on the tables with ids, until schema 8 gave the
+# columns their sequence as default (this function stays: migration 1 names it).
 NEXT_ID_FUNCTION = r"""
 CREATE FUNCTION toolkit_next_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

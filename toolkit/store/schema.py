@@ -345,6 +345,9 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX audit_change ON audit_log(record_type, record_id) WHERE action <> 'create';
     """,
+    # 8: nothing on SQLite (an INTEGER PRIMARY KEY numbers itself); PostgreSQL's ids come
+    # from a column default instead of a trigger per row (schema_pg.py).
+    "",
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

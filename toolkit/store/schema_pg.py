@@ -14,13 +14,14 @@ later migration appends a body to both lists.
 
 Differences from SQLite: JSON columns are ``jsonb``; byte strings ``bytea``; an asset's
 geometry is a PostGIS ``geometry(Geometry, 4326)`` with a GiST index, so QGIS opens the
-asset table as a layer; integer ids are ``bigint`` numbered by a trigger when left out
-(SQLite's ``INTEGER PRIMARY KEY``).
+asset table as a layer; integer ids are ``bigint`` numbered from a sequence when left out
+(SQLite's ``INTEGER PRIMARY KEY``): by a trigger up to schema 7, by the column's default
+from schema 8.
 """
 
 from __future__ import annotations
 
-from toolkit.store.dialect import NEXT_ID_FUNCTION
+from toolkit.store.dialect import NEXT_ID_FUNCTION, ids_sequence, sync_ids_sql
 
 # Geometry columns, soundex, trigrams: made (where the user may) before any migration.
 POSTGRES_EXTENSIONS = ("postgis", "fuzzystrmatch", "pg_trgm")
@@ -320,6 +321,16 @@ END
 $$;
 """
 
+# 8: an id left out comes from the column's default, the table's sequence, instead of a
+# PL/pgSQL trigger run for every row: an import's million audit entries (and the COPY of
+# its records) paid that call per row. The sequences (made here where missing) move past
+# the largest id, so existing rows keep theirs and no id is drawn twice.
+_ID_DEFAULTS = sync_ids_sql(TABLES_WITH_IDS) + "".join(
+    f'\nDROP TRIGGER IF EXISTS {t}_next_id ON "{t}";\n'
+    f"ALTER TABLE \"{t}\" ALTER COLUMN id SET DEFAULT nextval('{ids_sequence(t)}');"
+    for t in TABLES_WITH_IDS
+)
+
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
     NEXT_ID_FUNCTION + _SCHEMA_6 + _ID_TRIGGERS + _ANALYST_ROLE,
     "",
@@ -329,4 +340,5 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     "",
     # 7: as on SQLite, the partial index that finds an audited record's later changes.
     "CREATE INDEX audit_change ON audit_log(record_type, record_id) WHERE action <> 'create';",
+    _ID_DEFAULTS,
 )
