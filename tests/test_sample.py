@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyogrio
 import pytest
 import shapely
@@ -26,6 +27,7 @@ from toolkit.sample.generate import (
     TRUTH_COLUMNS,
     USER_COLUMNS,
     GenerateResult,
+    _assemble,
     generate,
 )
 from toolkit.sample.vocab import STREET_NAMES, STREET_TYPES
@@ -427,3 +429,14 @@ def test_assets_sample_geometries() -> None:
 
 def test_vocabulary_has_no_repeats() -> None:
     assert len(set(STREET_NAMES)) == len(STREET_NAMES)
+
+
+def test_a_column_assembles_from_chunked_arrays() -> None:
+    # pyarrow chunks an array made from a large numpy string array (the item dates from
+    # about 1.7 million rows); the same path at five rows, with the chunks made by hand.
+    default = pa.chunked_array([["a0", "a1", "a2"], ["a3", "a4"]])
+    spoilt = pa.chunked_array([["X"], ["Y"]])
+    column = _assemble(5, [(np.array([4, 1]), spoilt)], default)
+    assert column.to_pylist() == ["a0", "Y", "a2", "a3", "X"]
+    unfilled = _assemble(4, [(np.array([2, 0]), spoilt)])
+    assert unfilled.to_pylist() == ["Y", None, "X", None]

@@ -1377,10 +1377,14 @@ def _choose(which: np.ndarray, options: list[pa.Array]) -> pa.Array:
 
 
 def _assemble(
-    m: int, parts: list[tuple[np.ndarray, pa.Array]], default: pa.Array | None = None
+    m: int,
+    parts: list[tuple[np.ndarray, pa.Array]],
+    default: pa.Array | pa.ChunkedArray | None = None,
 ) -> pa.Array:
     """One column of ``m`` values from parts given as (row positions, values); the rest from
-    ``default``, or null (written as an empty field)."""
+    ``default``, or null (written as an empty field). Values may come chunked: pyarrow
+    splits an array made from a large numpy string array (the item dates from about 1.7
+    million rows), and computing over it keeps the chunks."""
     rows = [r for r, _ in parts]
     values = [_flat(v) for _, v in parts]
     covered = np.zeros(m, bool)
@@ -1389,7 +1393,9 @@ def _assemble(
     rest = np.flatnonzero(~covered)
     rows.append(rest)
     values.append(
-        default.take(pa.array(rest)) if default is not None else pa.nulls(rest.size, pa.string())
+        _flat(default).take(pa.array(rest))
+        if default is not None
+        else pa.nulls(rest.size, pa.string())
     )
     order = np.concatenate(rows) if rows else np.empty(0, np.int64)
     inverse = np.empty(m, np.int64)
