@@ -35,6 +35,7 @@ from toolkit.sources.csv import (
     _Ragged,
     _ragged_rows,
     _Split,
+    arrow_csv_options,
     csv_dialect,
     csv_prelude,
     record_lines,
@@ -401,20 +402,8 @@ def _stream(
     def open_reader(column_names: list[str], raw: Any) -> Any:
         return pacsv.open_csv(
             _Counting(raw, on_bytes),
-            read_options=pacsv.ReadOptions(
-                use_threads=threads, block_size=block_size, encoding=_arrow_encoding(decision)
-            ),
-            parse_options=pacsv.ParseOptions(
-                delimiter=split.delimiter,
-                quote_char=split.quotechar if split.quotechar is not None else False,
-                newlines_in_values=split.quotechar is not None,
-                invalid_row_handler=skip_ragged,
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(column_names, pa.string()),
-                strings_can_be_null=True,
-                null_values=[""],
-                quoted_strings_can_be_null=True,
+            **arrow_csv_options(
+                column_names, split, _arrow_encoding(decision), block_size, threads, skip_ragged
             ),
         )
 

@@ -243,6 +243,36 @@ def _arrow_encoding(decision: EncodingDecision) -> str:
     return "utf8" if decision.encoding == "utf-8" else decision.encoding
 
 
+def arrow_csv_options(
+    names: list[str],
+    dialect: _Split,
+    encoding: str,
+    block_size: int,
+    use_threads: bool,
+    on_invalid: Callable[[pacsv.InvalidRow], str],
+) -> dict[str, Any]:
+    """pyarrow's read, parse and convert options for a CSV of ``dialect``: every column
+    text, empty cells missing, quoted line breaks kept in their value, ragged rows handed
+    to ``on_invalid``. One place for both readers (whole file and in parts)."""
+    return {
+        "read_options": pacsv.ReadOptions(
+            use_threads=use_threads, block_size=block_size, encoding=encoding
+        ),
+        "parse_options": pacsv.ParseOptions(
+            delimiter=dialect.delimiter,
+            quote_char=dialect.quotechar if dialect.quotechar is not None else False,
+            newlines_in_values=dialect.quotechar is not None,
+            invalid_row_handler=on_invalid,
+        ),
+        "convert_options": pacsv.ConvertOptions(
+            column_types=dict.fromkeys(names, pa.string()),
+            strings_can_be_null=True,
+            null_values=[""],
+            quoted_strings_can_be_null=True,
+        ),
+    }
+
+
 def _parse(
     path: Path,
     raw_names: list[str],
@@ -266,21 +296,7 @@ def _parse(
         with path.open("rb") as raw:
             return pacsv.read_csv(
                 _Counting(raw, on_bytes) if on_bytes is not None else raw,
-                read_options=pacsv.ReadOptions(
-                    use_threads=use_threads, block_size=block_size, encoding=encoding
-                ),
-                parse_options=pacsv.ParseOptions(
-                    delimiter=dialect.delimiter,
-                    quote_char=dialect.quotechar if dialect.quotechar is not None else False,
-                    newlines_in_values=dialect.quotechar is not None,
-                    invalid_row_handler=skip_ragged,
-                ),
-                convert_options=pacsv.ConvertOptions(
-                    column_types=dict.fromkeys(names, pa.string()),
-                    strings_can_be_null=True,
-                    null_values=[""],
-                    quoted_strings_can_be_null=True,
-                ),
+                **arrow_csv_options(names, dialect, encoding, block_size, use_threads, skip_ragged),
             )
 
     table = read(raw_names)
