@@ -22,10 +22,10 @@ pytestmark = pytest.mark.slow
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 
-# The sample's damage rule without its fuzzy fallback: mode fuzzy fits its model on the
-# rows at hand, so it is the one way that is not row by row (see FUZZY_ON_DASK).
-RULE = (SAMPLE.parent / "pipelines" / "damage_assessments.py").read_text(encoding="utf-8")
-RULE = RULE.replace('name="damage-assessments"', 'name="damage-soundex"').replace(
+# The sample's damage rule, and the same without its fuzzy fallback (mode fuzzy fits its
+# model once per job, on the texts of every partition: test_fuzzy_...).
+FUZZY_RULE = (SAMPLE.parent / "pipelines" / "damage_assessments.py").read_text(encoding="utf-8")
+RULE = FUZZY_RULE.replace('name="damage-assessments"', 'name="damage-soundex"').replace(
     '"fallbackMode": "fuzzy",', ""
 )
 
@@ -52,6 +52,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("engine")
     (root / "rules").mkdir()
     (root / "rules" / "damage_soundex.py").write_text(RULE, encoding="utf-8")
+    (root / "rules" / "damage_assessments.py").write_text(FUZZY_RULE, encoding="utf-8")
     lines = (SAMPLE / "damage_assessments.csv").read_text(encoding="utf-8").splitlines()
     header = next(csv.reader([lines[0]]))
     good = dict(zip(header, next(csv.reader([lines[1]])), strict=True))
@@ -195,6 +196,47 @@ def test_the_stored_rows_and_links_are_the_local_engines(
     assert len(_rows(dask, STORED_ITEMS)) == 382
 
 
+def test_fuzzy_links_on_dask_are_the_local_engines(
+    world: Path, scheduler: str, tmp_path: Path
+) -> None:
+    """Mode fuzzy's model is fitted once per job from every partition's texts, so the
+    sample's rule (fuzzy fallback) and a fuzzy lookup link as on the local engine."""
+    engines = {
+        "local": ["--engine", "local"],
+        "dask": ["--engine", "dask", "--scheduler", scheduler],
+    }
+    out: dict[str, tuple[dict[str, object], list[tuple[object, ...]], bytes]] = {}
+    for name, engine in engines.items():
+        site = _site(tmp_path / f"{name}.sqlite")
+        code, _, err = _run(
+            world, site, engine, "import", str(SAMPLE / "parcels.zip"),
+            "--type", "asset", "--rule", "property-assets", partition_rows="700",
+        )  # fmt: skip
+        assert code == 0, err
+        code, text, err = _run(
+            world, site, engine, "--json", "import", str(world / "damage.csv"),
+            "--type", "item", "--rule", "damage-assessments", "--event-id", "1",
+            "--region-id", "1",
+        )  # fmt: skip
+        assert code == 0, err
+        lookup = tmp_path / f"lookup-{name}.csv"
+        code, _, err = _run(
+            world, site, engine, "lookup", "--file", str(world / "damage.csv"),
+            "--column", "Address", "--mode", "fuzzy", "-o", str(lookup),
+        )  # fmt: skip
+        assert code == 3, err
+        assert "fits its model" not in err
+        out[name] = (_summary(text), _rows(site, LINKS), lookup.read_bytes())
+    local, dask = out["local"], out["dask"]
+    assert dask[0] == local[0]
+    assert not [w for w in local[0]["warnings"] if "fuzzy" in str(w)]  # type: ignore[attr-defined]
+    assert dask[1] == local[1]
+    # The fallback did link rows, and the lookup's probabilities are written the same.
+    assert sum(1 for row in local[1] if "fuzzy" in row) > 0
+    assert dask[2] == local[2]
+    assert b"fuzzy" in local[2]
+
+
 def test_an_unreachable_scheduler_is_an_error_naming_it(world: Path, tmp_path: Path) -> None:
     code, _, err = _run(
         world, tmp_path / "none.sqlite", ["--engine", "dask", "--scheduler", "tcp://127.0.0.1:9"],
@@ -212,8 +254,7 @@ def test_a_cluster_started_for_the_command_prints_its_dashboard_unless_quiet(
     result = CliRunner().invoke(cli, args, env={"TOOLKIT_ENGINE": "dask"})
     assert result.exit_code == 3, result.stderr
     lines = result.stderr.splitlines()
-    assert lines[0].startswith("Warning: mode fuzzy fits its model on each partition")
-    assert lines[1].startswith("Dask dashboard: http://127.0.0.1:")
+    assert lines[0].startswith("Dask dashboard: http://127.0.0.1:")
     assert len(result.stdout.splitlines()) == 1 + 390  # the heading, a row per query read
     quiet = CliRunner().invoke(cli, ["--quiet", *args], env={"TOOLKIT_ENGINE": "dask"})
     assert quiet.exit_code == 3

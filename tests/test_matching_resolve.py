@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from toolkit.errors import MatchingError, OptionError
 from toolkit.matching import (
     RESULT_COLUMNS,
     AssetIndex,
+    checked_options,
     lookup_one,
     modes,
     queries_from_spec,
@@ -527,3 +529,31 @@ def test_bad_output_and_bad_queries(index: AssetIndex) -> None:
         queries_from_spec([{"str": 5}])
     with pytest.raises(OptionError, match=r"query\[0\].geo.points\[0\].latitude 'x'"):
         queries_from_spec([{"geo": {"points": [{"longitude": "145", "latitude": "x"}]}}])
+
+
+def test_fuzzy_model_fitted_once_makes_parts_match_as_one_batch(index: AssetIndex) -> None:
+    """The texts mode fuzzy is given in each part (after the fallback's first mode),
+    fitted once, give every part the whole batch's probabilities; each part fitting its
+    own model does not."""
+    texts = [
+        "12 Smiyh St Richmond", "12 Smith St Richmond", "12 Xmith St Richmond",
+        "14 Smith Street", "12 Smiyh St Richmond", "3 Nowhere Rd", "12 Smith St Richmond 3000",
+    ]  # fmt: skip
+    options = {**OFF, "mode": "soundex", "fallbackMode": "fuzzy"}
+    whole = resolve(index, queries(*texts), options)
+    parts = [queries(*texts[:3]), queries(*texts[3:])]
+    noted = modes.FuzzyTexts()
+    for part in parts:
+        resolve(index, part, options, fuzzy=noted)
+    # Only what soundex left, each text once, in the order the batch first gives it.
+    assert noted.distinct().tolist() == ["12 Smiyh St Richmond", "12 Xmith St Richmond",
+                                         "14 Smith Street", "3 Nowhere Rd",
+                                         "12 Smith St Richmond 3000"]  # fmt: skip
+    model = modes.fuzzy_model(index, noted.distinct(), checked_options(index, options))
+    assert model is not None
+    fuzzy = partial(modes.match_fuzzy, model=model)
+    once = pd.concat([resolve(index, p, options, fuzzy=fuzzy) for p in parts], ignore_index=True)
+    alone = pd.concat([resolve(index, p, options) for p in parts], ignore_index=True)
+    for column in ("asset_id", "accuracy", "probability", "err", "mode"):
+        assert plain(once[column]) == plain(whole[column]), column
+    assert plain(alone["probability"]) != plain(whole["probability"])

@@ -21,14 +21,6 @@ def is_dask(engine: str | None, scheduler: str | None) -> bool:
     return (engine or ("dask" if scheduler else "local")) == "dask"
 
 
-# Mode fuzzy fits its model (EM) on the queries at hand, so on Dask it fits one per
-# partition; the warning says so rather than letting the difference go unseen.
-FUZZY_ON_DASK = (
-    "mode fuzzy fits its model on each partition's queries with --engine dask: its "
-    "probabilities, and so a few links near the threshold, can differ from --engine local"
-)
-
-
 def engine_options(command: F) -> F:
     """Add ``--engine`` (env TOOLKIT_ENGINE) and ``--scheduler`` (env TOOLKIT_SCHEDULER)."""
     command = click.option(

@@ -16,9 +16,8 @@ from toolkit.cli.context import (
     open_site,
     progress_bar,
     settings,
-    warn,
 )
-from toolkit.cli.engine_opts import FUZZY_ON_DASK, chosen_engine, engine_options, is_dask
+from toolkit.cli.engine_opts import chosen_engine, engine_options, is_dask
 from toolkit.cli.files import input_file, is_stdio, output_file, source_options
 from toolkit.cli.render import render
 from toolkit.names import GEOCODING_FEATURES as FEATURES
@@ -247,8 +246,6 @@ def lookup(
             raise click.UsageError("--engine dask looks up offline, not with --url")
         _remote_lookup(frame, options, output, out_file)
         return
-    if is_dask(engine, scheduler) and "fuzzy" in (mode, fallback_mode):
-        warn(FUZZY_ON_DASK)
     decisions = None if links_file is None else read_review(links_file)
     with chosen_engine(engine, scheduler) as dask, progress_bar() as progress:
         if assets is not None:

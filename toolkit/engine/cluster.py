@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,16 @@ import pandas as pd
 
 from toolkit.engine.index_ref import IndexRef, loaded_index
 from toolkit.errors import OptionError
-from toolkit.importing.pipeline import PartitionWork, PartStages, partition_stages
-from toolkit.matching import AssetIndex
+from toolkit.importing.pipeline import (
+    PartitionWork,
+    PartStages,
+    partition_fuzzy_texts,
+    partition_stages,
+)
+from toolkit.matching import AssetIndex, checked_options
 from toolkit.matching.lookup import LookupResult, run_lookup
+from toolkit.matching.modes import FuzzyTexts, fuzzy_model, match_fuzzy
+from toolkit.matching.probabilistic import Model
 from toolkit.progress import Progress
 from toolkit.sources import SourceProblem
 from toolkit.sources.chunks import ChunkedSource, CsvPart, PartRead, read_csv_part
@@ -52,6 +60,18 @@ def _import_csv_part(
     return rows, replace(read, frame=read.frame.iloc[:0]), stages
 
 
+def _fuzzy_texts_part(
+    work: PartitionWork, part: CsvPart | pd.DataFrame, ref: IndexRef
+) -> pd.Series:
+    """The distinct texts mode fuzzy is given in one partition (a staged CSV's read
+    here), on a worker: the first pass of fitting its model once per job."""
+    if isinstance(part, pd.DataFrame):
+        return partition_fuzzy_texts(work, part, loaded_index(ref))
+    read = read_csv_part(part)
+    work = replace(work, geometry_columns=tuple(read.geometry_columns))
+    return partition_fuzzy_texts(work, read.frame, loaded_index(ref))
+
+
 def _read_csv_part(part: CsvPart, head: int) -> PartRead:
     """One staged CSV partition read on a worker: what reading it found, with only its
     first ``head`` rows (inspect shows those)."""
@@ -65,10 +85,20 @@ def _lookup_part(
     options: dict[str, Any],
     candidates: int,
     decisions: pd.DataFrame | None,
+    model: Model | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One partition's lookup, on a worker: resolved rows and candidates."""
-    result = run_lookup(loaded_index(ref), queries, options, candidates, decisions)
+    """One partition's lookup, on a worker: resolved rows and candidates; ``model``: mode
+    fuzzy's, fitted once for the whole job."""
+    fuzzy = None if model is None else partial(match_fuzzy, model=model)
+    result = run_lookup(loaded_index(ref), queries, options, candidates, decisions, fuzzy=fuzzy)
     return result.resolved, result.candidates
+
+
+def _lookup_texts_part(ref: IndexRef, queries: pd.DataFrame, options: dict[str, Any]) -> pd.Series:
+    """The distinct texts mode fuzzy is given in one partition of a lookup, on a worker."""
+    texts = FuzzyTexts()
+    run_lookup(loaded_index(ref), queries, options, fuzzy=texts)
+    return texts.distinct()
 
 
 def _counted(queries: pd.DataFrame) -> pd.DataFrame:
@@ -182,6 +212,25 @@ class DaskEngine:
             progress("partitions", i + 1, total, unit="partitions")
             yield rows, problems, stages
 
+    def fuzzy_texts(
+        self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
+    ) -> list[pd.Series]:
+        """Per partition of ``source``, in row order, the distinct texts mode fuzzy is
+        given there (``partition_fuzzy_texts``), for the client to fit its model once."""
+        ref = self.index_ref(index)
+        [work_future] = self.client.scatter([work], hash=False)
+        parts: list[Any] = (
+            list(source.csv_parts)
+            if source.csv_parts is not None
+            else [source.read(i).frame for i in range(source.count)]
+        )
+        futures = [
+            self.client.submit(_fuzzy_texts_part, work_future, part, ref, pure=False)
+            for part in parts
+        ]
+        texts: list[pd.Series] = self._gather(futures, "fuzzy texts", progress)
+        return texts
+
     def read_parts(self, source: ChunkedSource, progress: Progress, head: int = 0) -> Any:
         """Read every partition of ``source`` on the workers, so that its report is whole;
         the first ``head`` rows come back (a GeoDataFrame)."""
@@ -224,10 +273,26 @@ class DaskEngine:
         ref = self.index_ref(index)
         queries = _counted(queries)
         bounds = self.bounds(len(queries))
+        model = None
+        if "fuzzy" in (options.get("mode"), options.get("fallbackMode")):
+            # Mode fuzzy fits its model on the texts it is given: gathered from every
+            # partition first, fitted once here, so each partition matches as one batch.
+            texts = self._gather(
+                [
+                    self.client.submit(
+                        _lookup_texts_part, ref, queries.iloc[start:end], options, pure=False
+                    )
+                    for start, end in bounds
+                ],
+                "fuzzy texts",
+                progress or no_progress,
+            )
+            every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
+            model = fuzzy_model(index, pd.Series(pd.unique(every)), checked_options(index, options))
         futures = [
             self.client.submit(
                 _lookup_part, ref, queries.iloc[start:end], options, candidates, decisions,
-                pure=False,
+                model, pure=False,
             )
             for start, end in bounds
         ]  # fmt: skip

@@ -28,6 +28,7 @@ import shapely
 from toolkit.geocoding import Places, pending_places
 from toolkit.importing.rules import ImportRule, Prepared
 from toolkit.matching import AssetIndex, Geocoder, resolve
+from toolkit.matching.modes import ModeFunction
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.matching.review import apply_decisions
 from toolkit.progress import Progress, no_progress
@@ -98,12 +99,14 @@ def link_rows(
     decisions: pd.DataFrame | None = None,
     progress: Progress = no_progress,
     geocoder: Geocoder | None = None,
+    fuzzy: ModeFunction | None = None,
 ) -> LinkResult:
     """Link every row of ``frame`` that the rule's asset link can place. ``decisions``
     (reviewers' ``query`` -> ``asset_id``, see ``matching.review``) settle the address
     rows whose text they name, before any matcher's answer; ``geocoder`` is the address
     way's external last resort, when the rule's options ask for one. Progress counts the
-    rows settled: linked, then every row once the last way has been tried."""
+    rows settled: linked, then every row once the last way has been tried. ``fuzzy``
+    stands in for mode fuzzy on the address way (``resolve``)."""
     link = rule.asset_link
     n = len(frame)
     # Positional numpy arrays: each way writes its rows by position, never by label.
@@ -148,6 +151,7 @@ def link_rows(
         geometry: np.ndarray | None = None,
         reviewed: pd.DataFrame | None = None,
         external: Geocoder | None = None,
+        fuzzy: ModeFunction | None = None,
     ) -> None:
         rows = np.flatnonzero(mask & ~linked)
         if rows.size == 0:
@@ -158,7 +162,7 @@ def link_rows(
         if geometry is not None:
             queries["geometry"] = geometry[rows]
         result = apply_decisions(
-            index, resolve(index, queries, way_options, geocoder=external), reviewed
+            index, resolve(index, queries, way_options, geocoder=external, fuzzy=fuzzy), reviewed
         )
         found = result["asset_position"].to_numpy() >= 0
         ids = pd.to_numeric(result["asset_id"], errors="coerce").to_numpy()
@@ -214,6 +218,7 @@ def link_rows(
                 options,
                 reviewed=decisions,
                 external=geocoder if options.get("useExternalLookups") else None,
+                fuzzy=fuzzy,
             )
     progress("link", n, n, detail=f"{int(linked.sum()):,} linked")
     reasons[linked] = None

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -51,6 +52,9 @@ from toolkit.importing.rules import (
     load_rule,
     numbers_for_text,
 )
+from toolkit.matching.modes import FuzzyTexts, ModeFunction, fuzzy_model, match_fuzzy
+from toolkit.matching.options import LookupOptions
+from toolkit.matching.probabilistic import Model
 from toolkit.model.fieldjson import as_python, fields_json, id_list
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
@@ -111,6 +115,8 @@ class PartitionWork:
     decisions: pd.DataFrame | None
     may_update: bool
     links: bool
+    # Mode fuzzy's model, fitted once for the whole job (None: each partition fits its own).
+    fuzzy_model: Model | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,10 @@ class StageEngine(Protocol):
         progress: Progress,
     ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]: ...
 
+    def fuzzy_texts(
+        self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
+    ) -> list[pd.Series]: ...
+
 
 def partition_stages(
     work: PartitionWork, frame: pd.DataFrame, index: AssetIndex | None
@@ -151,6 +161,9 @@ def partition_stages(
     link = None
     if work.links:
         assert index is not None
+        fuzzy: ModeFunction | None = None
+        if work.fuzzy_model is not None:
+            fuzzy = partial(match_fuzzy, model=work.fuzzy_model)
         link = link_rows(
             index,
             frame,
@@ -158,11 +171,37 @@ def partition_stages(
             rule,
             reference_field=rule.matching_id,
             decisions=work.decisions,
+            fuzzy=fuzzy,
         )
     payload = prepare_payload(
         rule, prepared.values, prepared.cleared, frame, may_update=work.may_update
     )
     return PartStages(prepared=prepared, link=link, payload=payload)
+
+
+def partition_fuzzy_texts(work: PartitionWork, frame: pd.DataFrame, index: AssetIndex) -> pd.Series:
+    """The distinct texts (first-occurrence order) that mode fuzzy is given in one
+    partition: the first pass of a job whose fuzzy model is fitted once for all of it."""
+    prepared = apply_rule(
+        work.rule, frame, path=work.path, geometry_columns=list(work.geometry_columns)
+    )
+    texts = FuzzyTexts()
+    link_rows(
+        index, frame, prepared, work.rule, reference_field=work.rule.matching_id,
+        decisions=work.decisions, fuzzy=texts,
+    )  # fmt: skip
+    return texts.distinct()
+
+
+def job_fuzzy_model(
+    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
+) -> Model | None:
+    """Mode fuzzy's model for a whole job from its partitions' texts (in row order): the
+    model the job read as one part fits, so every partition links as that part would."""
+    assert rule.asset_link is not None
+    options = LookupOptions.from_dict({"useExternalLookups": False, **rule.asset_link.options})
+    every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
+    return fuzzy_model(index, pd.Series(pd.unique(every)), options)
 
 
 _PROBLEM_COLUMNS = ["row", "column", "value", "reason"]
@@ -729,14 +768,13 @@ class ImportRunner:
             str((rule.asset_link.options if links and rule.asset_link else {}).get(k))
             for k in ("mode", "fallbackMode")
         }
-        if "fuzzy" in ways:
-            # Mode fuzzy fits its model (EM) on the rows at hand: one fit per partition.
-            outcome.warnings.append(
-                f"{request.name}: mode fuzzy fits its model on each partition's rows on this "
-                "engine; a few links near its threshold can differ from the local engine's"
-            )
         with self._stage(outcome, "partitions"):
             index = self.asset_index() if links and self.asset_index is not None else None
+            if "fuzzy" in ways and index is not None:
+                # Mode fuzzy fits its model (EM) on the texts it is given: a first pass
+                # gathers the whole job's, the client fits once, every partition uses it.
+                texts = engine.fuzzy_texts(work, chunked, index, self.progress)
+                work = replace(work, fuzzy_model=job_fuzzy_model(index, rule, texts))
             done = iter(engine.run_parts(work, chunked, index, self.progress))
         for i in range(chunked.count):
             started = time.perf_counter()

@@ -19,6 +19,7 @@ import pandas as pd
 from toolkit.errors import SourceError
 from toolkit.matching import AssetIndex, checked_options, resolve_with_candidates
 from toolkit.matching.geocoder import Geocoder
+from toolkit.matching.modes import ModeFunction
 from toolkit.matching.review import apply_decisions
 from toolkit.progress import Progress, no_progress
 from toolkit.sources import read_source
@@ -161,12 +162,14 @@ def run_lookup(
     decisions: pd.DataFrame | None = None,
     progress: Progress = no_progress,
     geocoder: Geocoder | None = None,
+    fuzzy: ModeFunction | None = None,
 ) -> LookupResult:
     """Resolve ``queries``; reviewers' ``decisions`` (see ``matching.review``) settle the
-    queries whose text they name; ``geocoder`` is the external last resort."""
+    queries whose text they name; ``geocoder`` is the external last resort; ``fuzzy``
+    stands in for mode fuzzy (``resolve_with_candidates``)."""
     checked = checked_options(index, options)
     resolved, top = resolve_with_candidates(
-        index, queries, checked, candidates, progress=progress, geocoder=geocoder
+        index, queries, checked, candidates, progress=progress, geocoder=geocoder, fuzzy=fuzzy
     )
     resolved = apply_decisions(index, resolved, decisions)
     return LookupResult(resolved=resolved, candidates=top, index=index)

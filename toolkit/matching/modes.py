@@ -467,13 +467,50 @@ def _covers(assets: np.ndarray, queries: np.ndarray) -> np.ndarray:
 # --- fuzzy ----------------------------------------------------------------------------
 
 
-def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int) -> ModeResult:
-    """Probabilistic address matching (``probabilistic``): candidates from several blocking
-    keys, a Fellegi–Sunter match probability for each, fitted on this batch. A query links
-    when its best candidate's probability reaches ``LINK_PROBABILITY``; ties (two assets
-    about equally likely) therefore never link. ``accuracy`` is that probability x 100.
-    """
-    result = ModeResult.empty(len(batch))
+def fuzzy_model(
+    index: AssetIndex, texts: pd.Series, options: LookupOptions
+) -> probabilistic.Model | None:
+    """The model ``match_fuzzy`` fits on a batch of ``texts`` (None when no query has a
+    candidate): fitted once on the client from the distinct texts a whole job gives mode
+    fuzzy (``FuzzyTexts``; a blank one too, when its query has a point), in their
+    first-occurrence order, it is the model of the job matched as one batch."""
+    batch = QueryBatch(texts.fillna("").astype("str").reset_index(drop=True))
+    fitted = _fuzzy_pairs(index, batch, options)
+    return None if fitted is None else fitted[-1]
+
+
+class FuzzyTexts:
+    """A stand-in for ``match_fuzzy`` that only notes the texts of the queries it is given
+    (a job's first pass: what the model is fitted on) and settles none of them."""
+
+    def __init__(self) -> None:
+        self.texts: list[pd.Series] = []
+
+    def __call__(
+        self, index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
+    ) -> ModeResult:
+        self.texts.append(batch.text)
+        return ModeResult.empty(len(batch))
+
+    def distinct(self) -> pd.Series:
+        """The distinct texts noted, in first-occurrence order."""
+        if not self.texts:
+            return pd.Series([], dtype=object)
+        return pd.Series(pd.unique(pd.concat(self.texts, ignore_index=True)))
+
+
+def _fuzzy_pairs(
+    index: AssetIndex,
+    batch: QueryBatch,
+    options: LookupOptions,
+    model: probabilistic.Model | None = None,
+) -> (
+    tuple[Parsed, np.ndarray, np.ndarray, np.ndarray, probabilistic.Comparison, probabilistic.Model]
+    | None
+):
+    """The batch's distinct queries, each row's among them, assets per asset row, the
+    candidate pairs and their comparison, and ``model`` (fitted on them when None);
+    None when no query has a candidate."""
     side = index.fuzzy_side()
     # Only the distinct strings of this batch are parsed (a fallback batch shares the
     # analysis of the whole batch).
@@ -482,17 +519,43 @@ def match_fuzzy(index: AssetIndex, batch: QueryBatch, options: LookupOptions, k:
     allowed = index.allowed(options.asset_class)
     allowed_assets = np.flatnonzero(allowed)
     per_row = np.bincount(side.codes[allowed_assets], minlength=len(side.parsed))
-    row_asset = np.full(len(side.parsed), -1, dtype=np.int64)
-    row_asset[side.codes[allowed_assets]] = allowed_assets
     q, comparison = probabilistic.compared_candidates(
         queries, side.parsed, side.groups_for(per_row > 0)
     )
     if not len(q):
+        return None
+    if model is None:
+        model = probabilistic.fit(
+            side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), len(queries)
+        )
+    return queries, codes, per_row, q, comparison, model
+
+
+def match_fuzzy(
+    index: AssetIndex,
+    batch: QueryBatch,
+    options: LookupOptions,
+    k: int,
+    *,
+    model: probabilistic.Model | None = None,
+) -> ModeResult:
+    """Probabilistic address matching (``probabilistic``): candidates from several blocking
+    keys, a Fellegi–Sunter match probability for each, fitted on this batch unless a
+    ``model`` fitted for the whole job (``fuzzy_model``) is given. A query links when its
+    best candidate's probability reaches ``LINK_PROBABILITY``; ties (two assets about
+    equally likely) therefore never link. ``accuracy`` is that probability x 100.
+    """
+    result = ModeResult.empty(len(batch))
+    side = index.fuzzy_side()
+    allowed = index.allowed(options.asset_class)
+    allowed_assets = np.flatnonzero(allowed)
+    row_asset = np.full(len(side.parsed), -1, dtype=np.int64)
+    row_asset[side.codes[allowed_assets]] = allowed_assets
+    fitted = _fuzzy_pairs(index, batch, options, model)
+    if fitted is None:
         _no_match(result, NO_FUZZY_CANDIDATE)
         return result
-    model = probabilistic.fit(
-        side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), len(queries)
-    )
+    queries, codes, per_row, q, comparison, model = fitted
     scored = probabilistic.score(q, comparison, model, len(queries), len(allowed_assets), per_row)
     best = scored.best[codes]
     has = best >= 0

@@ -20,7 +20,7 @@ from toolkit.errors import MatchingError, OptionError
 from toolkit.matching import accuracy as accuracy_scale
 from toolkit.matching.geocoder import Geocoder, NoGeocoder
 from toolkit.matching.index import AssetIndex
-from toolkit.matching.modes import MODE_FUNCTIONS, ModeResult, QueryBatch
+from toolkit.matching.modes import MODE_FUNCTIONS, ModeFunction, ModeResult, QueryBatch
 from toolkit.matching.options import OUTPUTS, LookupOptions
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.model.shapes import asset_json, geo_object, geo_objects, geometry_from_geo
@@ -66,13 +66,14 @@ def resolve(
     options: LookupOptions | Mapping[str, Any] | None = None,
     *,
     geocoder: Geocoder | None = None,
+    fuzzy: ModeFunction | None = None,
 ) -> pd.DataFrame:
     """Resolve every query; one row per query with the columns ``RESULT_COLUMNS``.
 
     ``queries`` has a ``query`` column (text), optionally ``reference`` (the caller's code;
     1-based row count when absent) and ``geometry`` (shapely objects for mode ``geo``).
     """
-    return resolve_with_candidates(index, queries, options, 0, geocoder=geocoder)[0]
+    return resolve_with_candidates(index, queries, options, 0, geocoder=geocoder, fuzzy=fuzzy)[0]
 
 
 def resolve_with_candidates(
@@ -83,13 +84,15 @@ def resolve_with_candidates(
     *,
     geocoder: Geocoder | None = None,
     progress: Progress = no_progress,
+    fuzzy: ModeFunction | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``resolve`` plus, for review, the top ``k`` candidates of each query (long frame
     ``CANDIDATE_COLUMNS``, best first; ``row`` is the query's 0-based row). The answer is
     the same as ``resolve``'s: candidates never turn a tie into a match. Progress counts
     the queries settled: by the mode, then by the fallback mode. Every query is matched
     in one batch (fuzzy learns its weights from the whole batch), so this is as fine as
-    it gets."""
+    it gets. ``fuzzy`` stands in for ``match_fuzzy`` (with a model fitted for the whole
+    job, or noting the texts to fit it on)."""
     options = _options(options)
     if k < 0:
         raise OptionError(f"the number of candidates is {k}; it must be 0 or more")
@@ -114,7 +117,7 @@ def resolve_with_candidates(
 
     rows = np.flatnonzero(~blank)
     progress("lookup", n - rows.size, n, unit="queries", detail=f"{rows.size:,} by {options.mode}")
-    _run(index, batch, options.mode, rows, options, k, result, modes, candidate_frames)
+    _run(index, batch, options.mode, rows, options, k, result, modes, candidate_frames, fuzzy)
     if options.fallback_mode is not None:
         failed = rows[result.asset[rows] < 0]
         progress(
@@ -126,8 +129,9 @@ def resolve_with_candidates(
         )
         before = result.err[failed].copy()
         _run(
-            index, batch, options.fallback_mode, failed, options, k, result, modes, candidate_frames
-        )
+            index, batch, options.fallback_mode, failed, options, k, result, modes,
+            candidate_frames, fuzzy,
+        )  # fmt: skip
         still = result.asset[failed] < 0
         result.err[failed[still]] = [
             f"{first}; fallback {options.fallback_mode}: {second}"
@@ -219,6 +223,7 @@ def _run(
     result: ModeResult,
     modes: np.ndarray,
     candidate_frames: list[pd.DataFrame],
+    fuzzy: ModeFunction | None = None,
 ) -> None:
     """Run ``mode`` on batch ``rows`` and write what it settles into ``result``."""
     if mode == "auto":
@@ -231,7 +236,8 @@ def _run(
         return
     if not len(rows):
         return
-    sub = MODE_FUNCTIONS[mode](index, batch.take(rows), options, k)
+    function = fuzzy if mode == "fuzzy" and fuzzy is not None else MODE_FUNCTIONS[mode]
+    sub = function(index, batch.take(rows), options, k)
     result.asset[rows] = sub.asset
     result.count[rows] = sub.count
     result.accuracy[rows] = sub.accuracy
