@@ -7,8 +7,9 @@ scaling run: the per-partition stages on 1, 2 and 4 worker processes, with the c
 time of each partition on its worker (from the task stream), so the curve toward a real
 cluster can be read; the plan and the write stay serial in the calling process.
 
-The rule is the sample's damage rule without its fuzzy fallback (mode fuzzy fits its model
-per batch, so its results depend on the partitioning; see the engine's warning).
+The rule is the sample's damage rule without its fuzzy fallback: with it, Dask makes a
+first pass over the partitions to fit mode fuzzy's model once per job, and the local engine
+reads the file as one part, so the two would not be doing the same work.
 
     python tests/benchmarks/bench_engine.py                       # 200,000 and 200,000
     python tests/benchmarks/bench_engine.py --assets 1000000 --items 1000000
