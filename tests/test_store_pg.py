@@ -226,6 +226,9 @@ def test_an_analysts_query_reads_only_its_sites_views_on_postgresql(pg_url: str)
             ('SELECT password_hash FROM "user"', "permission denied for table user"),
             ("DELETE FROM events", "permission denied for view events"),
             ("CREATE TABLE x (a int)", "read-only transaction"),
+            # A second statement could undo the role; only one statement is ever run.
+            ('RESET ROLE; SELECT password_hash FROM "user"', "multiple commands"),
+            ("SELECT 1 AS a; SELECT name FROM event", "multiple commands"),
         ]:
             with pytest.raises(AnalystQueryError, match=reason):
                 list(analyst_rows(db, mine.site_id, sql, {}))

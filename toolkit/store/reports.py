@@ -601,7 +601,11 @@ def _analyst_rows_postgres(
             ) from exc
         try:
             cursor = psycopg.ClientCursor(raw)
-            cursor.execute(analyst_to_postgres(sql), params)
+            # In a pipeline the query goes by the extended protocol, which runs exactly
+            # one statement: the simple protocol would run `RESET ROLE; SELECT …` whole,
+            # undoing the analyst's role.
+            with raw.pipeline():
+                cursor.execute(analyst_to_postgres(sql), params)
             columns = [c.name for c in cursor.description or ()]
             while batch := cursor.fetchmany(CHUNK_ROWS):
                 yield pd.DataFrame.from_records(batch, columns=columns)
