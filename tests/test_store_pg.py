@@ -229,6 +229,17 @@ def test_an_analysts_query_reads_only_its_sites_views_on_postgresql(pg_url: str)
             # A second statement could undo the role; only one statement is ever run.
             ('RESET ROLE; SELECT password_hash FROM "user"', "multiple commands"),
             ("SELECT 1 AS a; SELECT name FROM event", "multiple commands"),
+            # Nor from inside one statement: a role set by set_config, then a query run
+            # by a function, would read as the store's user.
+            (
+                "SELECT set_config('role', session_user, true) AS r, "
+                "query_to_xml('SELECT password_hash FROM \"user\"', true, false, '') AS x",
+                "may not call set_config",
+            ),
+            (
+                "SELECT \"QUERY_TO_XML\"('SELECT 1', true, false, '') AS x",
+                "may not call QUERY_TO_XML",
+            ),
         ]:
             with pytest.raises(AnalystQueryError, match=reason):
                 list(analyst_rows(db, mine.site_id, sql, {}))

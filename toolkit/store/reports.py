@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import tempfile
@@ -570,6 +571,13 @@ def analyst_rows(
 ANALYST_ROLE = "toolkit_analyst"
 
 
+# Functions an analyst's query may not call on PostgreSQL. SET ROLE is checked against the
+# session's user (the store's), so set_config('role', …) inside the one statement would
+# leave the analyst's role, and the *_to_xml functions (and dblink) run SQL given as text,
+# under whatever role is current then. Matched in the whole text, quoted or not.
+_ANALYST_DENIED = re.compile(r"(set_config|\w*_to_xml\w*|dblink\w*)", re.IGNORECASE)
+
+
 def _analyst_rows_postgres(
     db: Database,
     site_id: int,
@@ -578,6 +586,12 @@ def _analyst_rows_postgres(
     within_events: Collection[int] | None,
 ) -> Iterator[pd.DataFrame]:
     import psycopg
+
+    if denied := _ANALYST_DENIED.search(sql):
+        raise AnalystQueryError(
+            f"an analyst's query may not call {denied.group(1)} (it could leave the "
+            "analyst's read-only role)"
+        )
 
     from toolkit.store.pg import PgConnection
 
