@@ -39,6 +39,7 @@ from toolkit.sources.csv import (
     csv_dialect,
     csv_prelude,
     record_lines,
+    unreadable_csv,
 )
 from toolkit.sources.encoding import WINDOWS_1252, EncodingDecision
 from toolkit.sources.geometry import _TYPE_NAMES, geometry_counts, repair_polygons
@@ -341,11 +342,7 @@ def _stage_csv(
                 decision = EncodingDecision(WINDOWS_1252, "detected")
             continue
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-            hint = "pass --encoding" if "UTF8" in str(exc) or "decode" in str(exc) else ""
-            raise SourceError(
-                f"{path}: cannot read as {decision.encoding} CSV: {exc}"
-                + (f"; {hint} (e.g. windows-1252)" if hint else "")
-            ) from exc
+            raise unreadable_csv(path, decision, exc) from exc
         break
     progress(label, size, size, unit="bytes")
     sizes, rejected, any_ragged, last = staged

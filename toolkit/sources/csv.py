@@ -347,12 +347,18 @@ def _read_table(
             # serially so each one can be reported with its record number.
             table, ragged = parse(_arrow_encoding(decision), False)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        hint = "pass --encoding" if "UTF8" in str(exc) or "decode" in str(exc) else ""
-        raise SourceError(
-            f"{path}: cannot read as {decision.encoding} CSV: {exc}"
-            + (f"; {hint} (e.g. windows-1252)" if hint else "")
-        ) from exc
+        raise unreadable_csv(path, decision, exc) from exc
     return table, ragged, decision
+
+
+def unreadable_csv(path: Path, decision: EncodingDecision, exc: Exception) -> SourceError:
+    """The error for a CSV pyarrow cannot parse in the chosen encoding, with a hint to
+    pass ``--encoding`` when decoding is what failed (both readers raise it)."""
+    hint = "pass --encoding" if "UTF8" in str(exc) or "decode" in str(exc) else ""
+    return SourceError(
+        f"{path}: cannot read as {decision.encoding} CSV: {exc}"
+        + (f"; {hint} (e.g. windows-1252)" if hint else "")
+    )
 
 
 def record_lines(path: Path, encoding: str, dialect: _Split, last_row: int) -> NDArray[np.int64]:
