@@ -1,0 +1,145 @@
+"""``toolkit serve --processes N``: N server processes on one listening socket.
+
+One process serves requests with one event loop and one GIL, so on a machine
+with several cores ``--processes`` runs that many, each a whole server (its own
+threads, SQLite connections and matching index) accepting connections from the
+same socket, which the kernel shares out. The parent process only binds the
+socket, starts the workers (spawned, not forked: nothing of the parent's threads
+or connections is copied), starts one again if it dies, and stops them all on
+Ctrl+C or SIGTERM (each finishes its requests and its background jobs first).
+
+What the processes share, and what each keeps (so what a client sees):
+
+- Shared: the site file (SQLite in WAL mode: readers never wait for each other;
+  a write waits for the one before it), and so every record, import job and
+  report instance (its status reads the same from any process); the token key
+  (tokens of one process are good in all); the limits' counts (a user's rate,
+  auth calls and refused tokens per address, failed logins per account), which
+  live in one file every process maps (:mod:`toolkit.server.tables`).
+- Per process: the connection caps (``--max-connections`` and
+  ``--max-connections-per-client`` count each process's own connections); the
+  background workers (``--workers`` imports and report runs at once, each);
+  the matching index and gazetteer in memory (a process that did not run an
+  asset import sees the new assets when it next checks the site file's stamp,
+  within 2 s); the geocoding service's rate and answer cache (N processes may
+  ask it up to N times the rate).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import tempfile
+import time
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from toolkit.model.location import StoreLocation
+from toolkit.server.state import LIMIT_TABLES, ServerSettings
+from toolkit.server.tables import SharedFile
+from toolkit.server.transport import uvicorn_config
+
+log = logging.getLogger("toolkit.server")
+
+RESTART_DELAY_S = 1.0  # before a worker that died is started again
+
+
+def log_requests(*, process_ids: bool = False) -> None:
+    """Log the server's notes and one line per request to stderr (``toolkit serve``);
+    ``process_ids``: each line names its process (with ``--processes``)."""
+    logging.getLogger("toolkit.server").setLevel(logging.INFO)
+    logging.getLogger("toolkit.server.access").setLevel(logging.INFO)
+    if not logging.getLogger().handlers:
+        name = "%(name)s[%(process)d]" if process_ids else "%(name)s"
+        logging.basicConfig(format=f"%(asctime)s %(levelname)s {name}: %(message)s")
+
+
+def _shared_folder() -> Path:
+    """Memory-backed when the system has it: the limits' file is written on every request."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+
+def _worker(
+    store: StoreLocation,
+    settings: ServerSettings,
+    shared: SharedFile,
+    sock: socket.socket,
+    quiet: bool,
+) -> None:
+    """One server process: the app over the shared limits, serving the parent's socket."""
+    from toolkit.server.app import create_app
+
+    if not quiet:
+        log_requests(process_ids=True)
+    app = create_app(store, settings=settings, shared_limits=shared)
+    host, port = sock.getsockname()[:2]
+    uvicorn.Server(uvicorn_config(app, host=host, port=port)).run(sockets=[sock])
+
+
+def serve_processes(
+    store: StoreLocation,
+    settings: ServerSettings,
+    *,
+    host: str,
+    port: int,
+    processes: int,
+    quiet: bool = False,
+) -> None:
+    """Serve with ``processes`` worker processes until SIGINT or SIGTERM."""
+    if not hasattr(socket, "SO_REUSEADDR") or os.name != "posix":
+        raise OSError("--processes needs a POSIX system")
+    # uvicorn binds it as it binds its own (address reuse, IPv6); the app is never loaded.
+    sock = uvicorn.Config(app="unused:app", host=host, port=port, log_level="warning").bind_socket()
+    shared = SharedFile.create(_shared_folder(), LIMIT_TABLES)
+    context = multiprocessing.get_context("spawn")
+    workers: list[BaseProcess] = []
+    stopping = False
+
+    def start() -> BaseProcess:
+        worker = context.Process(
+            target=_worker,
+            args=(store, settings, shared, sock, quiet),
+            name="toolkit-serve-worker",
+        )
+        worker.start()
+        return worker
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for worker in workers:
+            if worker.is_alive() and worker.pid is not None:
+                os.kill(worker.pid, signal.SIGTERM)  # uvicorn's graceful shutdown
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        workers.extend(start() for _ in range(processes))
+        while workers:
+            wait([w.sentinel for w in workers], timeout=1.0)
+            for worker in [w for w in workers if not w.is_alive()]:
+                worker.join()
+                workers.remove(worker)
+                if not stopping:
+                    log.warning(
+                        "server worker %s ended (exit code %s); starting another",
+                        worker.pid,
+                        worker.exitcode,
+                    )
+                    time.sleep(RESTART_DELAY_S)
+                    workers.append(start())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for worker in workers:
+            worker.terminate()
+            worker.join(30)
+        sock.close()
+        shared.path.unlink(missing_ok=True)
