@@ -41,6 +41,7 @@ from types import FrameType
 
 import uvicorn
 
+from toolkit.errors import ToolkitError
 from toolkit.model.location import StoreLocation
 from toolkit.server.state import LIMIT_TABLES, ServerSettings
 from toolkit.server.tables import SharedFile
@@ -49,6 +50,10 @@ from toolkit.server.transport import uvicorn_config
 log = logging.getLogger("toolkit.server")
 
 RESTART_DELAY_S = 1.0  # before a worker that died is started again
+# A worker that keeps ending this soon after its start (a bad file, a full disk) is not
+# started again and again: the server stops with an error.
+EARLY_END_S = 30.0
+MAX_EARLY_ENDS = 3
 
 
 def log_requests(*, process_ids: bool = False) -> None:
@@ -80,8 +85,23 @@ def _worker(
     if not quiet:
         log_requests(process_ids=True)
     app = create_app(store, settings=settings, shared_limits=shared)
+    sock = tcp_socket(sock)
     host, port = sock.getsockname()[:2]
     uvicorn.Server(uvicorn_config(app, host=host, port=port)).run(sockets=[sock])
+
+
+def tcp_socket(sock: socket.socket) -> socket.socket:
+    """``sock`` as a socket that knows its protocol is TCP.
+
+    A socket made without naming its protocol (uvicorn's, and so the one a worker is
+    handed) says protocol 0, and so do the connections it accepts; asyncio sets
+    TCP_NODELAY only on those saying TCP, and without it every small answer waits for
+    the client's delayed ACK: 40 ms a request on a kept-alive connection. Made again
+    from its descriptor, the socket asks the system, which says TCP.
+    """
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
+        return socket.socket(fileno=sock.detach())
+    return sock
 
 
 def serve_processes(
@@ -120,21 +140,36 @@ def serve_processes(
                 os.kill(worker.pid, signal.SIGTERM)  # uvicorn's graceful shutdown
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    started: dict[BaseProcess, float] = {}
+    early_ends = 0  # workers in a row that ended soon after starting
     try:
-        workers.extend(start() for _ in range(processes))
+        for _ in range(processes):
+            workers.append(start())
+            started[workers[-1]] = time.monotonic()
         while workers:
             wait([w.sentinel for w in workers], timeout=1.0)
             for worker in [w for w in workers if not w.is_alive()]:
                 worker.join()
                 workers.remove(worker)
-                if not stopping:
-                    log.warning(
-                        "server worker %s ended (exit code %s); starting another",
-                        worker.pid,
-                        worker.exitcode,
+                if stopping:
+                    continue
+                early = time.monotonic() - started.pop(worker) < EARLY_END_S
+                early_ends = early_ends + 1 if early else 0
+                if early_ends >= MAX_EARLY_ENDS:
+                    stop(signal.SIGTERM, None)
+                    raise ToolkitError(
+                        f"server workers ended {early_ends} times in a row within "
+                        f"{EARLY_END_S:g} s of starting (exit code {worker.exitcode}); "
+                        "see the log above"
                     )
-                    time.sleep(RESTART_DELAY_S)
-                    workers.append(start())
+                log.warning(
+                    "server worker %s ended (exit code %s); starting another",
+                    worker.pid,
+                    worker.exitcode,
+                )
+                time.sleep(RESTART_DELAY_S)
+                workers.append(start())
+                started[workers[-1]] = time.monotonic()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
