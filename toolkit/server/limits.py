@@ -7,6 +7,7 @@ as it arrives and answered 413 as soon as the count passes the limit.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
@@ -96,6 +97,7 @@ async def _send_json(send: Send, exc: BodyTooLarge) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+@functools.lru_cache(maxsize=4096)  # asked on every request; parsing an address is not free
 def client_key(host: str) -> str:
     """The address limits count by: an IPv4 address, or an IPv6 address's /64 network.
 
