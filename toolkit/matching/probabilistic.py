@@ -104,6 +104,7 @@ class _Texts:
                 scorer=JaroWinkler.normalized_similarity,
                 workers=-1,
             )
+            near_miss(self.left[left[present]], self.right[right[present]], sim, present)
         return sim
 
     def jaro_winkler_many(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
@@ -146,6 +147,29 @@ class _Texts:
         level[(left == 0) != (right == 0)] = 2
         level[(left == 0) & (right == 0)] = MISSING
         return level
+
+
+# Words this long or longer one edit apart (a letter wrong, missing, extra, or two swapped:
+# KGAN/KHAN, CZOK/COOK, GREN/GREEN) count as a near match even where Jaro–Winkler, weak on
+# short words, scores them lower: random names are seldom one edit apart.
+NEAR_MISS_MIN_LENGTH = 4
+
+
+def near_miss(left: np.ndarray, right: np.ndarray, sim: np.ndarray, at: np.ndarray) -> None:
+    """Raise ``sim[at]`` to the first band where the texts ``left``/``right`` (one pair per
+    position of ``at``) are one edit apart and the longer at least NEAR_MISS_MIN_LENGTH long."""
+    below = np.flatnonzero(sim[at] < TEXT_BANDS[0])
+    if not len(below):
+        return
+    distance = process.cpdist(
+        left[below], right[below], scorer=OSA.distance, score_cutoff=1, workers=-1
+    )
+    lengths = np.maximum(
+        np.fromiter(map(len, left[below]), np.int64, len(below)),
+        np.fromiter(map(len, right[below]), np.int64, len(below)),
+    )
+    near = below[(distance <= 1) & (lengths >= NEAR_MISS_MIN_LENGTH)]
+    sim[at[near]] = TEXT_BANDS[0]
 
 
 def _text_level(sim: np.ndarray) -> np.ndarray:
