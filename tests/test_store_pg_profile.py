@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -155,3 +156,50 @@ def test_a_report_worker_reads_the_profile_not_the_password(officer: str, tmp_pa
     text = seen.read_text(encoding="utf-8")
     assert PASSWORD not in text and "PGPASSWORD" not in text
     assert "TOOLKIT_PROFILE=shared\n" in text and f"TOOLKIT_STORE={officer}\n" in text
+
+
+def test_serve_runs_on_the_profiles_store(officer: str, tmp_path: Path) -> None:
+    import httpx
+    from serving import free_port
+
+    made = _toolkit("--profile", "shared", "init", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    # This time the password is written into the profile's URL: serve's note shows the
+    # URL without it.
+    role = officer.split("//", 1)[1].split("@", 1)[0]
+    in_url = officer.replace(f"{role}@", f"{role}:{PASSWORD.replace(' ', '%20')}@")
+    _config(Path(os.environ["TOOLKIT_CONFIG"]), in_url, None)
+    port = free_port()
+    environment = {**os.environ, "TOOLKIT_SERVER_SECRET": "s" * 40}
+    command = [sys.executable, "-m", "toolkit", "--profile", "shared", "serve",
+               "--port", str(port)]  # fmt: skip
+    server = subprocess.Popen(
+        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        answer = None
+        for _ in range(300):
+            try:
+                # The server answers from the store: an unknown user of the site is 401.
+                answer = httpx.post(
+                    f"http://127.0.0.1:{port}/api/json/auth",
+                    headers={"X-Site": "north"},
+                    json={
+                        "uuid": "u",
+                        "platform": "p",
+                        "version": "1",
+                        "name": "n",
+                        "username": "nobody",
+                        "password": "nothing",
+                    },
+                )
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.communicate()[1]
+                time.sleep(0.1)
+        assert answer is not None and answer.status_code == 401, answer
+    finally:
+        server.terminate()
+        _out, err = server.communicate(timeout=30)
+    assert f"serving {officer} at http://127.0.0.1:{port}/api/json/" in err
+    assert PASSWORD.replace(" ", "%20") not in err
