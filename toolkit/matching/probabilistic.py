@@ -187,6 +187,8 @@ def _readings(
         last_locality,
         alpha_locality,
         alpha_street,
+        before_locality,
+        after_street,
     ) = texts.jaro_winkler_many(
         [
             (codes["street"][q], street),
@@ -196,6 +198,8 @@ def _readings(
             (last, locality),
             (alpha, locality),
             (alpha, street),
+            (codes["before"][q], locality),
+            (codes["after"][q], street),
         ]
     )
     readings = [
@@ -204,6 +208,7 @@ def _readings(
         (head_street, last_locality),
         (absent, alpha_locality),
         (alpha_street, absent),
+        (after_street, before_locality),
     ]
     totals = np.stack(
         [
@@ -212,6 +217,8 @@ def _readings(
             for s, lo in readings
         ]
     )
+    # Suburb first is a reading only of an address with letters before its number.
+    totals[-1][codes["before"][q] == 0] = -np.inf
     best = np.argmax(totals, axis=0)
     return (
         np.choose(best, [r[0] for r in readings]),
@@ -223,12 +230,13 @@ def _readings(
 def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Comparison:
     """Compare each (query row ``q``, asset row ``a``) pair, component by component.
 
-    Which query words are the street and which the locality is read five ways, and the
+    Which query words are the street and which the locality is read six ways, and the
     reading that agrees best with the asset is kept: as parsed; split where the asset's
     street name ends (a street type missing or unrecognised); the asset's number of street
     words first and of locality words last (garbled words between; in these two a street
     type that differs counts for nothing: it may be a locality word); all words the locality
-    (the street missing); all words the street (the locality missing).
+    (the street missing); all words the street (the locality missing); the words before the
+    house number the locality and those after it the street (the suburb typed first).
 
     The readings depend on the asset only through its street and locality (its *shape*), and
     a query's candidates share few shapes (one street, many numbers): they are read once
