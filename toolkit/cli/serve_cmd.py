@@ -6,6 +6,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import embedded_only, global_options, note, settings
+from toolkit.model.location import display_name
 from toolkit.names import GEOCODER_PROTOCOLS
 
 
@@ -162,5 +163,7 @@ def serve(
             logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if service is not None:
         note(f"lookups that match no asset ask {service.name}")
-    note(f"serving {current.store} at http://{host}:{port}/api/json/ (Ctrl+C to stop)")
+    note(
+        f"serving {display_name(current.store)} at http://{host}:{port}/api/json/ (Ctrl+C to stop)"
+    )
     uvicorn.Server(uvicorn_config(app, host=host, port=port)).run()
