@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
-from toolkit.store.sql import Where, add_time_bound, json_path, one_row, page_sql
+from toolkit.store.sql import Where, add_time_bound, id_key_frame, json_path, one_row, page_sql
 
 if TYPE_CHECKING:
     import numpy as np
@@ -160,12 +160,11 @@ class AssetStore:
         else:
             key_sql = "CAST(json_extract(extra_info, ?) AS TEXT)"
             params.append(json_path(key))
-        rows = self.connection.execute(
-            f"SELECT id, {key_sql} FROM asset WHERE site_id = ? AND status > 0 ORDER BY id",
-            [*params, self.site_id],
-        ).fetchall()
-        return pd.DataFrame(
-            {"id": [r[0] for r in rows], "key": pd.array([r[1] for r in rows], dtype="string")}
+        return id_key_frame(
+            self.connection.execute(
+                f"SELECT id, {key_sql} FROM asset WHERE site_id = ? AND status > 0 ORDER BY id",
+                [*params, self.site_id],
+            )
         )
 
     def ids_by_source_code(
