@@ -67,23 +67,16 @@ class OverwritePlan:
         }
 
 
-# What Python's str.strip() takes off (str.isspace()); Arrow's own whitespace trim differs,
-# so the keys are trimmed of exactly these, as when they were trimmed as Python strings.
-PYTHON_WHITESPACE = (
-    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
-    "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-
-
 def normalised_keys(keys: pd.Series) -> pa.Array:
-    """Keys as one Arrow text array (no Python object per key: a 5,000,000-row plan held
-    them all at once), trimmed, an empty key as null. Text as ``astype("string")`` spells it."""
+    """Keys as one Arrow text array, trimmed, an empty key as null; text as
+    ``astype("string")`` spells it."""
     if not isinstance(keys.dtype, pd.StringDtype):
         keys = keys.astype("string")
     text = pa.array(keys.array)
     if isinstance(text, pa.ChunkedArray):
         text = text.combine_chunks()
-    text = pc.utf8_trim(text.cast(pa.large_string()), characters=PYTHON_WHITESPACE)
+    # Arrow's whitespace is exactly Python's str.isspace() (checked over all of Unicode).
+    text = pc.utf8_trim_whitespace(text.cast(pa.large_string()))
     empty = pc.equal(pc.utf8_length(text), 0)
     return pc.if_else(empty, pa.scalar(None, pa.large_string()), text)
 
