@@ -128,3 +128,37 @@ def test_updates_and_retirements_are_audited(site) -> None:  # type: ignore[no-u
         ("update", "asset", 100001, "fix"),
         ("retire", "asset", 100003, None),
     ]
+
+
+@pytest.mark.parametrize("given", [[300, 7, 250], [500, 501, 502, 503]])
+def test_given_ids_in_any_order_each_get_a_creation_entry(site, given) -> None:  # type: ignore[no-untyped-def]
+    """Consecutive ascending ids are audited by range, others through the id table: either
+    way one creation entry per new asset, none for the assets already there."""
+    db, assets = site
+    n = len(given)
+    assert assets.ids_taken(given) == set()
+    with db.transaction() as conn:
+        ids = assets.insert_many(
+            conn,
+            NewAssets(
+                type="Property",
+                name=[f"PARCEL {i}" for i in given],
+                code=[None] * n,
+                friendly=[None] * n,
+                region_id=None,
+                status=1,
+                extra_info=["{}"] * n,
+                geometry=[None] * n,
+                bounds=np.full((n, 4), np.nan),
+            ),
+            Actor(import_job_id=None, user_id="officer"),
+            2000,
+            ids=given,
+        )
+    assert ids == given
+    created = db.connection.execute(
+        "SELECT record_id FROM audit_log WHERE action = 'create' AND date_created = 2000 "
+        "ORDER BY record_id"
+    ).fetchall()
+    assert [r[0] for r in created] == sorted(given)
+    assert assets.ids_taken([given[0], 100002, 99]) == {given[0], 100002}
