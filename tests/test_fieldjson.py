@@ -47,3 +47,14 @@ def test_columns_become_plain_python_values_for_sqlite() -> None:
     assert as_python(pd.Series([1, None], dtype="Int64")) == [1, None]
     assert type(as_python(pd.Series([1, 2], dtype="int64"))[0]) is int
     assert as_python(pd.Series(["a", None], dtype="string")) == ["a", None]
+
+
+def test_a_text_column_in_several_arrow_chunks_is_escaped_like_one() -> None:
+    """A CSV part read in blocks gives arrow-backed text in several chunks (a Dask worker's
+    partition of 50,000 rows did); cells needing escapes in any chunk are spelled right."""
+    import pyarrow as pa
+
+    chunks = pa.chunked_array([['a "b"', "c"], ["d\\", 'e\n"f']], type=pa.large_string())
+    column = pd.Series(pd.arrays.ArrowStringArray(chunks), index=[1, 2, 3, 4])
+    objects = fields_json(pd.DataFrame({"notes": column}))
+    assert [json.loads(o)["notes"] for o in objects] == ['a "b"', "c", "d\\", 'e\n"f']
