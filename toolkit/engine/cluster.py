@@ -44,7 +44,19 @@ PARTITION_ROWS = 100_000
 
 def _import_part(work: PartitionWork, frame: pd.DataFrame, ref: IndexRef | None) -> PartStages:
     """One partition's rule, link and payload, on a worker."""
-    return partition_stages(work, frame, None if ref is None else loaded_index(ref))
+    return _sent(partition_stages(work, frame, None if ref is None else loaded_index(ref)))
+
+
+def _sent(stages: PartStages) -> PartStages:
+    """``stages`` as the client needs them: the rule's typed values and cleared cells
+    stay on the worker (the payload carries what is written, and the client reads only
+    the rule's rejections, columns and notes), which halves what travels back."""
+    prepared = replace(
+        stages.prepared,
+        values=stages.prepared.values.iloc[:0],
+        cleared=stages.prepared.cleared.iloc[:0],
+    )
+    return replace(stages, prepared=prepared)
 
 
 def _import_csv_part(
@@ -57,7 +69,7 @@ def _import_csv_part(
     work = replace(work, geometry_columns=tuple(read.geometry_columns))
     stages = partition_stages(work, read.frame, None if ref is None else loaded_index(ref))
     rows = read.frame.index
-    return rows, replace(read, frame=read.frame.iloc[:0]), stages
+    return rows, replace(read, frame=read.frame.iloc[:0]), _sent(stages)
 
 
 def _fuzzy_texts_part(
@@ -155,6 +167,16 @@ class DaskEngine:
             progress(stage, done, total, unit="partitions")
         return list(self.client.gather(list(futures)))
 
+    def _csv_parts(self, source: ChunkedSource) -> list[Any]:
+        """The staged CSV parts of ``source`` as tasks take them: a part still in memory
+        (the last, with its rows) is sent to a worker once, not written into the task
+        graph (tens of MiB the scheduler would hold and warn about)."""
+        assert source.csv_parts is not None
+        return [
+            part if part.table is None else self.client.scatter(part, hash=False)
+            for part in source.csv_parts
+        ]
+
     # --- import (toolkit.importing.pipeline.StageEngine) ------------------------------------
 
     def run_partitions(
@@ -189,7 +211,7 @@ class DaskEngine:
         if source.csv_parts is not None:
             futures = [
                 self.client.submit(_import_csv_part, work_future, part, ref, pure=False)
-                for part in source.csv_parts
+                for part in self._csv_parts(source)
             ]
         else:
             futures = [
@@ -220,7 +242,7 @@ class DaskEngine:
         ref = self.index_ref(index)
         [work_future] = self.client.scatter([work], hash=False)
         parts: list[Any] = (
-            list(source.csv_parts)
+            self._csv_parts(source)
             if source.csv_parts is not None
             else [source.read(i).frame for i in range(source.count)]
         )
@@ -240,7 +262,8 @@ class DaskEngine:
             assert source.frame is not None
             return source.frame.iloc[:head]
         futures = [
-            self.client.submit(_read_csv_part, part, head, pure=False) for part in source.csv_parts
+            self.client.submit(_read_csv_part, part, head, pure=False)
+            for part in self._csv_parts(source)
         ]
         total = len(futures)
         progress("partitions", 0, total, unit="partitions")
