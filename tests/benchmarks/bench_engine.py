@@ -246,7 +246,8 @@ def main() -> None:
                     client.register_plugin(TaskCpu())
                     engine = DaskEngine(client, folder, partition_rows=args.partition_rows)
                     published, load_wall, load_cpu = publish(client, engine, index)
-                    item_import(site, data, event, engine, rule)  # warms the workers' caches
+                    # No warming import (a run at a million rows costs everyone minutes):
+                    # the caches a worker builds on first use show in "max".
                     task_cpu(client)
                     job_s, job_cpu, summary = item_import(site, data, event, engine, rule)
                     tasks = task_cpu(client)
