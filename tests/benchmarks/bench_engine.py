@@ -145,6 +145,75 @@ def worker_peak_mib(client: Client) -> float:
     return float(max(client.run(_peak_mib).values()))
 
 
+def compare(
+    site: LocalSite,
+    data: Path,
+    event: int,
+    index: AssetIndex,
+    folder: Path,
+    partition_rows: int,
+    rule: str,
+    items: int,
+) -> None:
+    """The item import and a lookup on the local engine and on dask x2, stage by stage."""
+    local_s, local_cpu, local = item_import(site, data, event, None, rule)
+    with cluster(2) as local_cluster, Client(local_cluster) as client:
+        client.register_plugin(TaskCpu())
+        engine = DaskEngine(client, folder, partition_rows=partition_rows)
+        published, load_wall, load_cpu = publish(client, engine, index)
+        cold_s, _, _ = item_import(site, data, event, engine, rule)
+        task_cpu(client)
+        dask_s, dask_cpu, dask = item_import(site, data, event, engine, rule)
+        dask_tasks = task_cpu(client)
+        queries = queries_from_file(data / "items.csv", column="Address", code_column="Reference")
+        started = time.perf_counter()
+        lookup_local = run_lookup(index, queries, LOOKUP)
+        lookup_local_s = time.perf_counter() - started
+        started = time.perf_counter()
+        lookup_dask = engine.lookup(index, queries, LOOKUP)
+        lookup_dask_s = time.perf_counter() - started
+        lookup_tasks = task_cpu(client)
+        worker_peak = worker_peak_mib(client)
+    same = local["counts"] == dask["counts"] and local["linking"] == dask["linking"]
+    same_lookup = lookup_local.resolved.equals(lookup_dask.resolved)
+    print(f"\nitem import (dry run), {items:,} rows, identical results: {same}")
+    print(f"  counts  {local['counts']}")
+    print(f"  {'stage':<28} {'local':>8} {'dask x2':>8} {'ratio':>6}")
+    lt, dt = local["timings"], dask["timings"]
+    # The local engine's fuzzy first pass is timed as read and link (its parts
+    # are read and linked once more); on Dask it is part of "partitions".
+    per_partition = lt["validate"] + lt["link"] + lt["prepare"]
+    rows = [
+        ("read (serial, both)", lt["read"], dt["read"]),
+        ("validate+link+prepare", per_partition, dt["partitions"]),
+        ("plan (serial)", lt["plan"], dt["plan"]),
+        ("store, rolled back (serial)", lt["store"], dt["store"]),
+        ("whole job", local_s, dask_s),
+    ]
+    for label, a, b in rows:
+        print(f"  {label:<28} {a:8.2f} {b:8.2f} {b / a if a else float('nan'):6.2f}")
+    first = published + load_wall + cold_s
+    print(f"  first Dask run (workers load the index): {first:.2f} s")
+    print(
+        f"  index to the workers: publish {published:.2f} s (fingerprint and save, "
+        f"client), load {load_wall:.2f} s wall / {load_cpu:.2f} s CPU per worker; "
+        f"first import after it {cold_s:.2f} s"
+    )
+    print(
+        f"  this process's CPU in the job: local {local_cpu:.2f} s, "
+        f"dask x2 {dask_cpu:.2f} s (the client's share: reading, links, plan, store)"
+    )
+    print("  dask x2, CPU per partition on the workers (second run):")
+    print_stages(dask_tasks)
+    print(f"  peak memory of a worker: {worker_peak:,.0f} MiB")
+    print(
+        f"lookup soundex maxRank 3, {len(queries):,} queries: local "
+        f"{lookup_local_s:.2f} s, dask x2 {lookup_dask_s:.2f} s, ratio "
+        f"{lookup_dask_s / lookup_local_s:.2f}; identical results: {same_lookup}"
+    )
+    print_stages(lookup_tasks)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assets", type=int, default=200_000)
@@ -153,6 +222,9 @@ def main() -> None:
     parser.add_argument("--scaling", default="1,2,4", help="worker counts of the scaling run")
     parser.add_argument("--rule", choices=["soundex", "fuzzy"], default="soundex")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--scaling-only", action="store_true", help="skip the local engine vs dask x2 part"
+    )
     args = parser.parse_args()
     rule = f"damage-{args.rule}"
     print(f"machine: {os.cpu_count()} cores; partitions of {args.partition_rows:,} rows")
@@ -174,64 +246,8 @@ def main() -> None:
             event = int(site.create_event({"name": "Benchmark"})["id"])
             index = site.asset_index()
 
-            local_s, local_cpu, local = item_import(site, data, event, None, rule)
-            with cluster(2) as local_cluster, Client(local_cluster) as client:
-                client.register_plugin(TaskCpu())
-                engine = DaskEngine(client, folder, partition_rows=args.partition_rows)
-                published, load_wall, load_cpu = publish(client, engine, index)
-                cold_s, _, _ = item_import(site, data, event, engine, rule)
-                task_cpu(client)
-                dask_s, dask_cpu, dask = item_import(site, data, event, engine, rule)
-                dask_tasks = task_cpu(client)
-                queries = queries_from_file(
-                    data / "items.csv", column="Address", code_column="Reference"
-                )
-                started = time.perf_counter()
-                lookup_local = run_lookup(index, queries, LOOKUP)
-                lookup_local_s = time.perf_counter() - started
-                started = time.perf_counter()
-                lookup_dask = engine.lookup(index, queries, LOOKUP)
-                lookup_dask_s = time.perf_counter() - started
-                lookup_tasks = task_cpu(client)
-                worker_peak = worker_peak_mib(client)
-            same = local["counts"] == dask["counts"] and local["linking"] == dask["linking"]
-            same_lookup = lookup_local.resolved.equals(lookup_dask.resolved)
-            print(f"\nitem import (dry run), {args.items:,} rows, identical results: {same}")
-            print(f"  counts  {local['counts']}")
-            print(f"  {'stage':<28} {'local':>8} {'dask x2':>8} {'ratio':>6}")
-            lt, dt = local["timings"], dask["timings"]
-            # The local engine's fuzzy first pass is timed as read and link (its parts
-            # are read and linked once more); on Dask it is part of "partitions".
-            per_partition = lt["validate"] + lt["link"] + lt["prepare"]
-            rows = [
-                ("read (serial, both)", lt["read"], dt["read"]),
-                ("validate+link+prepare", per_partition, dt["partitions"]),
-                ("plan (serial)", lt["plan"], dt["plan"]),
-                ("store, rolled back (serial)", lt["store"], dt["store"]),
-                ("whole job", local_s, dask_s),
-            ]
-            for label, a, b in rows:
-                print(f"  {label:<28} {a:8.2f} {b:8.2f} {b / a if a else float('nan'):6.2f}")
-            first = published + load_wall + cold_s
-            print(f"  first Dask run (workers load the index): {first:.2f} s")
-            print(
-                f"  index to the workers: publish {published:.2f} s (fingerprint and save, "
-                f"client), load {load_wall:.2f} s wall / {load_cpu:.2f} s CPU per worker; "
-                f"first import after it {cold_s:.2f} s"
-            )
-            print(
-                f"  this process's CPU in the job: local {local_cpu:.2f} s, "
-                f"dask x2 {dask_cpu:.2f} s (the client's share: reading, links, plan, store)"
-            )
-            print("  dask x2, CPU per partition on the workers (second run):")
-            print_stages(dask_tasks)
-            print(f"  peak memory of a worker: {worker_peak:,.0f} MiB")
-            print(
-                f"lookup soundex maxRank 3, {len(queries):,} queries: local "
-                f"{lookup_local_s:.2f} s, dask x2 {lookup_dask_s:.2f} s, ratio "
-                f"{lookup_dask_s / lookup_local_s:.2f}; identical results: {same_lookup}"
-            )
-            print_stages(lookup_tasks)
+            if not args.scaling_only:
+                compare(site, data, event, index, folder, args.partition_rows, rule, args.items)
 
             counts = [int(w) for w in args.scaling.split(",")]
             print(
@@ -245,7 +261,7 @@ def main() -> None:
                 with cluster(workers) as scaled, Client(scaled) as client:
                     client.register_plugin(TaskCpu())
                     engine = DaskEngine(client, folder, partition_rows=args.partition_rows)
-                    published, load_wall, load_cpu = publish(client, engine, index)
+                    _, load_wall, load_cpu = publish(client, engine, index)
                     # No warming import (a run at a million rows costs everyone minutes):
                     # the caches a worker builds on first use show in "max".
                     task_cpu(client)

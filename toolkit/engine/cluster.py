@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -208,22 +209,20 @@ class DaskEngine:
         and openpyxl read) are sent to them. Progress: partitions done of the total."""
         ref = None if index is None else self.index_ref(index)
         [work_future] = self.client.scatter([work], hash=False)
-        if source.csv_parts is not None:
-            futures = [
-                self.client.submit(_import_csv_part, work_future, part, ref, pure=False)
-                for part in self._csv_parts(source)
-            ]
-        else:
-            futures = [
-                self.client.submit(_import_part, work_future, source.read(i).frame, ref, pure=False)
-                for i in range(source.count)
-            ]
-        total = len(futures)
+        csv_parts = self._csv_parts(source) if source.csv_parts is not None else None
+
+        def submit(i: int) -> Any:
+            if csv_parts is not None:
+                return self.client.submit(
+                    _import_csv_part, work_future, csv_parts[i], ref, pure=False
+                )
+            frame = source.read(i).frame
+            return self.client.submit(_import_part, work_future, frame, ref, pure=False)
+
+        total = source.count
         progress("partitions", 0, total, unit="partitions")
-        for i, future in enumerate(futures):
-            result = future.result()
-            future.release()  # its rows are the client's now; the workers may forget them
-            if source.csv_parts is not None:
+        for i, result in enumerate(self._in_order(submit, total)):
+            if csv_parts is not None:
                 rows, read, stages = result
                 source.learn(i, read)
                 problems = source.named(read.problems)
@@ -233,6 +232,22 @@ class DaskEngine:
                 rows, problems = part.frame.index, part.problems
             progress("partitions", i + 1, total, unit="partitions")
             yield rows, problems, stages
+
+    def _in_order(self, submit: Callable[[int], Any], count: int) -> Iterator[Any]:
+        """The results of ``submit(i)`` for each ``i`` below ``count``, in order, with at
+        most two tasks per worker thread submitted and not yet taken: a worker keeps a
+        result until the client takes it, so workers faster than the client (which
+        writes down every part) would otherwise hold every partition's at once (7 GiB
+        in one worker at a million rows)."""
+        ahead = 2 * max(1, sum(self.client.nthreads().values()))
+        futures = deque(submit(i) for i in range(min(ahead, count)))
+        for i in range(count):
+            future = futures.popleft()
+            if i + ahead < count:
+                futures.append(submit(i + ahead))  # before waiting: the workers stay busy
+            result = future.result()
+            future.release()  # its rows are the client's now; the workers may forget them
+            yield result
 
     def fuzzy_texts(
         self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
