@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 FORMAT_NAME = "toolkit-asset-index"
 # 2: the fuzzy matcher's asset side is saved with the index (folder ``fuzzy`` of ``save``,
-# tables ``fuzzy:*`` of ``dump``).
-FORMAT_VERSION = 2
+# tables ``fuzzy:*`` of ``dump``). 3: its u counts words one edit apart as near matches.
+FORMAT_VERSION = 3
 # The tables of a saved index, each a Parquet file (``save``) or part of one string (``dump``).
 TABLES = ("assets", "names", "codes")
 _MAGIC = b"toolkit-asset-index\n"
