@@ -446,7 +446,7 @@ def _geo_pairs(
     query, asset = rows[pairs[0]], tree_assets[pairs[1]]
     keep = allowed[asset]
     query, asset = query[keep], asset[keep]
-    inside = _covers(index.geometry[asset], geometry[query])
+    inside = _covers(index.geometries(asset), geometry[query])
     queries.append(query[inside])
     assets.append(asset[inside])
     return np.concatenate(queries), np.concatenate(assets)
