@@ -244,13 +244,29 @@ class AssetIndex:
             return chosen
         return np.asarray(shapely.from_wkb(self._wkb[positions]), dtype=object)
 
+    @property
+    def with_geometry(self) -> np.ndarray:
+        """The positions of the assets that have a geometry (perhaps an empty one)."""
+        if "with_geometry" not in self._derived:
+            shapes = self._wkb if self._geometry is None else self._geometry
+            self._derived["with_geometry"] = np.flatnonzero(shapes != None).astype(np.int64)  # noqa: E711 (elementwise)
+        present: np.ndarray = self._derived["with_geometry"]
+        return present
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """Each asset's bounding box (xmin, ymin, xmax, ymax; NaN when it has no geometry
+        or an empty one): as saved, or computed once."""
+        if self._bounds is None:
+            self._bounds = np.asarray(shapely.bounds(self.geometry), dtype=np.float64)
+        return self._bounds
+
     def _build_tree(self) -> None:
         if self._geometry is None and self._bounds is not None:
             # The saved boxes: the tree holds the same envelopes as it would of the decoded
             # geometries, so it answers the same; an empty geometry (NaN box) is left out,
             # as the tree leaves out an empty one.
-            assert self._wkb is not None
-            present = np.flatnonzero(self._wkb != None)  # noqa: E711 (elementwise)
+            present = self.with_geometry
             box = self._bounds[present]
             boxes = np.full(len(present), None, dtype=object)
             real = ~np.isnan(box).any(axis=1)
