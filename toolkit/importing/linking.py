@@ -274,10 +274,13 @@ def _external_reasons(result: pd.DataFrame, options: Mapping[str, Any]) -> np.nd
     place = result["external_longitude"].notna().to_numpy() & (
         result["asset_position"].to_numpy() < 0
     )
-    label = result["external_label"].astype("string").fillna("").to_numpy(dtype=object)
-    source = result["external_source"].astype("string").fillna("external").to_numpy(dtype=object)
+    found = np.flatnonzero(place)
+    if found.size:  # the place columns only where some place was found outside
+        label = result["external_label"].astype("string").fillna("").to_numpy(dtype=object)
+        sources = result["external_source"].astype("string").fillna("external")
+        source = sources.to_numpy(dtype=object)
     upgrade = bool(options.get("upgradeExternalLookupToInternalAsset"))
-    for i in np.flatnonzero(place):
+    for i in found:
         errors[i] = (
             f"{source[i]} found {label[i]!r}; it becomes an asset of {options.get('assetClass')}"
             if upgrade
