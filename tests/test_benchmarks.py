@@ -77,6 +77,11 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf" +{N} s +{N} s +{N}   bare executemany \+ creation entries copying each record "
             r"\(before issue 17\)",
             rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) {N} s: ratio {N}",
+            rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) \+ to_crs\(4326\) "
+            rf"{N} s \(CPU {N} s\): ratio {N} \(target <= 1.1\)",
+            rf"  item read {N} s vs pyarrow.csv.read_csv \+ points_from_xy {N} s: ratio {N} "
+            r"\(target <= 1.5\)",
+            rf"asset import of 300 parcels {N} s, CPU {N} s \(target <= 12 s\)",
             rf"store stage {N} s vs bare executemany of the same {N} rows {N} s: ratio {N} "
             r"\(target <= [\d.]+\)",
             rf"link stage {N} s \(target <= 10 s\): precision {N}% of {N} links \(target "
@@ -156,6 +161,17 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             r"identical results: True",
             rf" +1 +{N} +\d+ +{N} +{N}",
             rf"peak memory of this process {N} MiB",
+            rf"  index to the workers: publish {N} s \(fingerprint and save, client\), load {N} s "
+            rf"wall / {N} s CPU per worker; first import after it {N} s",
+            rf"  this process's CPU in the job: local {N} s, dask x2 {N} s \(the client's share: "
+            r"reading, links, plan, store\)",
+            rf"    import_csv_part +\d+ +{N} +{N} +{N} +{N}",
+            rf"    lookup_part +\d+ +{N} +{N} +{N} +{N}",
+            rf"    client: read {N} s, plan {N} s, store \(rolled back\) {N} s; whole job {N} s, "
+            rf"client CPU {N} s; index load per worker {N} s wall / {N} s CPU; peak memory of a "
+            rf"worker {N} MiB",
+            rf"serial part of a committed import of 300 rows \(client, any worker count\): plan "
+            rf"{N} s, write {N} s, together {N} s of {N} s",
         ],
         {0},
     ),
@@ -192,7 +208,9 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"CSV +csv-raw +{N} s \(peak +{N} MiB\)  toolkit +{N} s \(peak +{N} MiB\)  "
             rf"ratio {N} \(target 1.5\) (OK|MISSED)",
             rf"Shapefile +shapefile-raw +{N} s \(peak +{N} MiB\)  toolkit +{N} s "
-            rf"\(peak +{N} MiB\)  ratio {N} \(target 1.3\) (OK|MISSED)",
+            rf"\(peak +{N} MiB\)  ratio {N} \(target 1.1\) (OK|MISSED)",
+            rf"CSV with latitude/longitude: toolkit {N} s vs pyarrow read \+ points_from_xy {N} s: "
+            rf"ratio {N} \(target <= 1.5\) (OK|MISSED)",
         ],
         {0, 1},
     ),

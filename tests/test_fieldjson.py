@@ -47,3 +47,20 @@ def test_columns_become_plain_python_values_for_sqlite() -> None:
     assert as_python(pd.Series([1, None], dtype="Int64")) == [1, None]
     assert type(as_python(pd.Series([1, 2], dtype="int64"))[0]) is int
     assert as_python(pd.Series(["a", None], dtype="string")) == ["a", None]
+
+
+def test_text_in_several_chunks_that_needs_escapes() -> None:
+    """A column read in blocks arrives as a chunked Arrow array; with nothing filtered out
+    of its part it stays chunked, and its quotes, line breaks and control characters are
+    escaped all the same (this raised ArrowInvalid: "Mask must be array")."""
+    import pyarrow as pa
+
+    chunks = pa.chunked_array([['say "hi"', "plain"], ["two\nlines", None, "bell\x07"]])
+    values = pd.DataFrame({"notes": pd.Series(pd.arrays.ArrowStringArray(chunks))})
+    assert [json.loads(o) for o in fields_json(values)] == [
+        {"notes": 'say "hi"'},
+        {"notes": "plain"},
+        {"notes": "two\nlines"},
+        {},
+        {"notes": "bell\x07"},
+    ]

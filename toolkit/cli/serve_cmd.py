@@ -6,6 +6,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import embedded_only, global_options, note, settings
+from toolkit.model.location import display_name
 from toolkit.names import GEOCODER_PROTOCOLS
 
 
@@ -168,7 +169,10 @@ def serve(
     if service is not None:
         note(f"lookups that match no asset ask {service.name}")
     each = f" in {processes} processes" if processes > 1 else ""
-    note(f"serving {current.store} at http://{host}:{port}/api/json/{each} (Ctrl+C to stop)")
+    note(
+        f"serving {display_name(current.store)} at http://{host}:{port}/api/json/{each} "
+        "(Ctrl+C to stop)"
+    )
     if processes == 1:
         uvicorn.Server(uvicorn_config(app, host=host, port=port)).run()
         return
