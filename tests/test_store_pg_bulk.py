@@ -97,10 +97,10 @@ def test_a_table_with_a_trigger_of_its_own_keeps_every_rows_checks(
     ):
         assert not once
         assert conn.execute("SHOW session_replication_role").fetchone() == ("origin",)
-    job = _import(pg_url, tmp_path, 120)
-    assert job["summary"]["counts"]["inserted"] == 120  # type: ignore[index]
+    job = _import(pg_url, tmp_path, 1200)
+    assert job["summary"]["counts"]["inserted"] == 1200  # type: ignore[index]
     with psycopg.connect(pg_url) as pg:
-        assert pg.execute("SELECT n FROM seen").fetchone() == (120,)
+        assert pg.execute("SELECT n FROM seen").fetchone() == (1200,)
 
 
 def test_a_role_that_may_not_skip_the_checks_imports_with_them(
@@ -115,12 +115,12 @@ def test_a_role_that_may_not_skip_the_checks_imports_with_them(
     ):
         assert not once  # not a superuser: session_replication_role is refused
         _insert_item(conn, 1)  # the transaction goes on
-    job = _import(url, tmp_path, 300)
-    assert job["summary"]["counts"]["inserted"] == 300  # type: ignore[index]
+    job = _import(url, tmp_path, 1500)
+    assert job["summary"]["counts"]["inserted"] == 1500  # type: ignore[index]
     with psycopg.connect(url) as pg:
         items = pg.execute("SELECT count(*), min(site_id), max(site_id) FROM item")
-        assert items.fetchone() == (301, 1, 1)
+        assert items.fetchone() == (1501, 1, 1)
         entries = pg.execute(
             "SELECT count(*) FROM audit_log WHERE record_type = 'item' AND action = 'create'"
         )
-        assert entries.fetchone() == (300,)
+        assert entries.fetchone() == (1500,)

@@ -12,6 +12,7 @@ back as the record's values with its later audited changes undone.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sqlite3
@@ -35,6 +36,9 @@ else:
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
 INSERT_BATCH = 50_000
+# Fewer rows than this keep PostgreSQL's per-row foreign key checks: checking the site
+# once costs a few round trips (catalog, savepoint), more than a small write's checks.
+CHECK_SITE_ONCE_ROWS = 1_000
 # Binary columns cannot go into an audit entry's JSON; their change is noted as 'replaced'
 # (an asset's new bounds are audited as numbers beside it).
 BINARY_COLUMNS = frozenset({"geometry"})
@@ -257,7 +261,12 @@ class RecordTable:
         # PostgreSQL's bulk load is COPY (geometry keeps the INSERT: its WKB is bytes).
         copy = is_postgres_connection(conn) and "geometry" not in names
         # Every row (and audit entry) here is of this site: its key checked once.
-        with site_checked_once(conn, [self.kind.table, "audit_log"], self.site_id):
+        once = (
+            site_checked_once(conn, [self.kind.table, "audit_log"], self.site_id)
+            if count >= CHECK_SITE_ONCE_ROWS
+            else contextlib.nullcontext(False)
+        )
+        with once:
             # In batches only to say how far it got: one executemany per batch costs the same.
             for start in range(0, count, INSERT_BATCH):
                 batch = itertools.islice(rows, INSERT_BATCH)
