@@ -12,6 +12,7 @@ back as the record's values with its later audited changes undone.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sqlite3
@@ -20,7 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from toolkit.lazy import lazy
-from toolkit.store.dialect import copy_rows, is_postgres_connection, next_ids
+from toolkit.store.dialect import (
+    copy_rows,
+    is_postgres_connection,
+    next_ids,
+    site_checked_once,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,6 +36,9 @@ else:
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
 INSERT_BATCH = 50_000
+# Fewer rows than this keep PostgreSQL's per-row foreign key checks: checking the site
+# once costs a few round trips (catalog, savepoint), more than a small write's checks.
+CHECK_SITE_ONCE_ROWS = 1_000
 # Binary columns cannot go into an audit entry's JSON; their change is noted as 'replaced'
 # (an asset's new bounds are audited as numbers beside it).
 BINARY_COLUMNS = frozenset({"geometry"})
@@ -251,33 +260,40 @@ class RecordTable:
         rows = zip(*values, strict=True)
         # PostgreSQL's bulk load is COPY (geometry keeps the INSERT: its WKB is bytes).
         copy = is_postgres_connection(conn) and "geometry" not in names
-        # In batches only to say how far it got: one executemany per batch costs the same.
-        for start in range(0, count, INSERT_BATCH):
-            batch = itertools.islice(rows, INSERT_BATCH)
-            if copy:
-                copy_rows(conn, self.kind.table, names, batch)
-            else:
-                conn.executemany(sql, batch)
-            if on_rows is not None:
-                on_rows(min(start + INSERT_BATCH, count))
-        changes = creation_changes(self.kind, actor)
-        ids = _as_range(ids)
-        if isinstance(ids, range):
-            source, params = (
-                f"FROM {self.kind.table} r WHERE r.id BETWEEN ? AND ? AND {self._in_site}",
-                [ids.start, ids.stop - 1],
-            )
-        else:
-            self._fill_temp_ids(conn, ids)
-            source, params = (
-                f"FROM temp.record_ids t CROSS JOIN {self.kind.table} r "
-                f"ON r.id = t.id AND {self._in_site}",
-                [],
-            )
-        conn.execute(
-            _audit_insert(self.kind, "create", changes, source),
-            (now, actor.user_id, actor.message, actor.import_job_id, *params),
+        # Every row (and audit entry) here is of this site: its key checked once.
+        once = (
+            site_checked_once(conn, [self.kind.table, "audit_log"], self.site_id)
+            if count >= CHECK_SITE_ONCE_ROWS
+            else contextlib.nullcontext(False)
         )
+        with once:
+            # In batches only to say how far it got: one executemany per batch costs the same.
+            for start in range(0, count, INSERT_BATCH):
+                batch = itertools.islice(rows, INSERT_BATCH)
+                if copy:
+                    copy_rows(conn, self.kind.table, names, batch)
+                else:
+                    conn.executemany(sql, batch)
+                if on_rows is not None:
+                    on_rows(min(start + INSERT_BATCH, count))
+            changes = creation_changes(self.kind, actor)
+            ids = _as_range(ids)
+            if isinstance(ids, range):
+                source, params = (
+                    f"FROM {self.kind.table} r WHERE r.id BETWEEN ? AND ? AND {self._in_site}",
+                    [ids.start, ids.stop - 1],
+                )
+            else:
+                self._fill_temp_ids(conn, ids)
+                source, params = (
+                    f"FROM temp.record_ids t CROSS JOIN {self.kind.table} r "
+                    f"ON r.id = t.id AND {self._in_site}",
+                    [],
+                )
+            conn.execute(
+                _audit_insert(self.kind, "create", changes, source),
+                (now, actor.user_id, actor.message, actor.import_job_id, *params),
+            )
         return list(ids)
 
     def update_many(
