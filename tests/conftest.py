@@ -22,6 +22,18 @@ def _site_with_an_event(location: str | Path) -> SiteStore:
     return store
 
 
+
+@pytest.fixture(autouse=True)
+def _report_definitions_stay_in_the_test() -> Iterator[None]:
+    """`report --reports DIR` hands its folders on in TOOLKIT_REPORTS (for background
+    workers), in this process when run through CliRunner: each test starts without and
+    leaves none behind, or a later test's catalogue holds another test's definitions."""
+    before = os.environ.pop("TOOLKIT_REPORTS", None)
+    yield
+    os.environ.pop("TOOLKIT_REPORTS", None)
+    if before is not None:
+        os.environ["TOOLKIT_REPORTS"] = before
+
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[SiteStore]:
     """A new site with one event (id 1) in a fresh file."""

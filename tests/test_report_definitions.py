@@ -6,7 +6,6 @@ only its own site's views, never write."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +24,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Any:
     site, result = demo_site(tmp_path_factory.mktemp("definitions"))
     yield site, result
     site.close()
-
-
-@pytest.fixture(autouse=True)
-def _definitions_stay_in_the_test() -> Any:
-    """`--reports` hands its folders on in TOOLKIT_REPORTS (for background workers):
-    each test starts without and leaves none behind for other tests."""
-    before = os.environ.pop("TOOLKIT_REPORTS", None)
-    yield
-    os.environ.pop("TOOLKIT_REPORTS", None)
-    if before is not None:
-        os.environ["TOOLKIT_REPORTS"] = before
 
 
 def _cli(site: Any, *args: str) -> Any:
