@@ -161,6 +161,17 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             r"identical results: True",
             rf" +1 +{N} +\d+ +{N} +{N}",
             rf"peak memory of this process {N} MiB",
+            rf"  index to the workers: publish {N} s \(fingerprint and save, client\), load {N} s "
+            rf"wall / {N} s CPU per worker; first import after it {N} s",
+            rf"  this process's CPU in the job: local {N} s, dask x2 {N} s \(the client's share: "
+            r"reading, links, plan, store\)",
+            rf"    import_csv_part +\d+ +{N} +{N} +{N} +{N}",
+            rf"    lookup_part +\d+ +{N} +{N} +{N} +{N}",
+            rf"    client: read {N} s, plan {N} s, store \(rolled back\) {N} s; whole job {N} s, "
+            rf"client CPU {N} s; index load per worker {N} s wall / {N} s CPU; peak memory of a "
+            rf"worker {N} MiB",
+            rf"serial part of a committed import of 300 rows \(client, any worker count\): plan "
+            rf"{N} s, write {N} s, together {N} s of {N} s",
         ],
         {0},
     ),

@@ -282,3 +282,30 @@ def test_inspect_on_dask_reads_the_parts_on_the_workers_as_locally(
         (232, 241, "not valid WKT"),
         (389, 404, "expected 13 values, found 4; row left out"),
     ]
+
+
+def test_the_index_stamp_names_its_contents_not_its_layout(tmp_path: Path) -> None:
+    """Workers keep a loaded index by its stamp: the index just built and the same assets
+    read back from the site file (other chunks and string types) share it; a changed
+    name, code or geometry does not."""
+    import shapely.affinity
+
+    from toolkit.engine.index_ref import fingerprint
+    from toolkit.importing.pipeline import ImportRequest
+    from toolkit.site import LocalSite
+
+    with LocalSite(tmp_path / "site.sqlite", "default") as site:
+        done = site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+        assert done["status"] == "COMPLETE"
+        built, read = site.asset_index(), site.asset_index()
+    assert built is not read
+    stamp = fingerprint(built)
+    assert fingerprint(read) == stamp and len(stamp) == 32
+    read.assets.loc[read.assets.index[3], "name"] = "ELSEWHERE"
+    assert fingerprint(read) != stamp
+    built.codes.iloc[0, 0] = "X" + str(built.codes.iloc[0, 0])
+    assert fingerprint(built) != stamp
+    renamed = fingerprint(read)
+    first = next(i for i, g in enumerate(read.geometry) if g is not None)
+    read.geometry[first] = shapely.affinity.translate(read.geometry[first], 0.00001, 0.0)
+    assert fingerprint(read) != renamed

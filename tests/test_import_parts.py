@@ -8,11 +8,14 @@ import csv
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
+from toolkit.importing.pipeline import ImportRequest
+from toolkit.site import LocalSite
 from toolkit.store import Actor, SiteStore
 from toolkit.store.database import Database
 
@@ -129,7 +132,7 @@ def test_parts_count_reject_and_note_as_one_part(
     for step in ("assets", "rolled back", "dry run", "import", "again"):
         assert parts[step] == whole[step], step
     counts = whole["import"]["counts"]  # type: ignore[index]
-    assert counts["read"] == 294 and counts["rejected"] > 3  # type: ignore[index]
+    assert counts["read"] == 294 and counts["rejected"] > 3
     assert whole["again"]["counts"]["updated"] + whole["again"]["counts"]["unchanged"] > 250  # type: ignore[index]
     assert (world / "rejects-parts.csv").read_bytes() == (world / "rejects-whole.csv").read_bytes()
     assert (world / "dry-parts.csv").read_bytes() == (world / "rejects-whole.csv").read_bytes()
@@ -155,3 +158,52 @@ def test_parts_store_and_link_as_one_part(runs: dict[str, dict[str, object]]) ->
         rows = _rows(whole, sql)
         assert rows, sql
         assert _rows(parts, sql) == rows, sql
+
+
+def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample's rule (soundex, then fuzzy) in parts of 37: a first pass notes the texts
+    fuzzy is given, its model is fitted once, and every part links with it, so the links,
+    their probabilities and the stored rows are the one part's."""
+    out: dict[str, tuple[dict[str, Any], list[tuple[object, ...]], list[tuple[object, ...]]]] = {}
+    told: dict[str, list[tuple[str, int, int | None, str]]] = {}
+    for name, rows in {"whole": "", "parts": "37"}.items():
+        monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", rows)
+        seen: list[tuple[str, int, int | None, str]] = []
+
+        def note(
+            label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+        ) -> None:
+            seen.append((label, done, total, detail))  # noqa: B023 (called in this loop)
+
+        path = tmp_path / f"{name}.sqlite"
+        with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+            assets = site.run_import(
+                ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip")
+            )
+            assert assets["status"] == "COMPLETE"
+            event = int(site.create_event({"name": "Flood 2026"})["id"])
+            request = ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+            )
+            job = site.run_import(request, progress=note)
+        summary = dict(job["summary"])
+        summary.pop("timings")
+        out[name] = (
+            summary,
+            _rows(path, "SELECT row, asset_id, mode, accuracy, probability FROM import_link "
+                  "ORDER BY row"),
+            _rows(path, "SELECT id, asset_id, fields FROM item ORDER BY id"),
+        )  # fmt: skip
+        told[name] = seen
+    assert out["parts"] == out["whole"]
+    links = out["whole"][1]
+    assert sum(1 for link in links if link[2] == "fuzzy") > 10  # the fallback linked rows
+    assert len(out["whole"][2]) > 250
+    # The parts run made its first pass over all 8 parts (294 records, 37 a part), then
+    # linked part by part; the one part made none.
+    passes = [(done, total) for label, done, total, _ in told["parts"] if label == "fuzzy texts"]
+    assert passes[-1] == (8, 8)
+    assert any("part 8 of 8" in detail for _, _, _, detail in told["parts"])
+    assert not [label for label, *_ in told["whole"] if label == "fuzzy texts"]

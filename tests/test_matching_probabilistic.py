@@ -113,6 +113,79 @@ def test_a_typo_in_any_one_component_still_links() -> None:
     assert (result["accuracy"] >= 80).all()
 
 
+def test_an_address_written_suburb_first_links_to_that_suburb() -> None:
+    # The same number and street in several suburbs: only the suburb, typed first,
+    # tells them apart.
+    rng = np.random.default_rng(5)
+    towns = [
+        "KEW", "RICHMOND", "CARLTON", "MOUNT HELEN", "LAKE WENDOUREE", "BRIGHTON", "ELWOOD",
+        "ESSENDON", "FITZROY", "SEBASTOPOL", "BUNINYONG", "CRESWICK", "LEARMONTH", "ALFREDTON",
+        "CARDIGAN", "NERRINA", "DUNNSTOWN", "YENDON", "CLARENDON", "EUREKA",
+    ]  # fmt: skip
+    streets = [
+        "SMITH", "RAILWAY", "WILSON", "HIGH", "OAK", "LYDIARD", "BROWN", "KING", "TAYLOR",
+        "MARTIN", "WHITE", "CLARKE", "HALL", "YOUNG", "WRIGHT", "WALKER", "GREEN", "BAKER",
+        "ADAMS", "NELSON", "HILL", "STURT", "DRUMMOND", "DOVETON",
+    ]  # fmt: skip
+    types = ["STREET", "ROAD", "AVENUE", "COURT"]
+    n = 6000
+    names = sorted(
+        {
+            f"{number} {street} {kind} {town}"
+            for number, street, kind, town in zip(
+                rng.integers(1, 120, n),
+                rng.choice(streets, n),
+                rng.choice(types, n),
+                rng.choice(towns, n),
+                strict=True,
+            )
+        }
+        | {f"19 RAILWAY ROAD {town}" for town in towns}
+    )
+    index = _index(names)
+    queries = ["MOUNT HELEN 19 RAILWAY ROAD", "KEW 19 RAILWAY RD", "Sebastopol 19 RAILWAY ROAD"]
+    result = resolve(index, pd.DataFrame({"query": queries}), OFF)
+    got = [None if p < 0 else names[p] for p in result["asset_position"]]
+    expected = [f"19 RAILWAY ROAD {town}" for town in ("MOUNT HELEN", "KEW", "SEBASTOPOL")]
+    assert got == expected, result["err"].tolist()
+    # Without the suburb the same text is a tie among the suburbs, not a guess.
+    alone = resolve(index, pd.DataFrame({"query": ["19 RAILWAY ROAD"]}), OFF)
+    assert alone["asset_position"].tolist() == [-1]
+    assert alone["err"].str.startswith("the best candidates are about equally likely").all()
+
+
+def test_a_short_street_name_one_letter_wrong_links() -> None:
+    # Jaro–Winkler alone scores KGAN/KHAN, CZOK/COOK, MIR/MAIR below its near band; one
+    # edit apart they are near matches (random street names seldom are).
+    rng = np.random.default_rng(11)
+    streets = [
+        "KHAN", "COOK", "MAIR", "GRAY", "KENT", "BASS", "WREN", "ASH", "HALL", "YOUNG", "KING",
+        "WRIGHT", "WALKER", "GREEN", "BAKER", "ADAMS", "NELSON", "HILL", "STURT", "LYONS",
+    ]  # fmt: skip
+    towns = ["KEW", "RICHMOND", "CARLTON", "FITZROY", "BRIGHTON", "ELWOOD", "ESSENDON", "REDAN"]
+    n = 4000
+    names = sorted(
+        {
+            f"{number} {street} {kind} {town}"
+            for number, street, kind, town in zip(
+                rng.integers(1, 150, n),
+                rng.choice(streets, n),
+                rng.choice(["STREET", "ROAD", "LANE", "COURT"], n),
+                rng.choice(towns, n),
+                strict=True,
+            )
+        }
+        | {"17 KHAN LANE KEW", "30 COOK COURT REDAN", "7 MAIR STREET ELWOOD"}
+    )
+    index = _index(names)
+    queries = ["17 KGAN LANE KEW", "30 CZOK COURT REDAN", "7 MIR STREET ELWOOD"]
+    result = resolve(index, pd.DataFrame({"query": queries}), OFF)
+    got = [None if p < 0 else names[p] for p in result["asset_position"]]
+    assert got == ["17 KHAN LANE KEW", "30 COOK COURT REDAN", "7 MAIR STREET ELWOOD"], result[
+        "err"
+    ].tolist()
+
+
 def _town_names() -> list[str]:
     return [
         "12 SMITH STREET KEW",

@@ -195,11 +195,11 @@ def test_inactive_assets_are_never_returned(index: AssetIndex) -> None:
 def test_fuzzy_resolves_typos_soundex_cannot(index: AssetIndex) -> None:
     assert answers(index, ["12 Smiyh St Richmond"], mode="soundex", maxRank=3) == [(None, None, 0)]
     # accuracy is the match probability x 100
-    assert answers(index, ["12 Smiyh St Richmond"], mode="fuzzy") == [("A1", 95.3, 1)]
+    assert answers(index, ["12 Smiyh St Richmond"], mode="fuzzy") == [("A1", 98.7, 1)]
 
 
 def test_fuzzy_finds_a_typo_in_the_first_letter(index: AssetIndex) -> None:
-    assert answers(index, ["12 Xmith St Richmond"], mode="fuzzy") == [("A1", 85.9, 1)]
+    assert answers(index, ["12 Xmith St Richmond"], mode="fuzzy") == [("A1", 96.8, 1)]
 
 
 def test_fuzzy_abstains_when_the_evidence_is_weak(index: AssetIndex) -> None:

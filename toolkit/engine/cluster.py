@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -44,7 +45,19 @@ PARTITION_ROWS = 100_000
 
 def _import_part(work: PartitionWork, frame: pd.DataFrame, ref: IndexRef | None) -> PartStages:
     """One partition's rule, link and payload, on a worker."""
-    return partition_stages(work, frame, None if ref is None else loaded_index(ref))
+    return _sent(partition_stages(work, frame, None if ref is None else loaded_index(ref)))
+
+
+def _sent(stages: PartStages) -> PartStages:
+    """``stages`` as the client needs them: the rule's typed values and cleared cells
+    stay on the worker (the payload carries what is written, and the client reads only
+    the rule's rejections, columns and notes), which halves what travels back."""
+    prepared = replace(
+        stages.prepared,
+        values=stages.prepared.values.iloc[:0],
+        cleared=stages.prepared.cleared.iloc[:0],
+    )
+    return replace(stages, prepared=prepared)
 
 
 def _import_csv_part(
@@ -57,7 +70,7 @@ def _import_csv_part(
     work = replace(work, geometry_columns=tuple(read.geometry_columns))
     stages = partition_stages(work, read.frame, None if ref is None else loaded_index(ref))
     rows = read.frame.index
-    return rows, replace(read, frame=read.frame.iloc[:0]), stages
+    return rows, replace(read, frame=read.frame.iloc[:0]), _sent(stages)
 
 
 def _fuzzy_texts_part(
@@ -155,6 +168,16 @@ class DaskEngine:
             progress(stage, done, total, unit="partitions")
         return list(self.client.gather(list(futures)))
 
+    def _csv_parts(self, source: ChunkedSource) -> list[Any]:
+        """The staged CSV parts of ``source`` as tasks take them: a part still in memory
+        (the last, with its rows) is sent to a worker once, not written into the task
+        graph (tens of MiB the scheduler would hold and warn about)."""
+        assert source.csv_parts is not None
+        return [
+            part if part.table is None else self.client.scatter(part, hash=False)
+            for part in source.csv_parts
+        ]
+
     # --- import (toolkit.importing.pipeline.StageEngine) ------------------------------------
 
     def run_partitions(
@@ -186,22 +209,20 @@ class DaskEngine:
         and openpyxl read) are sent to them. Progress: partitions done of the total."""
         ref = None if index is None else self.index_ref(index)
         [work_future] = self.client.scatter([work], hash=False)
-        if source.csv_parts is not None:
-            futures = [
-                self.client.submit(_import_csv_part, work_future, part, ref, pure=False)
-                for part in source.csv_parts
-            ]
-        else:
-            futures = [
-                self.client.submit(_import_part, work_future, source.read(i).frame, ref, pure=False)
-                for i in range(source.count)
-            ]
-        total = len(futures)
+        csv_parts = self._csv_parts(source) if source.csv_parts is not None else None
+
+        def submit(i: int) -> Any:
+            if csv_parts is not None:
+                return self.client.submit(
+                    _import_csv_part, work_future, csv_parts[i], ref, pure=False
+                )
+            frame = source.read(i).frame
+            return self.client.submit(_import_part, work_future, frame, ref, pure=False)
+
+        total = source.count
         progress("partitions", 0, total, unit="partitions")
-        for i, future in enumerate(futures):
-            result = future.result()
-            future.release()  # its rows are the client's now; the workers may forget them
-            if source.csv_parts is not None:
+        for i, result in enumerate(self._in_order(submit, total)):
+            if csv_parts is not None:
                 rows, read, stages = result
                 source.learn(i, read)
                 problems = source.named(read.problems)
@@ -212,6 +233,22 @@ class DaskEngine:
             progress("partitions", i + 1, total, unit="partitions")
             yield rows, problems, stages
 
+    def _in_order(self, submit: Callable[[int], Any], count: int) -> Iterator[Any]:
+        """The results of ``submit(i)`` for each ``i`` below ``count``, in order, with at
+        most two tasks per worker thread submitted and not yet taken: a worker keeps a
+        result until the client takes it, so workers faster than the client (which
+        writes down every part) would otherwise hold every partition's at once (7 GiB
+        in one worker at a million rows)."""
+        ahead = 2 * max(1, sum(self.client.nthreads().values()))
+        futures = deque(submit(i) for i in range(min(ahead, count)))
+        for i in range(count):
+            future = futures.popleft()
+            if i + ahead < count:
+                futures.append(submit(i + ahead))  # before waiting: the workers stay busy
+            result = future.result()
+            future.release()  # its rows are the client's now; the workers may forget them
+            yield result
+
     def fuzzy_texts(
         self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
     ) -> list[pd.Series]:
@@ -220,7 +257,7 @@ class DaskEngine:
         ref = self.index_ref(index)
         [work_future] = self.client.scatter([work], hash=False)
         parts: list[Any] = (
-            list(source.csv_parts)
+            self._csv_parts(source)
             if source.csv_parts is not None
             else [source.read(i).frame for i in range(source.count)]
         )
@@ -240,7 +277,8 @@ class DaskEngine:
             assert source.frame is not None
             return source.frame.iloc[:head]
         futures = [
-            self.client.submit(_read_csv_part, part, head, pure=False) for part in source.csv_parts
+            self.client.submit(_read_csv_part, part, head, pure=False)
+            for part in self._csv_parts(source)
         ]
         total = len(futures)
         progress("partitions", 0, total, unit="partitions")

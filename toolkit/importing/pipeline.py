@@ -708,6 +708,13 @@ class ImportRunner:
         # One index and one set of decisions for every part: a provider may load the index
         # afresh on each call, and its caches (built as rows are matched) go with it.
         shared: dict[str, Any] = {}
+        if chunked.count > 1 and "fuzzy" in _link_ways(rule):
+            # Mode fuzzy fits its model (EM) on the texts it is given: a first pass over the
+            # parts notes them, the model is fitted once, every part links with it (as the
+            # Dask engine does), so memory follows the part and links are the one part's.
+            shared["fuzzy"] = partial(
+                match_fuzzy, model=self._job_fuzzy_model(request, rule, chunked, outcome, shared)
+            )
         start = 0
         for i in range(chunked.count):
             size = chunked.sizes[i]
@@ -753,6 +760,44 @@ class ImportRunner:
                 shown("prepare", kept_rows, kept_rows)
             yield frame.index.to_numpy(), prepared, linked, payload
 
+    def _job_fuzzy_model(
+        self,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        outcome: _Outcome,
+        shared: dict[str, Any],
+    ) -> Model | None:
+        """Mode fuzzy's model for the whole import: each part read, its rule applied and its
+        links tried with ``FuzzyTexts`` in place of mode fuzzy, one part at a time; the
+        texts noted are all that is kept (``job_fuzzy_model``)."""
+        if self.asset_index is None:
+            raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
+        with self._stage(outcome, "link"):
+            self.progress(
+                "fuzzy texts", 0, chunked.count, unit="parts", detail="loading the asset index"
+            )
+            shared["index"] = self.asset_index()
+            shared["decisions"] = self.store.decisions.all()
+        texts: list[pd.Series] = []
+        for i in range(chunked.count):
+            with self._stage(outcome, "read"):
+                part = chunked.read(i)
+            with self._stage(outcome, "link"):
+                work = PartitionWork(
+                    rule=rule,
+                    path=request.name,
+                    geometry_columns=tuple(part.geometry_columns),
+                    decisions=shared["decisions"],
+                    may_update=False,
+                    links=True,
+                )
+                texts.append(partition_fuzzy_texts(work, part.frame, shared["index"]))
+            del part
+            self.progress("fuzzy texts", i + 1, chunked.count, unit="parts")
+        with self._stage(outcome, "link"):
+            return job_fuzzy_model(shared["index"], rule, texts)
+
     def _parts_on(
         self,
         engine: StageEngine,
@@ -776,13 +821,9 @@ class ImportRunner:
             may_update=may_update,
             links=links,
         )
-        ways = {
-            str((rule.asset_link.options if links and rule.asset_link else {}).get(k))
-            for k in ("mode", "fallbackMode")
-        }
         with self._stage(outcome, "partitions"):
             index = self.asset_index() if links and self.asset_index is not None else None
-            if "fuzzy" in ways and index is not None:
+            if "fuzzy" in _link_ways(rule) and index is not None:
                 # Mode fuzzy fits its model (EM) on the texts it is given: a first pass
                 # gathers the whole job's, the client fits once, every partition uses it.
                 texts = engine.fuzzy_texts(work, chunked, index, self.progress)
@@ -1023,6 +1064,7 @@ class ImportRunner:
             decisions=shared["decisions"],
             progress=progress,
             geocoder=self.geocoder,
+            fuzzy=shared.get("fuzzy"),
         )
         return self._linked(job_id, frame.index, rule, linked, outcome, append=append)
 
@@ -1447,17 +1489,20 @@ _ONE_PART = 2**62
 
 def streamable(rule: ImportRule) -> bool:
     """Whether an import of ``rule`` may be read, linked and prepared in parts with the
-    same result as at once: an item import whose linking looks at each row alone. Mode
-    fuzzy fits its model on the rows at hand, and places found outside become assets
-    of the whole import, so those, and asset and user imports, are read as one part."""
+    same result as at once: an item import whose linking looks at each row alone, or
+    uses mode fuzzy (its model is fitted once for the whole import in a first pass).
+    Places found outside become assets of the whole import, so those, and asset and
+    user imports, are read as one part."""
     if rule.import_type != "item":
         return False
     link = rule.asset_link
-    if link is None:
-        return True
-    options = link.options
-    ways = {str(options.get(k)) for k in ("mode", "fallbackMode")}
-    return "fuzzy" not in ways and not options.get("useExternalLookups")
+    return link is None or not link.options.get("useExternalLookups")
+
+
+def _link_ways(rule: ImportRule) -> set[str]:
+    """The modes a rule's asset link tries (``mode`` and ``fallbackMode``)."""
+    options = rule.asset_link.options if rule.asset_link is not None else {}
+    return {str(options.get(k)) for k in ("mode", "fallbackMode")}
 
 
 def _taken(values: list[bytes | None], positions: np.ndarray) -> list[bytes | None]:

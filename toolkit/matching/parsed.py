@@ -34,10 +34,14 @@ CODE_FIELDS = ("number", "unit", "postcode", "state", "street_type")
 ASSET_FIELDS = (*CODE_FIELDS, "street", "locality")
 # A query's readings of its words (see ``probabilistic.compare``): every name and locality
 # word (``alpha``), the first k of them (``head``), those after the first k (``tail``),
-# the last k (``last``); joined without spaces, as ``street`` and ``locality`` are.
+# the last k (``last``); for an address written suburb first (MOUNT HELEN 19 RAILWAY
+# ROAD), the words of letters before its house number (``before``) and the name words after
+# it (``after``); joined without spaces, as ``street`` and ``locality`` are.
 READING_FIELDS = (
     "alpha",
     *(f"{part}{k}" for part in ("head", "tail", "last") for k in (1, 2, 3)),
+    "before",
+    "after",
 )
 TEXT_FIELDS = (*ASSET_FIELDS, *READING_FIELDS)
 # Blocking keys keep their top KEY_BITS bits, so a key and the row holding it pack into
@@ -107,10 +111,16 @@ class Parsed:
         )
         number_word = parts.is_number | stray
         number_rank = _per_row_cumsum(number_word, words.row, words.n_rows)
+        house_number = number_word & (number_rank == 1)
+        number_at = np.full(words.n_rows, -1, dtype=np.int64)
+        number_at[words.row[house_number]] = words.position[house_number]
+        before = lettered & (words.position < number_at[words.row])
+        has_before = np.bincount(words.row[before], minlength=words.n_rows) > 0
+        after = alpha & (words.position > number_at[words.row]) & has_before[words.row]
         street_word = parts.is_name & is_alpha_word
         locality_word = parts.is_locality & is_alpha_word
         masks = {
-            "number": (number_word & (number_rank == 1), " "),
+            "number": (house_number, " "),
             "unit": (unit_number, " "),
             "postcode": (parts.is_postcode, " "),
             "state": (parts.is_state, " "),
@@ -121,6 +131,8 @@ class Parsed:
             **{f"head{k}": (lettered & (rank < k), "") for k in (1, 2, 3)},
             **{f"tail{k}": (lettered & (rank >= k), "") for k in (1, 2, 3)},
             **{f"last{k}": (lettered & (from_end <= k), "") for k in (1, 2, 3)},
+            "before": (before, ""),
+            "after": (after, ""),
             "letters": (lettered, ""),  # for a blocking key only
         }
         arrow_vocab = pa.array(vocab, type=pa.large_string())

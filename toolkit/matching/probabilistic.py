@@ -104,6 +104,7 @@ class _Texts:
                 scorer=JaroWinkler.normalized_similarity,
                 workers=-1,
             )
+            near_miss(self.left[left[present]], self.right[right[present]], sim, present)
         return sim
 
     def jaro_winkler_many(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
@@ -148,6 +149,29 @@ class _Texts:
         return level
 
 
+# Words this long or longer one edit apart (a letter wrong, missing, extra, or two swapped:
+# KGAN/KHAN, CZOK/COOK, GREN/GREEN) count as a near match even where Jaro–Winkler, weak on
+# short words, scores them lower: random names are seldom one edit apart.
+NEAR_MISS_MIN_LENGTH = 4
+
+
+def near_miss(left: np.ndarray, right: np.ndarray, sim: np.ndarray, at: np.ndarray) -> None:
+    """Raise ``sim[at]`` to the first band where the texts ``left``/``right`` (one pair per
+    position of ``at``) are one edit apart and the longer at least NEAR_MISS_MIN_LENGTH long."""
+    below = np.flatnonzero(sim[at] < TEXT_BANDS[0])
+    if not len(below):
+        return
+    distance = process.cpdist(
+        left[below], right[below], scorer=OSA.distance, score_cutoff=1, workers=-1
+    )
+    lengths = np.maximum(
+        np.fromiter(map(len, left[below]), np.int64, len(below)),
+        np.fromiter(map(len, right[below]), np.int64, len(below)),
+    )
+    near = below[(distance <= 1) & (lengths >= NEAR_MISS_MIN_LENGTH)]
+    sim[at[near]] = TEXT_BANDS[0]
+
+
 def _text_level(sim: np.ndarray) -> np.ndarray:
     level = np.full(len(sim), len(TEXT_BANDS) + 1, dtype=np.int8)
     for band in reversed(range(len(TEXT_BANDS))):
@@ -187,6 +211,8 @@ def _readings(
         last_locality,
         alpha_locality,
         alpha_street,
+        before_locality,
+        after_street,
     ) = texts.jaro_winkler_many(
         [
             (codes["street"][q], street),
@@ -196,6 +222,8 @@ def _readings(
             (last, locality),
             (alpha, locality),
             (alpha, street),
+            (codes["before"][q], locality),
+            (codes["after"][q], street),
         ]
     )
     readings = [
@@ -204,6 +232,7 @@ def _readings(
         (head_street, last_locality),
         (absent, alpha_locality),
         (alpha_street, absent),
+        (after_street, before_locality),
     ]
     totals = np.stack(
         [
@@ -212,6 +241,8 @@ def _readings(
             for s, lo in readings
         ]
     )
+    # Suburb first is a reading only of an address with letters before its number.
+    totals[-1][codes["before"][q] == 0] = -np.inf
     best = np.argmax(totals, axis=0)
     return (
         np.choose(best, [r[0] for r in readings]),
@@ -223,12 +254,13 @@ def _readings(
 def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Comparison:
     """Compare each (query row ``q``, asset row ``a``) pair, component by component.
 
-    Which query words are the street and which the locality is read five ways, and the
+    Which query words are the street and which the locality is read six ways, and the
     reading that agrees best with the asset is kept: as parsed; split where the asset's
     street name ends (a street type missing or unrecognised); the asset's number of street
     words first and of locality words last (garbled words between; in these two a street
     type that differs counts for nothing: it may be a locality word); all words the locality
-    (the street missing); all words the street (the locality missing).
+    (the street missing); all words the street (the locality missing); the words before the
+    house number the locality and those after it the street (the suburb typed first).
 
     The readings depend on the asset only through its street and locality (its *shape*), and
     a query's candidates share few shapes (one street, many numbers): they are read once
@@ -432,12 +464,11 @@ def contributions(comparison: Comparison, model: Model) -> np.ndarray:
     """Evidence in bits, pairs x components, with the term-frequency adjustment applied to
     exact streets and localities (0 for a missing component)."""
     levels = comparison.levels
-    out = np.zeros(levels.shape)
+    out = np.empty(levels.shape)
     weights = model.weights()
     for i, c in enumerate(COMPONENTS):
-        lv = levels[:, i]
-        present = lv != MISSING
-        out[present, i] = weights[c][lv[present]]
+        # One gather per component: level MISSING (-1, the last index) takes the 0 appended.
+        out[:, i] = np.append(weights[c], 0.0)[levels[:, i]]
     for name, tf in (("street", model.street_tf), ("locality", model.locality_tf)):
         column = COMPONENTS.index(name)
         exact = np.flatnonzero(levels[:, column] == 0)

@@ -220,6 +220,14 @@ class RecordTable:
             # (consecutive unless another draws at the same moment).
             ids = next_ids(conn, self.kind.table, count)
         if ids is None:
+            if is_postgres_connection(conn):
+                # Ids per site are the site's largest + 1; two transactions at once (an
+                # asset import and a lookup's upgrade) would both draw it. Until this one
+                # ends, another waits here, then reads the largest id this one wrote.
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+                    (f"ids/{self.kind.table}/{int(self.site_id)}",),
+                )
             scope = f" WHERE site_id = {int(self.site_id)}" if self.kind.ids_per_site else ""
             first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}{scope}")
             start = first.fetchone()[0]
