@@ -1277,7 +1277,7 @@ class ImportRunner:
                     ),
                     status=_int_column(inserts, "status", 1),
                     extra_info=payload.insert_json.iloc[plan.inserts].tolist(),
-                    geometry=[wkb[i] for i in plan.inserts],
+                    geometry=_taken(wkb, plan.inserts),
                     bounds=bounds[plan.inserts],
                     source=request.name,
                     tags=tags,
@@ -1503,6 +1503,16 @@ def _link_ways(rule: ImportRule) -> set[str]:
     """The modes a rule's asset link tries (``mode`` and ``fallbackMode``)."""
     options = rule.asset_link.options if rule.asset_link is not None else {}
     return {str(options.get(k)) for k in ("mode", "fallbackMode")}
+
+
+def _taken(values: list[bytes | None], positions: np.ndarray) -> list[bytes | None]:
+    """``values`` at ``positions``; the list itself when those are all of it in order (a
+    first import inserts every row)."""
+    if len(positions) == len(values) and bool(
+        (positions == np.arange(len(values), dtype=positions.dtype)).all()
+    ):
+        return values
+    return [values[i] for i in positions.tolist()]
 
 
 def _release_arrow_memory() -> None:

@@ -57,7 +57,10 @@ def _bounds_lists(bounds: np.ndarray) -> dict[str, list[float | None]]:
     out: dict[str, list[float | None]] = {}
     for position, name in enumerate(names):
         column = bounds[:, position] if len(bounds) else np.empty(0)
-        out[name] = pd.Series(column).astype(object).where(~np.isnan(column), None).tolist()
+        values: list[float | None] = list(column.tolist())
+        for missing in np.flatnonzero(np.isnan(column)).tolist():  # rows without geometry
+            values[missing] = None
+        out[name] = values
     return out
 
 
