@@ -22,7 +22,6 @@ def _site_with_an_event(location: str | Path) -> SiteStore:
     return store
 
 
-
 @pytest.fixture(autouse=True)
 def _report_definitions_stay_in_the_test() -> Iterator[None]:
     """`report --reports DIR` hands its folders on in TOOLKIT_REPORTS (for background
@@ -33,6 +32,7 @@ def _report_definitions_stay_in_the_test() -> Iterator[None]:
     os.environ.pop("TOOLKIT_REPORTS", None)
     if before is not None:
         os.environ["TOOLKIT_REPORTS"] = before
+
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[SiteStore]:
