@@ -10,12 +10,14 @@ dtypes (nullable integers, dates, lists of choices) with no conversion either wa
 
 from __future__ import annotations
 
+import ctypes
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
 
 import numpy as np
+import pandas as pd
 
 T = TypeVar("T")
 
@@ -87,3 +89,86 @@ class StagedParts(Generic[T]):
                     positions[lo:hi] - start,
                     tuple(a[lo:hi] for a in aligned),
                 )
+
+
+class RowNumbers:
+    """Ascending row numbers held compactly: a part's rows are its records' numbers, a run
+    with a few gaps (rows the reader or a rule set aside), so the run's ends and its gaps
+    are kept, not 8 bytes a row; any other sequence is kept as it is."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        self._array: np.ndarray | None = None
+        self.start = int(rows[0]) if len(rows) else 0
+        self.stop = int(rows[-1]) + 1 if len(rows) else 0
+        self.size = len(rows)
+        self._gaps = np.empty(0, dtype=np.int64)
+        if len(rows) > 1 and not bool((rows[1:] > rows[:-1]).all()):
+            self._array = rows.copy()
+        elif self.stop - self.start != self.size:
+            run = np.arange(self.start, self.stop, dtype=np.int64)
+            self._gaps = run[~np.isin(run, rows, assume_unique=True)]
+
+    def array(self) -> np.ndarray:
+        """The row numbers."""
+        if self._array is not None:
+            return self._array
+        run = np.arange(self.start, self.stop, dtype=np.int64)
+        if not len(self._gaps):
+            return run
+        return run[~np.isin(run, self._gaps, assume_unique=True)]
+
+
+class StagedFrames:
+    """Frames of an import that grow with its file (rows set aside, and why), on disk from
+    the part that made them until they are all wanted together; empty ones are dropped."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder = folder
+        self.name = name
+        self._paths: list[Path] = []
+
+    def add(self, frame: pd.DataFrame) -> None:
+        if frame.empty:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{self.name}-{len(self._paths):05d}.pickle"
+        with path.open("wb") as handle:
+            pickle.dump(frame, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        self._paths.append(path)
+
+    def frames(self) -> list[pd.DataFrame]:
+        """Every non-empty frame added, in order."""
+        frames = []
+        for path in self._paths:
+            with path.open("rb") as handle:
+                frames.append(pickle.load(handle))  # written by this process, for this job
+        return frames
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (macOS, musl): its allocator is left as it is
+        return None
+
+
+def map_large_arrays() -> None:
+    """Have glibc give each large array (1 MiB and up: a part's columns) its own mapping,
+    returned to the system when the array is freed. By default glibc raises that threshold
+    as large arrays are freed, then carves them from its heap, where the part's survivors
+    pin the freed space: the process grew part by part though what it held did not."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, 1024 * 1024)  # M_MMAP_THRESHOLD; a fixed value stops the raising
+
+
+def release_unused() -> None:
+    """Hand the memory a finished part freed back to the system: Arrow's pool (mimalloc)
+    and glibc's heap both keep freed pages for reuse."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)

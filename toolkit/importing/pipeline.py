@@ -35,7 +35,13 @@ from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.geocoding import make_assets
 from toolkit.importing.linking import LinkResult, link_rows
 from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
-from toolkit.importing.parts import StagedParts
+from toolkit.importing.parts import (
+    RowNumbers,
+    StagedFrames,
+    StagedParts,
+    map_large_arrays,
+    release_unused,
+)
 from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import (
     DATA_ENCODINGS,
@@ -338,6 +344,9 @@ class _Payload:
     patch_json: pd.Series | None
     geometry_wkb: list[bytes | None] | None = None
     bounds: np.ndarray | None = None
+    # An item part's asset ids (of its kept rows), staged with it rather than kept for
+    # every row of the file until the write; None: the write is given them whole.
+    asset_ids: pd.Series | None = None
 
     @classmethod
     def concat(cls, parts: Sequence[_Payload]) -> _Payload:
@@ -628,13 +637,18 @@ class ImportRunner:
         )
         matching_id = matching_field(rule, request.matching_id)
         staged: StagedParts[_Payload] = StagedParts(folder / "prepared")
+        if chunked.count > 1:
+            map_large_arrays()
         # Asset and user imports write their rows at once: their parts are joined.
         joined: list[_Payload] = []
-        keys: list[pd.DataFrame] = []
-        rule_rejections: list[pd.DataFrame] = []
-        link_problems: list[pd.DataFrame] = []
-        asset_ids: list[pd.Series] = []
-        rows: list[np.ndarray] = []
+        # What the plan needs of every part stays compact (issue 17: 5,000,000 rows beside a
+        # 1,000,000-parcel index): each part's keys without an index, its row numbers as
+        # runs, its rows set aside on disk; an item part's asset ids go with its payload.
+        keys: list[Any] = []
+        rows: list[RowNumbers] = []
+        kept_rows: list[RowNumbers] = []
+        rule_rejections = StagedFrames(folder / "rejected", "rule")
+        link_problems = StagedFrames(folder / "rejected", "link")
         first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=_no_problems())
         for part, prepared, linked, payload in self._parts(
@@ -649,38 +663,39 @@ class ImportRunner:
                 cleared=pd.DataFrame(columns=prepared.cleared.columns),
                 rejections=pd.DataFrame(columns=prepared.rejections.columns),
             )
-            if linked.asset_ids is not None and rule.import_type == "item":
-                asset_ids.append(linked.asset_ids)
             if rule.import_type == "item":
+                if linked.asset_ids is not None and chunked.count > 1:
+                    payload.asset_ids = linked.asset_ids.reindex(payload.filled.index)
                 # Every part but the last goes to disk at once: it need not stay in memory
                 # beside the next part while that one is read, ruled, linked and prepared.
                 staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
             else:
                 joined.append(payload)
-            values = payload.values
-            keys.append(_compact_keys(values, matching_id))
-            rule_rejections.append(prepared.rejections)
-            link_problems.append(linked.problems)
-            rows.append(part)
-            del payload, values, prepared
+            keys.append(_compact_keys(payload.values, matching_id))
+            kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
+            rule_rejections.add(prepared.rejections)
+            link_problems.add(linked.problems)
+            rows.append(RowNumbers(part))
+            del payload, prepared
+            release_unused()
         assert first is not None
         if joined:
             staged.add(_Payload.concat(joined), sum(len(p.filled) for p in joined))
             del joined
         report = chunked.finish()
-        outcome.counts["read"] = report.record_count(pd.Index(np.concatenate(rows)))
+        outcome.counts["read"] = report.record_count(
+            pd.Index(np.concatenate([r.array() for r in rows]))
+        )
         self._note_rule(request, rule, report, first, outcome)
-        every = [_problem_rows(report.problems), *rule_rejections, *link_problems]
+        every = [_problem_rows(report.problems), *rule_rejections.frames(), *link_problems.frames()]
         rejected = pd.concat([r for r in every if not r.empty] or [every[0]], ignore_index=True)
         if chunked.count > 1 and rule.import_type == "item":
-            linked = Linked(
-                asset_ids=pd.concat(asset_ids),
-                problems=pd.concat(link_problems, ignore_index=True),
-            )
+            # The asset ids are the payloads' now; the link problems are in ``rejected``.
+            linked = Linked(asset_ids=None, problems=_no_problems())
         kept = Kept(
             rejected=rejected,
             keep=np.empty(0, dtype=bool),
-            values=pd.concat(keys),
+            values=_keys_frame(keys, kept_rows, matching_id),
             cleared=pd.DataFrame(),
         )
         self._plan_and_write(
@@ -1181,12 +1196,13 @@ class ImportRunner:
         self.store.items.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
 
-        def links_of(filled: pd.DataFrame) -> pd.Series:
-            return (
-                asset_ids
-                if asset_ids is not None
-                else pd.Series(pd.NA, index=filled.index, dtype="Int64")
-            ).reindex(filled.index)
+        def links_of(payload: _Payload) -> pd.Series:
+            filled = payload.filled
+            if asset_ids is not None:
+                return asset_ids.reindex(filled.index)
+            if payload.asset_ids is not None:
+                return payload.asset_ids
+            return pd.Series(pd.NA, index=filled.index, dtype="Int64")
 
         done = 0
         for payload, inserts, _ in parts.select(plan.inserts):
@@ -1202,7 +1218,7 @@ class ImportRunner:
                     register_id=rule.register,
                     event_id=request.event_id,
                     region_id=request.region_id,
-                    asset_id=as_python(links_of(filled).iloc[inserts]),
+                    asset_id=as_python(links_of(payload).iloc[inserts]),
                     status=_int_column(rows, "status", 1),
                     is_template=_int_column(rows, "isTemplate", 0),
                     tags=tags,
@@ -1222,7 +1238,7 @@ class ImportRunner:
                 ItemChanges(
                     ids=update_ids,
                     fields_patch=payload.patches(updates),
-                    asset_id=as_python(links_of(payload.filled).iloc[updates]),
+                    asset_id=as_python(links_of(payload).iloc[updates]),
                     status=as_python(rows["status"]) if "status" in rows else [None] * len(rows),
                 ),
                 actor,
@@ -1525,25 +1541,38 @@ def _release_arrow_memory() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def _compact_keys(values: pd.DataFrame, matching_id: str) -> pd.DataFrame:
-    """The matching column of a part's values, kept until the plan: a frame of its own (not
-    a slice keeping the part's other columns alive), text as Arrow text (a python-storage
-    string column would hold a Python object per row)."""
+def _compact_keys(values: pd.DataFrame, matching_id: str) -> Any:
+    """The matching column of a part's values, kept until the plan: its array alone (not a
+    slice keeping the part's other columns alive, nor an index of row numbers), text as
+    Arrow text (a python-storage string column would hold a Python object per row); None
+    when the rule has no such column."""
     if matching_id not in values:
-        return values[[]]
+        return None
     column = values[matching_id]
     if isinstance(column.dtype, pd.StringDtype) and column.dtype.storage != "pyarrow":
         column = column.astype(pd.StringDtype("pyarrow", na_value=column.dtype.na_value))
-    return pd.DataFrame({matching_id: column}, index=values.index)
+    return column.array.copy()
 
 
-def _rows_of(chunked: ChunkedSource, rows: Sequence[np.ndarray], wanted: set[int]) -> pd.DataFrame:
+def _keys_frame(keys: Sequence[Any], rows: Sequence[RowNumbers], matching_id: str) -> pd.DataFrame:
+    """The kept rows' keys of every part as one frame indexed by row number (the plan's
+    input), from what :func:`_compact_keys` kept of each part."""
+    index = pd.Index(
+        np.concatenate([r.array() for r in rows]) if rows else np.empty(0, np.int64), name="row"
+    )
+    if any(k is None for k in keys):
+        return pd.DataFrame(index=index)
+    column = pd.concat([pd.Series(k) for k in keys], ignore_index=True)
+    return pd.DataFrame({matching_id: column.set_axis(index)})
+
+
+def _rows_of(chunked: ChunkedSource, rows: Sequence[RowNumbers], wanted: set[int]) -> pd.DataFrame:
     """The rows ``wanted`` as read (the rejected rows file): from the parts holding them;
     with the columns of the first part when none does. A source read whole is kept
     whole (its frame is in memory already)."""
     if chunked.frame is not None:
         return chunked.frame
-    found = [i for i, part in enumerate(rows) if np.isin(part, list(wanted)).any()]
+    found = [i for i, part in enumerate(rows) if np.isin(part.array(), list(wanted)).any()]
     frames = []
     for i in found or [0]:
         frame = chunked.read(i).frame
