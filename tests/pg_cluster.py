@@ -31,6 +31,13 @@ TEMPLATE = "toolkit_template"
 UNPRIVILEGED = "nobody"
 
 
+def database_of(url: str) -> str:
+    """The database a URL names (its path; the socket folder is in its query)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path.lstrip("/")
+
+
 class ClusterUnavailable(RuntimeError):
     """PostgreSQL (or PostGIS) cannot be had on this machine; the message says why."""
 
@@ -123,10 +130,35 @@ class Cluster:
             conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
         return self.url(name)
 
+    def password_login(self, url: str, role: str, password: str) -> str:
+        """A role logging in with ``password`` (scram-sha-256 on the socket; the other
+        roles keep trust) that owns the database of ``url``; the URL it connects by (no
+        password in it)."""
+        import psycopg
+        from psycopg import sql
+
+        name = database_of(url)
+        hba = self.folder / "data" / "pg_hba.conf"
+        # The first matching line counts: this role's line goes before the trust lines.
+        hba.write_text(f"local all {role} scram-sha-256\n" + hba.read_text(), encoding="utf-8")
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                    sql.Identifier(role), sql.Literal(password)
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+                    sql.Identifier(name), sql.Identifier(role)
+                )
+            )
+            conn.execute("SELECT pg_reload_conf()")
+        return f"postgresql://{role}@/{name}?host={self.socket_dir}"
+
     def drop_database(self, url: str) -> None:
         import psycopg
 
-        name = url.rsplit("/", 1)[1].split("?", 1)[0]
+        name = database_of(url)
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 

@@ -77,6 +77,11 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf" +{N} s +{N} s +{N}   bare executemany \+ creation entries copying each record "
             r"\(before issue 17\)",
             rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) {N} s: ratio {N}",
+            rf"  asset read {N} s vs pyogrio.read_dataframe\(use_arrow=True\) \+ to_crs\(4326\) "
+            rf"{N} s \(CPU {N} s\): ratio {N} \(target <= 1.1\)",
+            rf"  item read {N} s vs pyarrow.csv.read_csv \+ points_from_xy {N} s: ratio {N} "
+            r"\(target <= 1.5\)",
+            rf"asset import of 300 parcels {N} s, CPU {N} s \(target <= 12 s\)",
             rf"store stage {N} s vs bare executemany of the same {N} rows {N} s: ratio {N} "
             r"\(target <= [\d.]+\)",
             rf"link stage {N} s \(target <= 10 s\): precision {N}% of {N} links \(target "
@@ -203,7 +208,9 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"CSV +csv-raw +{N} s \(peak +{N} MiB\)  toolkit +{N} s \(peak +{N} MiB\)  "
             rf"ratio {N} \(target 1.5\) (OK|MISSED)",
             rf"Shapefile +shapefile-raw +{N} s \(peak +{N} MiB\)  toolkit +{N} s "
-            rf"\(peak +{N} MiB\)  ratio {N} \(target 1.3\) (OK|MISSED)",
+            rf"\(peak +{N} MiB\)  ratio {N} \(target 1.1\) (OK|MISSED)",
+            rf"CSV with latitude/longitude: toolkit {N} s vs pyarrow read \+ points_from_xy {N} s: "
+            rf"ratio {N} \(target <= 1.5\) (OK|MISSED)",
         ],
         {0, 1},
     ),

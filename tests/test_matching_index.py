@@ -152,3 +152,67 @@ def test_active_flags_from_text() -> None:
         )
     )
     assert index.assets["active"].tolist() == [True, False, True, False]
+
+
+def test_a_loaded_index_decodes_only_the_geometries_a_lookup_tests() -> None:
+    # Two squares sharing an edge, an empty geometry, a missing one and a point asset.
+    frame = gpd.GeoDataFrame(
+        {"id": ["1", "2", "3", "4", "5"], "name": ["A", "B", "C", "D", "E"]},
+        geometry=[
+            shapely.box(144.0, -37.0, 144.1, -36.9),
+            shapely.box(144.1, -37.0, 144.2, -36.9),
+            shapely.Polygon(),
+            None,
+            shapely.Point(145.0, -38.0),
+        ],
+        crs=4326,
+    )
+    built = AssetIndex.from_frame(frame)
+    out = io.BytesIO()
+    built.dump(out)
+    loaded = AssetIndex.loads(out.getvalue())
+    assert loaded._geometry is None and not loaded.outdated
+    texts = ["-36.95, 144.05", "-36.95, 144.1", "-36.95, 144.15", "-38.0, 145.0", "-1, 1"]
+    geo = {"mode": "geo", "useExternalLookups": False}
+    expected = resolve(built, queries(*texts), geo)
+    got = resolve(loaded, queries(*texts), geo)
+    pd.testing.assert_frame_equal(got, expected)
+    # In square 1, on the shared edge (a tie), in square 2, on the point asset, nowhere.
+    assert got["asset_id"].tolist()[:1] == ["1"] and got["asset_id"].tolist()[2:4] == ["2", "5"]
+    assert got["err"][1] == "2 assets cover this location; none chosen"
+    assert loaded._geometry is None  # the tree came from the saved boxes
+    assert shapely.equals(loaded.geometry[1], built.geometry[1])
+    assert loaded.geometry[3] is None and shapely.is_empty(loaded.geometry[2])
+    # Saved by an older toolkit (no boxes): the geometries are decoded for the tree, and
+    # the index says it is worth saving again.
+    older = _without_boxes(out.getvalue())
+    outdated = AssetIndex.loads(older)
+    assert outdated.outdated
+    pd.testing.assert_frame_equal(resolve(outdated, queries(*texts), geo), expected)
+    again = io.BytesIO()
+    outdated.dump(again)
+    assert not AssetIndex.loads(again.getvalue()).outdated
+
+
+def _without_boxes(data: bytes) -> bytes:
+    """A dump as written before the boxes were saved: its assets table without them."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    first = data.index(b"\n") + 1
+    end = data.index(b"\n", first)
+    header = json.loads(data[first:end])
+    offset, tables = end + 1, []
+    for name, size in header["tables"].items():
+        table = ipc.open_stream(data[offset : offset + size]).read_all()
+        if name == "assets":
+            table = table.drop_columns(
+                [c for c in table.column_names if c.startswith("geometry_") and c != "geometry_wkb"]
+            )
+        sink = pa.BufferOutputStream()
+        with ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        tables.append(sink.getvalue().to_pybytes())
+        header["tables"][name] = len(tables[-1])
+        offset += size
+    return data[:first] + json.dumps(header).encode() + b"\n" + b"".join(tables)

@@ -113,10 +113,24 @@ def test_a_typo_in_any_one_component_still_links() -> None:
     assert (result["accuracy"] >= 80).all()
 
 
+def _council(
+    seed: int, n: int, numbers: int, streets: list[str], types: list[str], towns: list[str]
+) -> list[str]:
+    """Sorted distinct random addresses ``NUMBER STREET TYPE TOWN``."""
+    rng = np.random.default_rng(seed)
+    drawn = zip(
+        rng.integers(1, numbers, n),
+        rng.choice(streets, n),
+        rng.choice(types, n),
+        rng.choice(towns, n),
+        strict=True,
+    )
+    return sorted({f"{number} {street} {kind} {town}" for number, street, kind, town in drawn})
+
+
 def test_an_address_written_suburb_first_links_to_that_suburb() -> None:
     # The same number and street in several suburbs: only the suburb, typed first,
     # tells them apart.
-    rng = np.random.default_rng(5)
     towns = [
         "KEW", "RICHMOND", "CARLTON", "MOUNT HELEN", "LAKE WENDOUREE", "BRIGHTON", "ELWOOD",
         "ESSENDON", "FITZROY", "SEBASTOPOL", "BUNINYONG", "CRESWICK", "LEARMONTH", "ALFREDTON",
@@ -127,21 +141,8 @@ def test_an_address_written_suburb_first_links_to_that_suburb() -> None:
         "MARTIN", "WHITE", "CLARKE", "HALL", "YOUNG", "WRIGHT", "WALKER", "GREEN", "BAKER",
         "ADAMS", "NELSON", "HILL", "STURT", "DRUMMOND", "DOVETON",
     ]  # fmt: skip
-    types = ["STREET", "ROAD", "AVENUE", "COURT"]
-    n = 6000
-    names = sorted(
-        {
-            f"{number} {street} {kind} {town}"
-            for number, street, kind, town in zip(
-                rng.integers(1, 120, n),
-                rng.choice(streets, n),
-                rng.choice(types, n),
-                rng.choice(towns, n),
-                strict=True,
-            )
-        }
-        | {f"19 RAILWAY ROAD {town}" for town in towns}
-    )
+    names = _council(5, 6000, 120, streets, ["STREET", "ROAD", "AVENUE", "COURT"], towns)
+    names = sorted({*names, *(f"19 RAILWAY ROAD {town}" for town in towns)})
     index = _index(names)
     queries = ["MOUNT HELEN 19 RAILWAY ROAD", "KEW 19 RAILWAY RD", "Sebastopol 19 RAILWAY ROAD"]
     result = resolve(index, pd.DataFrame({"query": queries}), OFF)
@@ -157,26 +158,13 @@ def test_an_address_written_suburb_first_links_to_that_suburb() -> None:
 def test_a_short_street_name_one_letter_wrong_links() -> None:
     # Jaro–Winkler alone scores KGAN/KHAN, CZOK/COOK, MIR/MAIR below its near band; one
     # edit apart they are near matches (random street names seldom are).
-    rng = np.random.default_rng(11)
     streets = [
         "KHAN", "COOK", "MAIR", "GRAY", "KENT", "BASS", "WREN", "ASH", "HALL", "YOUNG", "KING",
         "WRIGHT", "WALKER", "GREEN", "BAKER", "ADAMS", "NELSON", "HILL", "STURT", "LYONS",
     ]  # fmt: skip
     towns = ["KEW", "RICHMOND", "CARLTON", "FITZROY", "BRIGHTON", "ELWOOD", "ESSENDON", "REDAN"]
-    n = 4000
-    names = sorted(
-        {
-            f"{number} {street} {kind} {town}"
-            for number, street, kind, town in zip(
-                rng.integers(1, 150, n),
-                rng.choice(streets, n),
-                rng.choice(["STREET", "ROAD", "LANE", "COURT"], n),
-                rng.choice(towns, n),
-                strict=True,
-            )
-        }
-        | {"17 KHAN LANE KEW", "30 COOK COURT REDAN", "7 MAIR STREET ELWOOD"}
-    )
+    names = _council(11, 4000, 150, streets, ["STREET", "ROAD", "LANE", "COURT"], towns)
+    names = sorted({*names, "17 KHAN LANE KEW", "30 COOK COURT REDAN", "7 MAIR STREET ELWOOD"})
     index = _index(names)
     queries = ["17 KGAN LANE KEW", "30 CZOK COURT REDAN", "7 MIR STREET ELWOOD"]
     result = resolve(index, pd.DataFrame({"query": queries}), OFF)

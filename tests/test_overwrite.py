@@ -83,3 +83,69 @@ def test_an_unknown_rule_names_the_allowed_set() -> None:
     assert str(caught.value) == (
         "overwriteRule 'upsert' is not one of: " + ", ".join(OVERWRITE_RULES)
     )
+
+
+def _reference_plan(incoming: list[str | None], existing: list[tuple[int, str | None]]) -> tuple:
+    """The rules of updateAndInsert spelled out one Python string at a time."""
+
+    def norm(key: str | None) -> str | None:
+        return None if key is None or not key.strip() else key.strip()
+
+    ids_of: dict[str, list[int]] = {}
+    for record_id, key in existing:
+        if norm(key) is not None:
+            ids_of.setdefault(norm(key), []).append(record_id)  # type: ignore[arg-type]
+    seen: dict[str, int] = {}
+    inserts, updates, update_ids, rejected = [], [], [], []
+    for position, raw in enumerate(incoming):
+        key = norm(raw)
+        if key is not None and key in seen:
+            rejected.append((position, f"key {key!r} repeats row {seen[key] + 1} of this file"))
+            continue
+        if key is not None:
+            seen[key] = position
+        found = ids_of.get(key, []) if key is not None else []
+        if len(found) > 1:
+            rejected.append(
+                (
+                    position,
+                    f"key {key!r} matches {len(found)} existing records; "
+                    "make the key unique before importing",
+                )
+            )
+        elif found:
+            updates.append(position)
+            update_ids.append(found[0])
+        else:
+            inserts.append(position)
+    return inserts, updates, update_ids, rejected
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("dtype", [object, "string", "str"])
+def test_the_plan_agrees_with_the_rules_spelled_out_row_by_row(seed: int, dtype: object) -> None:
+    """Random keys with repeats, padding (Python's whitespace, Arrow's differs), empties and
+    keys held by two existing records, in shuffled order, in each text dtype."""
+    rng = np.random.default_rng(seed)
+    pads = ["", " ", "\t", "\x1c", "\u3000", "\xa0"]
+
+    def key() -> str | None:
+        if rng.random() < 0.05:
+            return None
+        if rng.random() < 0.05:
+            return str(rng.choice(pads))
+        core = f"K{int(rng.integers(0, 300))}"
+        return str(rng.choice(pads)) + core + str(rng.choice(pads))
+
+    incoming = [key() for _ in range(500)]
+    existing = [(int(i), key()) for i in rng.permutation(np.arange(1, 401))]
+    plan = plan_overwrite(
+        pd.Series(incoming, dtype=dtype),
+        pd.DataFrame({"id": [i for i, _ in existing], "key": [k for _, k in existing]}),
+        "updateAndInsert",
+    )
+    inserts, updates, update_ids, rejected = _reference_plan(incoming, existing)
+    assert _list(plan.inserts) == inserts
+    assert _list(plan.updates) == updates
+    assert _list(plan.update_ids) == update_ids
+    assert list(zip(_list(plan.rejected.positions), plan.rejected.reasons, strict=True)) == rejected

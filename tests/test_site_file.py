@@ -164,6 +164,7 @@ def _make_old_style(store: Path) -> dict[int, bytes]:
         "DROP TABLE report_snapshot; DROP TABLE asset_index_part; DROP TABLE asset_index_cache;"
         # Tables of later migrations go too: the file is as schema 4 left it.
         "DROP TABLE gazetteer_part; DROP TABLE gazetteer; DROP INDEX audit_change;"
+        "ALTER TABLE site DROP COLUMN asset_version;"
         "PRAGMA user_version = 4;"
     )
     conn.close()

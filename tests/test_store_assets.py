@@ -10,7 +10,8 @@ import pytest
 import shapely
 
 from toolkit.query.filters import Page
-from toolkit.store import Database
+from toolkit.site.index_cache import site_asset_index
+from toolkit.store import Database, SiteStore
 from toolkit.store.assets import AssetStore, NewAssets, geometry_columns
 from toolkit.store.items import ItemStore, NewItems
 from toolkit.store.records import Actor
@@ -128,3 +129,74 @@ def test_updates_and_retirements_are_audited(site) -> None:  # type: ignore[no-u
         ("update", "asset", 100001, "fix"),
         ("retire", "asset", 100003, None),
     ]
+
+
+@pytest.mark.parametrize("given", [[300, 7, 250], [500, 501, 502, 503]])
+def test_given_ids_in_any_order_each_get_a_creation_entry(site, given) -> None:  # type: ignore[no-untyped-def]
+    """Consecutive ascending ids are audited by range, others through the id table: either
+    way one creation entry per new asset, none for the assets already there."""
+    db, assets = site
+    n = len(given)
+    assert assets.ids_taken(given) == set()
+    with db.transaction() as conn:
+        ids = assets.insert_many(
+            conn,
+            NewAssets(
+                type="Property",
+                name=[f"PARCEL {i}" for i in given],
+                code=[None] * n,
+                friendly=[None] * n,
+                region_id=None,
+                status=1,
+                extra_info=["{}"] * n,
+                geometry=[None] * n,
+                bounds=np.full((n, 4), np.nan),
+            ),
+            Actor(import_job_id=None, user_id="officer"),
+            2000,
+            ids=given,
+        )
+    assert ids == given
+    created = db.connection.execute(
+        "SELECT record_id FROM audit_log WHERE action = 'create' AND date_created = 2000 "
+        "ORDER BY record_id"
+    ).fetchall()
+    assert [r[0] for r in created] == sorted(given)
+    assert assets.ids_taken([given[0], 100002, 99]) == {given[0], 100002}
+
+
+def test_every_write_of_assets_makes_the_cached_index_stale(site) -> None:  # type: ignore[no-untyped-def]
+    """The cached matching index is keyed by the site's asset version, which each write
+    raises in its own transaction: a change made in the same millisecond as the import
+    (which counting the assets missed when the count did not change) is seen, and a write
+    rolled back changes nothing."""
+    db, _assets = site
+    store = SiteStore(db, "demo", create=False)
+    first = site_asset_index(store)
+    stamp = store.assets.stamp()
+    assert site_asset_index(store).assets.equals(first.assets)  # from the cache
+    assert store.index_cache.get(stamp) is not None
+
+    with db.transaction() as conn:  # same clock as the insert, same number of assets
+        store.assets.update_many(conn, [100002], ["{}"], {"name": ["16 SMITH ST"]}, Actor(), 1000)
+    assert store.assets.stamp() != stamp
+    renamed = site_asset_index(store)
+    assert renamed.assets["name"].tolist()[1] == "16 SMITH ST"
+
+    stamp = store.assets.stamp()
+    with pytest.raises(RuntimeError), db.transaction() as conn:
+        store.assets.retire_many(conn, [100001], Actor(), 1000)
+        raise RuntimeError("the write fails")
+    assert store.assets.stamp() == stamp
+    assert len(site_asset_index(store)) == 3
+
+    with db.transaction() as conn:
+        store.assets.retire_many(conn, [100001], Actor(), 1000)
+    assert store.assets.stamp() != stamp
+    assert site_asset_index(store).assets["id"].tolist() == ["100002", "100003"]
+    # Another site's writes leave this site's version alone.
+    stamp = store.assets.stamp()
+    other = SiteStore(db, "other")
+    with db.transaction() as conn:
+        other.assets.retire_many(conn, [100002], Actor(), 1000)
+    assert store.assets.stamp() == stamp

@@ -97,3 +97,63 @@ def test_two_imports_of_the_same_keys_never_insert_a_key_twice(pg_url: str, tmp_
             "SELECT count(*), count(DISTINCT fields ->> 'reference') FROM item"
         ).fetchone()
         assert row is not None and tuple(row) == (ROWS, ROWS)
+
+
+# One process's asset insert: site "default", ids left to the store, the transaction kept
+# open a moment after writing (``hold``), a file touched once the rows are in. Each process
+# its own asset type: a type both made would make the second wait on the first's row.
+_INSERT_ASSETS = """
+import sys, time
+from pathlib import Path
+import numpy as np
+from toolkit.store import Actor, Database, SiteStore
+from toolkit.store.assets import NewAssets
+url, name, count, hold, ready, wait_for = sys.argv[1:]
+count = int(count)
+while wait_for != "-" and not Path(wait_for).exists():
+    time.sleep(0.02)
+with Database(url) as db:
+    store = SiteStore(db, "default")
+    with db.transaction() as conn:
+        ids = store.assets.insert_many(conn, NewAssets(
+            type=f"Type {name}", name=[f"{name} {i}" for i in range(count)],
+            code=[f"{name}{i}" for i in range(count)], friendly=[None] * count,
+            region_id=None, status=1, extra_info=["{}"] * count, geometry=[None] * count,
+            bounds=np.full((count, 4), np.nan)), Actor(), db.clock())
+        Path(ready).touch()
+        time.sleep(float(hold))
+print(min(ids), max(ids))
+"""
+
+
+def test_two_processes_inserting_assets_into_one_site_never_draw_one_id(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # The second inserts while the first's rows are written but not committed: both read
+    # the same largest id unless the second waits for the first's transaction.
+    with LocalSite(pg_url, "default"):
+        pass
+    count = 2_000
+    ready_a, ready_b = tmp_path / "a.ready", tmp_path / "b.ready"
+    script = [sys.executable, "-c", _INSERT_ASSETS, pg_url]
+    first = [*script, "A", str(count), "1.5", str(ready_a), "-"]
+    second = [*script, "B", str(count), "0", str(ready_b), str(ready_a)]
+    processes = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for c in (first, second)]  # fmt: skip
+    outputs = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        outputs.append(tuple(int(v) for v in out.split()))
+    assert outputs == [(1, count), (count + 1, 2 * count)]
+    with Database(pg_url) as db:
+        row = db.connection.execute(
+            "SELECT count(*), count(DISTINCT id), min(id), max(id), "
+            "count(*) FILTER (WHERE code LIKE 'A%' AND id <= ?) FROM asset",
+            (count,),
+        ).fetchone()
+        assert row is not None and tuple(row) == (2 * count, 2 * count, 1, 2 * count, count)
+        audited = db.connection.execute(
+            "SELECT count(DISTINCT record_id) FROM audit_log WHERE record_type = 'asset'"
+        ).fetchone()
+        assert audited is not None and audited[0] == 2 * count

@@ -2,36 +2,44 @@
 
 The site holds the sample parcels (or a generated council with ``--assets``) and
 damage assessments. Two kinds of request: a batch asset-lookup of 1,000 queries,
-and an item collection page of 100. For each, the same work is timed in-process
-through ``LocalSite`` (sequentially), then over HTTP from a separate load
-process on loopback: once with 1 connection (the HTTP overhead per request) and
-once with ``--connections`` (default 32; throughput, p50, p99, errors).
+and an item collection page of 100. The server is a real ``toolkit serve``
+process (``--processes`` of them). For each kind, the same work is timed
+in-process through ``LocalSite`` and over HTTP with 1 connection (the HTTP
+overhead per request), alternately, call by call, so that both see the same load
+on the machine; then from a separate load process on loopback with
+``--connections`` (default 32; throughput, p50, p99, errors). CPU milliseconds per
+request (the server's, from its process times) are printed beside the in-process
+ones: unlike wall times they hardly move with other work on the machine.
 
     python tests/benchmarks/bench_server.py [--requests 200] [--connections 32] [--assets N]
+    python tests/benchmarks/bench_server.py --processes 2   # toolkit serve --processes 2
     python tests/benchmarks/bench_server.py --requests 8 --connections 2 --rounds 3  # smoke
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from serving import running  # noqa: E402
+from serving import free_port  # noqa: E402
 
 from toolkit.importing.pipeline import ImportRequest  # noqa: E402
-from toolkit.server import ServerSettings, create_app  # noqa: E402
 from toolkit.site import LocalSite  # noqa: E402
 from toolkit.site.index_cache import IndexCache  # noqa: E402
 
@@ -76,7 +84,7 @@ def build_site(folder: Path, assets: int | None) -> tuple[Path, int, list[str]]:
         from toolkit.sample.generate import generate
 
         out = folder / "workload"
-        generate(out, assets=assets, items=assets, seed=1)  # type: ignore[call-arg]
+        generate(out, assets=assets, items=assets, seed=1)
         parcels, items = out / "parcels.zip", out / "items.csv"
     with LocalSite(path, "bench", user_id="admin") as site:
         job = site.run_import(ImportRequest("asset", "property-assets", parcels))
@@ -114,6 +122,51 @@ def load(spec: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(answer.stdout))
 
 
+@contextlib.contextmanager
+def serving(path: Path, processes: int) -> Iterator[tuple[str, psutil.Process]]:
+    """``toolkit serve`` of the site file on a free loopback port: its URL and process."""
+    port = free_port()
+    command = [sys.executable, "-m", "toolkit", "--store", str(path), "serve", "--port", str(port)]
+    command += ["--rate-limit", "none", "--auth-rate-limit", "none"]
+    if processes > 1:  # the option is newer than the benchmark: older servers run without it
+        command += ["--processes", str(processes)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{url}/api/json/ping", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("toolkit serve did not start") from None
+                time.sleep(0.1)
+        yield url, psutil.Process(server.pid)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def server_processes(server: psutil.Process) -> list[psutil.Process]:
+    return [server, *server.children(recursive=True)]
+
+
+def server_cpu_s(server: psutil.Process) -> float:
+    """CPU seconds (user + system) of the server and its worker processes so far."""
+    return sum(sum(p.cpu_times()[:2]) for p in server_processes(server))
+
+
+def peak_rss_mib(server: psutil.Process) -> float:
+    """The peak resident memory of the server's processes, added up (VmHWM on Linux)."""
+    total = 0
+    for process in server_processes(server):
+        status = Path(f"/proc/{process.pid}/status")
+        peak = [line for line in status.read_text().splitlines() if line.startswith("VmHWM:")]
+        total += int(peak[0].split()[1]) * 1024 if peak else process.memory_info().rss
+    return total / 2**20
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
@@ -122,6 +175,7 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=30, help="in-process repeats; least 1-connection requests"
     )
+    parser.add_argument("--processes", type=int, default=1, help="toolkit serve --processes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path, event, names = build_site(Path(tmp), args.assets)
@@ -148,22 +202,15 @@ def main() -> None:
             "items page 100": ("GET", "/api/json/item", page_params, None),
         }
 
-        with LocalSite(path, "bench") as local:
+        with LocalSite(path, "bench") as local, serving(path, args.processes) as (url, server):
             local.index_cache = IndexCache()
-            local.asset_lookup(queries, dict(LOOKUP_OPTIONS), "id")  # warm the index
-            inprocess: dict[str, list[float]] = {"lookup 1000": [], "items page 100": []}
-            for _ in range(args.rounds):
-                started = time.perf_counter()
-                json.dumps(local.asset_lookup(queries, dict(LOOKUP_OPTIONS), "id"))
-                inprocess["lookup 1000"].append(time.perf_counter() - started)
-                started = time.perf_counter()
-                json.dumps(local.list_items(page_params))
-                inprocess["items page 100"].append(time.perf_counter() - started)
-
-        settings = ServerSettings(rate_limit="none", auth_rate_limit="none")
-        with running(create_app(path, settings=settings)) as url:
-            import httpx
-
+            local.asset_lookup(queries, dict(LOOKUP_OPTIONS), "id")  # warm (and store) the index
+            in_process = {
+                "lookup 1000": lambda: json.dumps(
+                    local.asset_lookup(queries, dict(LOOKUP_OPTIONS), "id")
+                ),
+                "items page 100": lambda: json.dumps(local.list_items(page_params)),
+            }
             token = httpx.post(
                 f"{url}/api/json/auth",
                 headers={"X-Site": "bench"},
@@ -185,6 +232,7 @@ def main() -> None:
                 f"{'work':16} {'in-process p50':>15} {'HTTP 1 conn p50':>16} {'overhead':>9} "
                 f"{'rps@' + str(args.connections):>9} {'p50':>8} {'p99':>8} {'errors':>7}"
             )
+            cpu_lines = []
             for name, (method, route, params, body) in work.items():
                 spec = {
                     "url": url,
@@ -194,23 +242,67 @@ def main() -> None:
                     "params": params,
                     "body": body,
                 }
-                load({**spec, "requests": 10, "connections": 4})  # warm every worker thread
-                single = load(
-                    {**spec, "requests": max(args.rounds, args.requests // 4), "connections": 1}
+                # Warm every worker thread of every server process.
+                load({**spec, "requests": 10 * args.processes, "connections": 4})
+                timed = alternate(
+                    in_process[name], spec, max(args.rounds, args.requests // 4), server
                 )
                 loaded = load({**spec, "requests": args.requests, "connections": args.connections})
-                local_p50 = statistics.median(inprocess[name]) * 1000
-                single_p50, _ = percentiles(single["latencies"])
+                local_p50 = statistics.median(timed.local_s) * 1000
+                single_p50, _ = percentiles(timed.http_s)
                 p50, p99 = percentiles(loaded["latencies"])
                 rps = len(loaded["latencies"]) / loaded["wall"]
                 overhead = (single_p50 - local_p50) / local_p50 * 100
-                errors = len(single["errors"]) + len(loaded["errors"])
+                errors = timed.errors + len(loaded["errors"])
                 print(
                     f"{name:16} {local_p50:13.1f}ms {single_p50:14.1f}ms {overhead:8.1f}% "
                     f"{rps:9.1f} {p50:6.1f}ms {p99:6.1f}ms {errors:7d}"
                 )
-    peak = psutil.Process().memory_info().rss / 2**20
+                local_cpu = statistics.median(timed.local_cpu_s) * 1000
+                server_cpu = timed.server_cpu_s * 1000
+                cpu_lines.append(
+                    f"  {name:16} in-process {local_cpu:7.2f} ms; server {server_cpu:7.2f} ms "
+                    f"({server_cpu - local_cpu:+.2f})"
+                )
+            print("CPU per request (1 connection; the server's own, mean; in-process p50):")
+            print("\n".join(cpu_lines))
+            print(f"server processes: {args.processes}; load average {os.getloadavg()[0]:.2f}")
+            peak = peak_rss_mib(server)
     print(f"peak RSS of the server process: {peak:.0f} MiB")
+
+
+class Timed:
+    """Alternate calls in-process and over HTTP: their wall and CPU seconds."""
+
+    def __init__(self) -> None:
+        self.local_s: list[float] = []
+        self.local_cpu_s: list[float] = []
+        self.http_s: list[float] = []
+        self.server_cpu_s = 0.0
+        self.errors = 0
+
+
+def alternate(local: Any, spec: dict[str, Any], rounds: int, server: psutil.Process) -> Timed:
+    """``rounds`` pairs: one call in-process, then the same request over one kept-alive
+    connection (the server's CPU counted over the HTTP calls only)."""
+    timed = Timed()
+    with httpx.Client(base_url=spec["url"], headers=spec["headers"], timeout=120) as client:
+        for _ in range(rounds):
+            started, cpu = time.perf_counter(), time.process_time()
+            local()
+            timed.local_s.append(time.perf_counter() - started)
+            timed.local_cpu_s.append(time.process_time() - cpu)
+            server_before = server_cpu_s(server)
+            started = time.perf_counter()
+            if spec["method"] == "GET":
+                answer = client.get(spec["path"], params=spec["params"])
+            else:
+                answer = client.post(spec["path"], json=spec["body"])
+            timed.http_s.append(time.perf_counter() - started)
+            timed.server_cpu_s += server_cpu_s(server) - server_before
+            timed.errors += answer.status_code != 200
+    timed.server_cpu_s /= rounds
+    return timed
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ is per reader):
 - Shapefile: ``read_source`` (safe unzip, encoding check, validity check, reprojection)
   vs ``pyogrio.read_dataframe(zip, use_arrow=True).to_crs(4326)``.
 
-Targets: CSV within 1.5x, Shapefile within 1.3x of the raw side.
+Targets (issue 17): CSV within 1.5x of the raw read, and of the raw read with its points;
+Shapefile within 1.1x of the raw read with its reprojection.
 """
 
 from __future__ import annotations
@@ -197,7 +198,13 @@ def measure(reader: str, path: Path) -> tuple[float, float]:
 
 
 def compare(
-    label: str, raw: str, path: Path, repeat: int, target: float, extra: str | None = None
+    label: str,
+    raw: str,
+    path: Path,
+    repeat: int,
+    target: float,
+    extra: str | None = None,
+    extra_target: float | None = None,
 ) -> bool:
     """Time the raw reader and read_source alternately; best of ``repeat``; print the ratio."""
     runs: dict[str, list[tuple[float, float]]] = {raw: [], "toolkit": []}
@@ -219,6 +226,16 @@ def compare(
             f"{'':<10} {extra} {best[extra]:6.2f} s (peak {peak[extra]:5.0f} MiB)  "
             f"ratio toolkit/{extra} {best['toolkit'] / best[extra]:4.2f}"
         )
+    if extra and extra_target is not None:
+        # Issue 17's target for a read that makes points: beside the raw libraries doing
+        # the same work (read, coordinates as numbers, points_from_xy).
+        extra_ratio = best["toolkit"] / best[extra]
+        print(
+            f"{label} with latitude/longitude: toolkit {best['toolkit']:.2f} s vs pyarrow "
+            f"read + points_from_xy {best[extra]:.2f} s: ratio {extra_ratio:.2f} (target <= "
+            f"{extra_target}) {'OK' if extra_ratio <= extra_target else 'MISSED'}"
+        )
+        return ratio <= target and extra_ratio <= extra_target
     return ratio <= target
 
 
@@ -244,9 +261,12 @@ def main() -> int:
             f"zip {zip_path.stat().st_size / 2**20:.0f} MiB (built in "
             f"{time.perf_counter() - start:.1f} s); best of {args.repeat}, fresh process each"
         )
-        ok = compare("CSV", "csv-raw", csv_path, args.repeat, 1.5, extra="csv-raw-points")
+        ok = compare(
+            "CSV", "csv-raw", csv_path, args.repeat, 1.5, extra="csv-raw-points", extra_target=1.5
+        )
         compare("CSV text", "csv-raw", text_only_path(csv_path), args.repeat, 1.5)
-        ok &= compare("Shapefile", "shapefile-raw", zip_path, args.repeat, 1.3)
+        # Issue 17: within 1.1x of the raw read plus its reprojection.
+        ok &= compare("Shapefile", "shapefile-raw", zip_path, args.repeat, 1.1)
     return 0 if ok else 1
 
 

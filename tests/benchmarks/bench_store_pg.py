@@ -4,7 +4,8 @@
    the toolkit's store stage on each store beside the bare bulk load of the same rows on
    that store (SQLite: ``executemany`` in one transaction; PostgreSQL: ``COPY``).
 2. ``--clients`` concurrent API clients each creating ``--writes`` items through
-   ``toolkit serve`` (its app on 127.0.0.1) on each store: writes per second, p50, p99.
+   ``toolkit serve`` (a process of its own on 127.0.0.1) on each store: writes per
+   second, p50, p99. ``--rows 0`` runs only this part.
 
 Starts its own throwaway PostgreSQL cluster (tests/pg_cluster.py).
 
@@ -15,23 +16,25 @@ Starts its own throwaway PostgreSQL cluster (tests/pg_cluster.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from pg_cluster import start_cluster  # noqa: E402
-from serving import running  # noqa: E402
+from serving import free_port  # noqa: E402
 
 from toolkit.importing.pipeline import ImportRequest  # noqa: E402
-from toolkit.server import ServerSettings, create_app  # noqa: E402
 from toolkit.server.auth import SERVER_SECRET_ENV  # noqa: E402
 from toolkit.site import LocalSite  # noqa: E402
 
@@ -103,6 +106,35 @@ def import_store_stage(location: str | Path, source: Path) -> tuple[float, float
         return float(job["summary"]["timings"]["store"]), whole
 
 
+@contextlib.contextmanager
+def serving(location: str | Path) -> Iterator[str]:
+    """``toolkit serve`` on ``location`` in a process of its own (no limits), its URL."""
+    import httpx
+
+    port = free_port()
+    command = [
+        sys.executable, "-m", "toolkit", "--store", str(location), "--quiet", "serve",
+        "--host", "127.0.0.1", "--port", str(port), "--rate-limit", "none",
+        "--auth-rate-limit", "none",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                httpx.options(f"{url}/api/json/auth", timeout=5)
+                break
+            except httpx.TransportError:
+                if server.poll() is not None:
+                    ended = server.communicate()[1]
+                    raise RuntimeError(f"toolkit serve ended: {ended!r}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(60)
+
+
 def api_writes(
     location: str | Path, source: Path, clients: int, writes: int
 ) -> tuple[float, float, float, int]:
@@ -119,8 +151,7 @@ def api_writes(
         site.add_user("bench", positions=["API User"], approved=True, terms_accepted=True)
         site.set_password("bench", PASSWORD)
         site.put_on_duty("bench", event, "API User")
-    settings = ServerSettings(rate_limit="none", auth_rate_limit="none")
-    with running(create_app(location, settings=settings)) as url:
+    with serving(location) as url:
         token = httpx.post(
             f"{url}/api/json/auth",
             headers={"X-Site": "api"},
@@ -168,6 +199,7 @@ def main() -> None:
     import os
 
     os.environ.setdefault(SERVER_SECRET_ENV, "bench-" + "s" * 40)
+    print("load average {:.2f} {:.2f} {:.2f} at start".format(*os.getloadavg()))
     cluster = start_cluster()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -182,14 +214,21 @@ def main() -> None:
                 "sqlite": (bare_sqlite(folder, rows), "bare executemany"),
                 "postgresql": (bare_postgres(cluster.new_database(), rows), "bare COPY"),
             }
-            print(f"item import of {args.rows:,} rows (no asset links), store stage vs bare load")
-            for name, location in stores.items():
+            if args.rows:
+                print(
+                    f"item import of {args.rows:,} rows (no asset links), store stage vs bare load"
+                )
+            for name, location in stores.items() if args.rows else ():
+                cpu = time.process_time()
                 store, whole = import_store_stage(location, source)
+                cpu = time.process_time() - cpu
                 seconds, what = bare[name]
                 print(
                     f"  {name:<10} store stage {store:8.2f} s (whole job {whole:.2f} s)   "
                     f"{what} {seconds:8.2f} s   ratio {store / seconds:.2f}"
                 )
+                # The toolkit's own CPU (PostgreSQL's server works in its own processes).
+                print(f"    whole job cpu {cpu:.2f} s in the toolkit's process")
             print(f"{args.clients} concurrent API clients, {args.writes} item writes each")
             for name, location in stores.items():
                 rate, p50, p99, errors = api_writes(location, source, args.clients, args.writes)
@@ -199,6 +238,7 @@ def main() -> None:
                 )
     finally:
         cluster.stop()
+        print("load average {:.2f} {:.2f} {:.2f} at end".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

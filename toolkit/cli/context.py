@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from toolkit.remote.profiles import StoreProfile
     from toolkit.site import LocalSite, Site
 
 import click
@@ -58,6 +59,29 @@ class Settings:
     # Values given on the command line, by attribute: the same option before and after
     # a command must agree.
     given: dict[str, Any] = field(default_factory=dict)
+    # --store or TOOLKIT_STORE was given (not the default): a store profile yields to it.
+    store_given: bool = False
+    # The profile, when it names a store rather than a server (see apply_store_profile).
+    store_profile: StoreProfile | None = None
+    _profile_read: tuple[str | None, str | None] | None = None
+
+    def apply_store_profile(self) -> None:
+        """A profile naming a store (``store = ...``, not ``base_url``) selects that store
+        (with the password it holds) and its site; ``--store``/``TOOLKIT_STORE`` and
+        ``--site``/``TOOLKIT_SITE`` win over it. The password is kept only for the
+        profile's own store. Read once per profile."""
+        if self.profile is None or self.url or self._profile_read == (self.profile, self.url):
+            return
+        from toolkit.remote.profiles import store_profile
+
+        self._profile_read = (self.profile, self.url)
+        found = self.store_profile = store_profile(self.profile)
+        if found is None:
+            return
+        if not self.store_given or str(self.store) == str(found.store):
+            self.store = found.store
+        if self.site_given is None and found.site:
+            self.site = found.site
 
     def set(self, attribute: str, value: Any) -> None:
         """Set a global option's value (``--site``, ``--url`` and ``--store`` as used)."""
@@ -107,8 +131,8 @@ GLOBAL_OPTIONS: tuple[_GlobalOption, ...] = (
         "store",
         ("--store",),
         "SQLite file of the embedded site, or a postgresql:// URL of a PostgreSQL store "
-        "(password from PGPASSWORD, ~/.pgpass or a service file) (env TOOLKIT_STORE; "
-        "default ./toolkit.sqlite).",
+        "(password from PGPASSWORD, ~/.pgpass, a service file or a --profile) (env "
+        "TOOLKIT_STORE; default ./toolkit.sqlite).",
         {"type": StoreParam(), "metavar": "PATH|URL"},
         envvar="TOOLKIT_STORE",
         default=DEFAULT_STORE_NAME,
@@ -132,7 +156,8 @@ GLOBAL_OPTIONS: tuple[_GlobalOption, ...] = (
         "profile",
         ("--profile",),
         "Profile of the config file (TOOLKIT_CONFIG, else ~/.config/toolkit/config.toml) "
-        "naming a server, a site and where its credentials are (env TOOLKIT_PROFILE).",
+        "naming a server (base_url) or a store (store = a postgresql:// URL), a site and "
+        "the credentials (env TOOLKIT_PROFILE).",
         {"metavar": "NAME"},
         envvar="TOOLKIT_PROFILE",
     ),
@@ -194,10 +219,14 @@ def _set_global(option: _GlobalOption) -> Callable[[click.Context, click.Paramet
                     ctx=ctx,
                 )
             current.set(option.attribute, value)
-        if _is_given(value) and ctx.get_parameter_source(option.attribute) == (
-            click.core.ParameterSource.COMMANDLINE
-        ):
+        source = ctx.get_parameter_source(option.attribute)
+        if _is_given(value) and source == click.core.ParameterSource.COMMANDLINE:
             current.given[option.attribute] = value
+        if option.attribute == "store" and source in (
+            click.core.ParameterSource.COMMANDLINE,
+            click.core.ParameterSource.ENVIRONMENT,
+        ):
+            current.store_given = True
 
     return callback
 
@@ -237,8 +266,10 @@ output_options = global_options
 
 
 def settings() -> Settings:
-    """The settings of the running command."""
-    return click.get_current_context().ensure_object(Settings)
+    """The settings of the running command (a store profile applied)."""
+    current = click.get_current_context().ensure_object(Settings)
+    current.apply_store_profile()
+    return current
 
 
 def print_json(value: Any) -> None:
@@ -383,9 +414,10 @@ def _stderr_console() -> Any:
 
 
 def is_remote() -> bool:
-    """Whether the command works against a server (``--url``, ``TOOLKIT_URL`` or a profile)."""
+    """Whether the command works against a server (``--url``, ``TOOLKIT_URL`` or a profile
+    naming a server; a profile naming a store is the embedded face on that store)."""
     current = settings()
-    return bool(current.url or current.profile)
+    return bool(current.url or (current.profile and current.store_profile is None))
 
 
 def embedded_only(what: str) -> None:
@@ -413,7 +445,7 @@ def open_site(*, create: bool = False) -> Site:
         current.store,
         current.site,
         url=current.url,
-        profile=current.profile,
+        profile=current.profile if is_remote() else None,
         remote_site=current.site_given,
         user_id=getpass.getuser(),
         create=create,

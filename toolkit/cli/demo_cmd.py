@@ -22,7 +22,7 @@ from toolkit.cli.context import (
     toolkit_invocation,
 )
 from toolkit.cli.render import counts_line, render
-from toolkit.model.location import PostgresURL
+from toolkit.model.location import PostgresURL, display_name
 
 # What SQLite makes beside a site file in WAL mode.
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -124,7 +124,7 @@ def _demo_lines(document: dict[str, Any]) -> list[str]:
     for label, path in document["outputs"].items():
         lines.append(f"  {label}: {path}")
     # Whole commands that run as printed, with or without the environment activated.
-    toolkit = f"{toolkit_invocation()} --store {shlex.quote(str(settings().store))}"
+    toolkit = f"{toolkit_invocation()} --store {shlex.quote(display_name(settings().store))}"
     lines.append(
         f"Next: {toolkit} item list --register damage-assessment --limit 5\n"
         f"      {toolkit} asset list --impacted --limit 5"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from toolkit.cli import cli
 from toolkit.cli.context import global_options, open_site, settings
 from toolkit.cli.render import render
+from toolkit.model.location import display_name
 
 
 @cli.command("ping")
@@ -19,5 +20,5 @@ def ping() -> None:
     """
     with open_site() as site:
         answer = site.ping()
-    where = settings().url or settings().profile or str(settings().store)
+    where = settings().url or settings().profile or display_name(settings().store)
     render(answer, lines=lambda a: f"{where}: status {a.get('status')}, time {a.get('timestamp')}")

@@ -6,6 +6,7 @@ import click
 
 from toolkit.cli import cli
 from toolkit.cli.context import embedded_only, global_options, note, settings
+from toolkit.model.location import display_name
 from toolkit.names import GEOCODER_PROTOCOLS
 
 
@@ -66,6 +67,14 @@ from toolkit.names import GEOCODER_PROTOCOLS
     help="Import jobs, and report runs, each at most this many at once in the background.",
 )
 @click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Server processes on the one port, to use several cores; limits and failed logins "
+    "are counted over all of them, connection caps and --workers per process.",
+)
+@click.option(
     "--base-url",
     help="The URL clients reach this server at, for the $schema of report contents "
     "(default: the URL each request came to).",
@@ -94,6 +103,7 @@ def serve(
     max_connections: int,
     max_connections_per_client: int,
     workers: int,
+    processes: int,
     base_url: str | None,
     geocoder: str | None,
     geocoder_protocol: str | None,
@@ -111,6 +121,7 @@ def serve(
       toolkit serve
       toolkit --store staging.sqlite serve --host 0.0.0.0 --port 9000 --rate-limit 1200/minute
       toolkit serve --workers 4 --base-url https://staging.example.org
+      toolkit serve --host 0.0.0.0 --processes 4   # one per core
       toolkit serve --host 127.0.0.1 --forwarded-allow-ips 127.0.0.1  # behind a local proxy
       toolkit serve --rules ./our-rules     # clients may then name the rules in that folder
       toolkit serve --geocoder http://localhost:8088   # a Nominatim of the organisation
@@ -119,13 +130,12 @@ def serve(
     before or after `serve`), never a path. A lookup that matches no asset asks the
     site's gazetteer (`toolkit gazetteer load`), then the geocoding service.
     """
-    import logging
-
     import uvicorn
 
     from toolkit.geocoding import ServiceSettings, service_from_config
     from toolkit.server import ServerSettings, create_app
     from toolkit.server.limits import parse_rate
+    from toolkit.server.processes import log_requests, serve_processes
     from toolkit.server.transport import uvicorn_config
 
     embedded_only("serve serves the embedded site file")
@@ -139,28 +149,39 @@ def serve(
         if geocoder is not None
         else service_from_config(current.profile)
     )
-    app = create_app(
-        current.store,
-        settings=ServerSettings(
-            rate_limit=rate_limit,
-            auth_rate_limit=auth_rate_limit,
-            workers=workers,
-            rule_paths=current.rule_paths,
-            base_url=base_url,
-            header_timeout_s=header_timeout,
-            body_timeout_s=body_timeout,
-            max_connections=max_connections,
-            max_connections_per_client=max_connections_per_client,
-            forwarded_allow_ips=forwarded_allow_ips or None,
-            geocoder=service,
-        ),
+    server_settings = ServerSettings(
+        rate_limit=rate_limit,
+        auth_rate_limit=auth_rate_limit,
+        workers=workers,
+        rule_paths=current.rule_paths,
+        base_url=base_url,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        max_connections=max_connections,
+        max_connections_per_client=max_connections_per_client,
+        forwarded_allow_ips=forwarded_allow_ips or None,
+        geocoder=service,
     )
+    # Made here in every case, so a bad file or --rules fails before anything listens.
+    app = create_app(current.store, settings=server_settings)
     if not current.quiet:
-        logging.getLogger("toolkit.server").setLevel(logging.INFO)
-        logging.getLogger("toolkit.server.access").setLevel(logging.INFO)
-        if not logging.getLogger().handlers:
-            logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        log_requests(process_ids=processes > 1)
     if service is not None:
         note(f"lookups that match no asset ask {service.name}")
-    note(f"serving {current.store} at http://{host}:{port}/api/json/ (Ctrl+C to stop)")
-    uvicorn.Server(uvicorn_config(app, host=host, port=port)).run()
+    each = f" in {processes} processes" if processes > 1 else ""
+    note(
+        f"serving {display_name(current.store)} at http://{host}:{port}/api/json/{each} "
+        "(Ctrl+C to stop)"
+    )
+    if processes == 1:
+        uvicorn.Server(uvicorn_config(app, host=host, port=port)).run()
+        return
+    app.state.server.shutdown()  # each worker process makes its own
+    serve_processes(
+        current.store,
+        server_settings,
+        host=host,
+        port=port,
+        processes=processes,
+        quiet=current.quiet,
+    )

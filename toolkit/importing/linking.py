@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import shapely
 
 from toolkit.geocoding import Places, pending_places
@@ -272,10 +274,13 @@ def _external_reasons(result: pd.DataFrame, options: Mapping[str, Any]) -> np.nd
     place = result["external_longitude"].notna().to_numpy() & (
         result["asset_position"].to_numpy() < 0
     )
-    label = result["external_label"].astype("string").fillna("").to_numpy(dtype=object)
-    source = result["external_source"].astype("string").fillna("external").to_numpy(dtype=object)
+    found = np.flatnonzero(place)
+    if found.size:  # the place columns only where some place was found outside
+        label = result["external_label"].astype("string").fillna("").to_numpy(dtype=object)
+        sources = result["external_source"].astype("string").fillna("external")
+        source = sources.to_numpy(dtype=object)
     upgrade = bool(options.get("upgradeExternalLookupToInternalAsset"))
-    for i in np.flatnonzero(place):
+    for i in found:
         errors[i] = (
             f"{source[i]} found {label[i]!r}; it becomes an asset of {options.get('assetClass')}"
             if upgrade
@@ -312,15 +317,48 @@ def join_address(parts: list[pd.Series]) -> pd.Series:
     Officers often type the suburb into the address as well as the suburb column;
     "12 SMITH ST BUNINYONG BUNINYONG" would no longer sound like the parcel.
     """
-    text = np.dtypes.StringDType()
-    address = parts[0].fillna("").to_numpy(dtype=object).astype(text)
+    # On Arrow columns (a million rows: 0.7 s of CPU where numpy's strings took 1.3 s),
+    # with numpy's case mapping and stripping kept where they differ from Arrow's: text
+    # that is not ASCII ("Große" is "GROSSE" to numpy, "GROẞE" to Arrow) and NUL.
+    address = _arrow_text(parts[0])
     for part in parts[1:]:
-        addition = part.fillna("").to_numpy(dtype=object).astype(text)
-        held = np.strings.find(np.strings.upper(address), np.strings.upper(addition)) >= 0
-        keep = (addition != "") & ~held
-        joined = np.strings.add(np.strings.add(address, " "), addition)
-        address = np.where(keep, joined, address)
-    joined_text = pd.Series(
-        np.strings.strip(address).astype(object), index=parts[0].index, dtype="string"
-    )
+        addition = _arrow_text(part)
+        held = _contains_folded(address, addition)
+        keep = pc.and_(pc.not_equal(addition, ""), pa.array(~held))
+        joined = pc.binary_join_element_wise(address, addition, pa.scalar(" ", address.type))
+        address = pc.if_else(keep, joined, address)
+    stripped = pc.utf8_trim_whitespace(address)
+    nul = np.flatnonzero(pc.match_substring(address, "\x00").to_numpy(zero_copy_only=False))
+    if nul.size:
+        text = np.dtypes.StringDType()
+        values = stripped.to_numpy(zero_copy_only=False).astype(object)
+        values[nul] = np.strings.strip(
+            address.take(pa.array(nul)).to_numpy(zero_copy_only=False).astype(text)
+        ).astype(object)
+        stripped = pa.array(values, type=address.type)
+    joined_text = pd.Series(pd.arrays.ArrowStringArray(stripped), index=parts[0].index)
     return joined_text.mask(joined_text == "")
+
+
+def _arrow_text(part: pd.Series) -> pa.Array:
+    """A text column as one Arrow large_string array, missing values as ""."""
+    array = pa.array(part.array, type=pa.large_string(), from_pandas=True)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return pc.fill_null(array, "")
+
+
+def _contains_folded(text: pa.Array, part: pa.Array) -> np.ndarray:
+    """Per row: whether ``text`` holds ``part``, both in upper case as numpy folds it."""
+    kind = np.dtypes.StringDType()
+
+    def upper(values: pa.Array) -> np.ndarray:
+        folded: np.ndarray = pc.utf8_upper(values).to_numpy(zero_copy_only=False).astype(kind)
+        other = np.flatnonzero(~pc.string_is_ascii(values).to_numpy(zero_copy_only=False))
+        if other.size:  # numpy's case mapping, where Arrow's may differ
+            chosen = values.take(pa.array(other)).to_numpy(zero_copy_only=False).astype(kind)
+            folded[other] = np.strings.upper(chosen)
+        return folded
+
+    held: np.ndarray = np.strings.find(upper(text), upper(part)) >= 0
+    return held

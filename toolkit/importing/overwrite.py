@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from toolkit.errors import OptionError
 from toolkit.names import OVERWRITE_RULES, OverwriteRule, member
@@ -65,9 +67,39 @@ class OverwritePlan:
         }
 
 
-def _normalise(keys: pd.Series) -> pd.Series:
-    text = keys.astype("string").str.strip()
-    return text.mask(text == "")
+def normalised_keys(keys: pd.Series) -> pa.Array:
+    """Keys as one Arrow text array, trimmed, an empty key as null; text as
+    ``astype("string")`` spells it."""
+    if not isinstance(keys.dtype, pd.StringDtype):
+        keys = keys.astype("string")
+    text = pa.array(keys.array)
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    # Arrow's whitespace is exactly Python's str.isspace() (checked over all of Unicode).
+    text = pc.utf8_trim_whitespace(text.cast(pa.large_string()))
+    empty = pc.equal(pc.utf8_length(text), 0)
+    return pc.if_else(empty, pa.scalar(None, pa.large_string()), text)
+
+
+def _groups(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Each key's group of equal keys (-1 where null) and each group's first position.
+
+    By sorting, not hashing: Arrow's hash table over 5,000,000 distinct keys took 700 MiB
+    at its peak, a sort takes its indices and one sorted copy of the text."""
+    # Nulls sort to the end (the default): the first len - null_count indices are the keys.
+    order = pc.sort_indices(keys).to_numpy().astype(np.int64)
+    order = order[: len(keys) - keys.null_count]
+    codes = np.full(len(keys), -1, dtype=np.int64)
+    if len(order) == 0:
+        return codes, order
+    ordered = keys.take(pa.array(order))
+    same = pc.equal(ordered.slice(1), ordered.slice(0, len(order) - 1))
+    starts = np.concatenate(([True], ~same.to_numpy(zero_copy_only=False)))
+    del ordered, same
+    codes[order] = np.cumsum(starts) - 1
+    # The sort is stable: a group's first entry in it is its earliest position.
+    first: np.ndarray = order[starts]
+    return codes, first
 
 
 def plan_overwrite(
@@ -81,9 +113,10 @@ def plan_overwrite(
 
     ``existing`` holds the active records in the import's scope. ``key_name``
     only words the rejection reasons. Pure: reads nothing, writes nothing.
+    Keys are compared as Arrow text and int64 codes, never as a Python object per key.
     """
     overwrite_rule = check_overwrite_rule(rule)
-    keys = _normalise(incoming_keys.reset_index(drop=True))
+    keys = normalised_keys(incoming_keys.reset_index(drop=True))
     positions = np.arange(len(keys), dtype=np.int64)
 
     if overwrite_rule == "deleteAndInsert":
@@ -93,33 +126,37 @@ def plan_overwrite(
             retirements=existing["id"].to_numpy(dtype=np.int64),
         )
 
-    # A key seen earlier in the same file: the later row is refused.
-    codes, _ = pd.factorize(keys, use_na_sentinel=True)
+    # The file's keys and the existing ones grouped together: rows of a group share a key.
+    existing_keys = normalised_keys(existing["key"].reset_index(drop=True))
+    existing_ids = existing["id"].reset_index(drop=True).to_numpy(dtype=np.int64)
+    codes, first_of_group = _groups(pa.concat_arrays([keys, existing_keys]))
+    existing_codes = codes[len(keys) :]
+    codes = codes[: len(keys)]
+
+    # A key seen earlier in the same file: the later row is refused. The file's rows come
+    # before the existing ones, so a group holding some starts at the earliest of them.
     has_key = codes >= 0
-    first_of_code = pd.Series(positions[has_key]).groupby(codes[has_key]).min()
     first = np.full(len(keys), -1, dtype=np.int64)
-    first[has_key] = first_of_code.reindex(codes[has_key]).to_numpy(dtype=np.int64)
+    first[has_key] = first_of_group[codes[has_key]]
     duplicate = has_key & (first != positions)
 
-    existing_keys = _normalise(existing["key"].reset_index(drop=True))
-    existing_ids = existing["id"].reset_index(drop=True).to_numpy(dtype=np.int64)
-    present = existing_keys.notna().to_numpy()
-    existing_keys = existing_keys[present]
-    existing_ids = existing_ids[present]
-    per_key = existing_keys.value_counts()
-    match_count = keys.map(per_key).fillna(0).to_numpy(dtype=np.int64)
+    # Per group: how many existing records hold its key, and the id where one does.
+    present = existing_codes >= 0
+    per_key = np.bincount(existing_codes[present], minlength=len(first_of_group))
+    id_of_key = np.zeros(len(first_of_group), dtype=np.int64)
+    id_of_key[existing_codes[present]] = existing_ids[present]
+    del existing_codes, present, first_of_group
+    match_count = np.zeros(len(keys), dtype=np.int64)
+    match_count[has_key] = per_key[codes[has_key]]
     ambiguous = ~duplicate & (match_count > 1)
     matched = ~duplicate & (match_count == 1)
     unmatched = ~duplicate & (match_count == 0)
 
-    unique_ids = pd.Series(existing_ids, index=existing_keys.to_numpy())
-    unique_ids = unique_ids[~unique_ids.index.duplicated(keep=False)]
-
     reject_positions = np.flatnonzero(duplicate | ambiguous)
     reasons = []
-    key_values = keys.to_numpy(dtype=object)
-    for position in reject_positions:  # only rejected rows: few, and each needs its own words
-        value = key_values[position]
+    # Only rejected rows become Python strings: few, and each needs its own words.
+    key_values = keys.take(pa.array(reject_positions)).to_pylist()
+    for position, value in zip(reject_positions.tolist(), key_values, strict=True):
         if duplicate[position]:
             reasons.append(f"{key_name} {value!r} repeats row {first[position] + 1} of this file")
         else:
@@ -130,9 +167,7 @@ def plan_overwrite(
     rejected = Rejection(reject_positions.astype(np.int64), reasons)
 
     matched_positions = np.flatnonzero(matched)
-    matched_ids = unique_ids.reindex(keys.iloc[matched_positions].to_numpy()).to_numpy(
-        dtype=np.int64
-    )
+    matched_ids = id_of_key[codes[matched_positions]]
     unmatched_positions = np.flatnonzero(unmatched)
 
     if overwrite_rule == "updateOnly":

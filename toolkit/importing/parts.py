@@ -31,13 +31,16 @@ class StagedParts(Generic[T]):
         self.starts: list[int] = []
         self.rows = 0
 
-    def add(self, part: T, rows: int) -> None:
-        """Keep ``part`` (of ``rows`` kept rows) after the parts kept so far."""
+    def add(self, part: T, rows: int, *, keep: bool = True) -> None:
+        """Keep ``part`` (of ``rows`` kept rows) after the parts kept so far: in memory
+        until the next part comes, or (not ``keep``: more parts will come) on disk now."""
         self._spill()
         self._held = part
         self._paths.append(None)
         self.starts.append(self.rows)
         self.rows += rows
+        if not keep:
+            self._spill()
 
     def _spill(self) -> None:
         if self._held is None:

@@ -3,8 +3,10 @@
 Built with ``AssetIndex.from_frame(gdf)``; saved with ``save(folder)`` and reloaded with
 ``AssetIndex.load(folder)``, or as one byte string with ``dump`` and ``loads`` (the cache
 kept in the site file): tables (Parquet files in a folder, Arrow IPC streams in a dump) +
-geometry as WKB + a JSON header carrying a format version; only the spatial tree is
-rebuilt on load, which is cheap.
+geometry as WKB and its bounding boxes + a JSON header carrying a format version.
+Loading decodes no geometry: the spatial tree is built from the saved boxes when mode
+``geo`` first needs it, and only the geometries a lookup tests are decoded (a million
+parcels' WKB took 2 s to decode on every load, for imports that test a few percent).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ ASSET_FIELDS = (
 )
 REQUIRED_FIELDS = ("id", "name")
 _FALSE_TEXT = frozenset({"0", "FALSE", "F", "NO", "N", "INACTIVE"})
+# The columns of each geometry's bounding box in the saved ``assets`` table.
+_BOUNDS = ("geometry_xmin", "geometry_ymin", "geometry_xmax", "geometry_ymax")
 
 
 def normalise_codes(values: pd.Series) -> pa.Array:
@@ -151,7 +155,9 @@ class AssetIndex:
     assets: pd.DataFrame  # asset fields as text (plus ``active`` as bool), one row per asset
     extra_fields: tuple[str, ...]  # extraInfo code columns, in input order
     extra: pd.DataFrame  # the extraInfo values as text ("" when missing)
-    geometry: np.ndarray  # shapely geometries in EPSG:4326, None when missing
+    # Shapely geometries in EPSG:4326 (None when missing); after a load, None until first
+    # used (``geometry``), decoded from ``_wkb``.
+    _geometry: np.ndarray | None
     name_keys: pd.DataFrame  # address keys of each asset name (see address.address_keys)
     codes: pd.DataFrame  # long table: field, code, stripped (normalised text), asset
     _tables: dict[tuple[str, str | None], KeyTable] = field(default_factory=dict, repr=False)
@@ -161,6 +167,10 @@ class AssetIndex:
     # Other derived structures (the fuzzy matcher's parsed names), built on first use.
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
+    # As loaded: each asset's geometry as WKB (None when missing) and bounding box
+    # (xmin, ymin, xmax, ymax; NaN when missing or empty), or None (saved without boxes).
+    _wkb: np.ndarray | None = field(default=None, repr=False)
+    _bounds: np.ndarray | None = field(default=None, repr=False)
     # The folder the index was loaded from (its saved fuzzy side is read from there).
     _folder: Path | None = field(default=None, repr=False)
 
@@ -212,18 +222,63 @@ class AssetIndex:
             assets=assets,
             extra_fields=extra_fields,
             extra=raw_extra,
-            geometry=geometry,
+            _geometry=geometry,
             name_keys=address_keys(assets["name"]),
             codes=_code_table(ids, normalise_codes(assets["code"]), extra),
         )
-        index._build_tree()
         return index
 
+    @property
+    def geometry(self) -> np.ndarray:
+        """Every asset's shapely geometry (None when missing), decoded on first use."""
+        if self._geometry is None:
+            assert self._wkb is not None
+            self._geometry = np.asarray(shapely.from_wkb(self._wkb), dtype=object)
+        return self._geometry
+
+    def geometries(self, positions: np.ndarray) -> np.ndarray:
+        """The geometries of the assets at ``positions``: only those are decoded, unless
+        every geometry is already."""
+        if self._geometry is not None or self._wkb is None:
+            chosen: np.ndarray = self.geometry[positions]
+            return chosen
+        return np.asarray(shapely.from_wkb(self._wkb[positions]), dtype=object)
+
+    @property
+    def with_geometry(self) -> np.ndarray:
+        """The positions of the assets that have a geometry (perhaps an empty one)."""
+        if "with_geometry" not in self._derived:
+            shapes = self._wkb if self._geometry is None else self._geometry
+            self._derived["with_geometry"] = np.flatnonzero(shapes != None).astype(np.int64)  # noqa: E711 (elementwise)
+        present: np.ndarray = self._derived["with_geometry"]
+        return present
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """Each asset's bounding box (xmin, ymin, xmax, ymax; NaN when it has no geometry
+        or an empty one): as saved, or computed once."""
+        if self._bounds is None:
+            self._bounds = np.asarray(shapely.bounds(self.geometry), dtype=np.float64)
+        return self._bounds
+
     def _build_tree(self) -> None:
-        present = np.flatnonzero(self.geometry != None)  # noqa: E711 (elementwise)
+        if self._geometry is None and self._bounds is not None:
+            # The saved boxes: the tree holds the same envelopes as it would of the decoded
+            # geometries, so it answers the same; an empty geometry (NaN box) is left out,
+            # as the tree leaves out an empty one.
+            present = self.with_geometry
+            box = self._bounds[present]
+            boxes = np.full(len(present), None, dtype=object)
+            real = ~np.isnan(box).any(axis=1)
+            boxes[real] = shapely.box(*box[real].T)
+            self._tree = shapely.STRtree(boxes)
+            self._tree_assets = present.astype(np.int64)
+            return
+        geometry = self.geometry
+        present = np.flatnonzero(geometry != None)  # noqa: E711 (elementwise)
         # Prepared geometries make the bulk ``covers`` of mode geo several times faster.
-        shapely.prepare(self.geometry[present])
-        self._tree = shapely.STRtree(self.geometry[present])
+        shapely.prepare(geometry[present])
+        self._tree = shapely.STRtree(geometry[present])
         self._tree_assets = present.astype(np.int64)
 
     def __len__(self) -> int:
@@ -235,17 +290,18 @@ class AssetIndex:
         state = dict(self.__dict__)
         # The folder stays: a worker reads the saved fuzzy side instead of rebuilding it.
         state.update(_tables={}, _masks={}, _derived={}, _tree=None, _tree_assets=None)
+        if self._wkb is not None:
+            state["_geometry"] = None  # decoded again where needed, from the WKB
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._build_tree()
 
     # --- lookups used by the modes --------------------------------------------------------
 
     @property
     def tree(self) -> tuple[shapely.STRtree, np.ndarray]:
-        """The spatial tree and the asset position of each of its geometries."""
+        """The spatial tree and the asset position of each of its geometries (built on
+        first use: many lookups need none)."""
+        if self._tree is None:
+            self._build_tree()
         assert self._tree is not None and self._tree_assets is not None
         return self._tree, self._tree_assets
 
@@ -371,7 +427,13 @@ class AssetIndex:
         assets = self.assets.copy()
         for name in self.extra_fields:
             assets[f"extra:{name}"] = self.extra[name]
-        assets["geometry_wkb"] = shapely.to_wkb(self.geometry)
+        if self._geometry is None and self._wkb is not None and self._bounds is not None:
+            wkb, bounds = self._wkb, self._bounds  # as loaded: nothing to encode
+        else:
+            wkb, bounds = shapely.to_wkb(self.geometry), shapely.bounds(self.geometry)
+        assets["geometry_wkb"] = wkb
+        for i, name in enumerate(_BOUNDS):
+            assets[name] = bounds[:, i]
         return {
             "assets": pa.Table.from_pandas(assets, preserve_index=False),
             "names": pa.Table.from_pandas(self.name_keys, preserve_index=False),
@@ -479,7 +541,15 @@ class AssetIndex:
             name_keys = tables["names"].to_pandas()
             codes = tables["codes"].to_pandas()
             extra_fields = tuple(header["extra_fields"])
-            geometry = shapely.from_wkb(assets.pop("geometry_wkb").to_numpy(dtype=object))
+            wkb = assets.pop("geometry_wkb").to_numpy(dtype=object)
+            wkb = wkb.copy()  # Arrow's buffer is read-only
+            wkb[pd.isna(wkb)] = None
+            # Saved by an older toolkit without boxes: the geometries are decoded for them.
+            bounds = (
+                np.column_stack([assets.pop(b).to_numpy(dtype=np.float64) for b in _BOUNDS])
+                if all(b in assets.columns for b in _BOUNDS)
+                else None
+            )
             extra = pd.DataFrame(
                 {name: assets.pop(f"extra:{name}") for name in extra_fields}, index=assets.index
             )
@@ -493,11 +563,13 @@ class AssetIndex:
             raise MatchingError(f"the asset index in {place} is corrupt: {exc}") from exc
         if not (len(assets) == len(name_keys) == header.get("assets")):
             raise MatchingError(f"the asset index in {place} is corrupt: table sizes differ")
-        index = cls(
-            assets, extra_fields, extra, np.asarray(geometry, dtype=object), name_keys, codes
-        )
-        index._build_tree()
-        return index
+        return cls(assets, extra_fields, extra, None, name_keys, codes, _wkb=wkb, _bounds=bounds)
+
+    @property
+    def outdated(self) -> bool:
+        """Loaded from a save of an older toolkit, without the geometries' boxes: saved
+        again, it loads without decoding them."""
+        return self._geometry is None and self._bounds is None
 
 
 def dump_encoding(data: bytes) -> str | None:

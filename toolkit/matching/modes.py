@@ -22,6 +22,7 @@ from toolkit.errors import OptionError
 from toolkit.matching import accuracy, probabilistic
 from toolkit.matching.address import Analysis
 from toolkit.matching.asset_side import AssetSide
+from toolkit.matching.boxes import boxes_holding
 from toolkit.matching.index import (
     AssetIndex,
     KeyTable,
@@ -424,29 +425,53 @@ def _geo_pairs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every (query, asset) pair where an allowed asset's geometry covers the query's."""
     points = located & (shapely.get_type_id(geometry) == 0)
-    tree, tree_assets = index.tree
+    with_geometry = index.with_geometry
     queries: list[np.ndarray] = []
     assets: list[np.ndarray] = []
-    if points.sum() >= max(INVERSE_GEO_MIN, len(tree_assets) // 10):
+    if points.sum() >= max(INVERSE_GEO_MIN, len(with_geometry) // 10):
         # Many points: index the points and query with the prepared asset geometries (one
         # pass over the assets, as geopandas' sjoin does for "within"); cheaper than
         # millions of point lookups in the asset tree.
         point_rows = np.flatnonzero(points)
-        candidates = tree_assets[allowed[tree_assets]]
+        candidates = with_geometry[allowed[with_geometry]]
         pairs = shapely.STRtree(geometry[point_rows]).query(
             index.geometry[candidates], predicate="covers"
         )
         queries.append(point_rows[pairs[1]])
         assets.append(candidates[pairs[0]])
         located = located & ~points
+        points[:] = False
+    point_rows = np.flatnonzero(points)
+    found = (
+        boxes_holding(
+            index.bounds[with_geometry],
+            shapely.get_x(geometry[point_rows]),
+            shapely.get_y(geometry[point_rows]),
+        )
+        if len(point_rows)
+        else None
+    )
+    if found is not None:
+        # Fewer points: the assets whose box holds each point, found through a grid of the
+        # saved boxes (no spatial tree to build), then the exact test.
+        query, asset = point_rows[found[0]], with_geometry[found[1]]
+        keep = allowed[asset]
+        query, asset = query[keep], asset[keep]
+        inside = _covers(index.geometries(asset), geometry[query])
+        queries.append(query[inside])
+        assets.append(asset[inside])
+        located = located & ~points
     # Otherwise bounding-box candidates from the asset tree, then one vectorised test over
-    # the pairs with the asset geometries prepared at build time.
+    # the pairs.
     rows = np.flatnonzero(located)
+    if not len(rows):
+        return np.concatenate(queries or [rows]), np.concatenate(assets or [rows])
+    tree, tree_assets = index.tree
     pairs = tree.query(geometry[rows])
     query, asset = rows[pairs[0]], tree_assets[pairs[1]]
     keep = allowed[asset]
     query, asset = query[keep], asset[keep]
-    inside = _covers(index.geometry[asset], geometry[query])
+    inside = _covers(index.geometries(asset), geometry[query])
     queries.append(query[inside])
     assets.append(asset[inside])
     return np.concatenate(queries), np.concatenate(assets)

@@ -464,12 +464,11 @@ def contributions(comparison: Comparison, model: Model) -> np.ndarray:
     """Evidence in bits, pairs x components, with the term-frequency adjustment applied to
     exact streets and localities (0 for a missing component)."""
     levels = comparison.levels
-    out = np.zeros(levels.shape)
+    out = np.empty(levels.shape)
     weights = model.weights()
     for i, c in enumerate(COMPONENTS):
-        lv = levels[:, i]
-        present = lv != MISSING
-        out[present, i] = weights[c][lv[present]]
+        # One gather per component: level MISSING (-1, the last index) takes the 0 appended.
+        out[:, i] = np.append(weights[c], 0.0)[levels[:, i]]
     for name, tf in (("street", model.street_tf), ("locality", model.locality_tf)):
         column = COMPONENTS.index(name)
         exact = np.flatnonzero(levels[:, column] == 0)

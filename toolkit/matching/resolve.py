@@ -416,7 +416,7 @@ def to_spec_result(
     geos: dict[int, dict[str, list[Any]]] = {}
     if output == "asset":
         matched = np.unique(positions[positions >= 0])
-        geos = dict(zip(matched.tolist(), geo_objects(index.geometry[matched]), strict=True))
+        geos = dict(zip(matched.tolist(), geo_objects(index.geometries(matched)), strict=True))
     for record in resolved.to_dict("records"):
         reference = record["reference"]
         asset: Any = None
@@ -496,7 +496,7 @@ def asset_object(
     extra = {key: text(f"extra:{key}") for key in index.extra_fields}
     return asset_json(
         fields,
-        geo_object(index.geometry[position]) if geo is None else geo,
+        geo_object(index.geometries(np.array([position]))[0]) if geo is None else geo,
         extra,
         None if accuracy is None or pd.isna(accuracy) else accuracy_scale.as_text(accuracy),
     )

@@ -60,8 +60,8 @@ def _escaped(strings: pa.Array) -> pa.Array:
 def json_strings(column: pa.Array) -> pa.Array:
     """Each string as a JSON string literal; null stays null."""
     if isinstance(column, pa.ChunkedArray):
-        # A text column read in blocks (a CSV part, arrow-backed with no copy) comes in
-        # several chunks, and replace_with_mask takes only one array.
+        # A column read in blocks comes chunked, and replace_with_mask takes no chunked
+        # mask: a clean part (nothing filtered out) whose text needed escapes failed here.
         column = column.combine_chunks()
     column = column.cast(text_type())
     # Most cells need no escape; find the few that do and escape only those.

@@ -30,13 +30,10 @@ import os
 import random
 import socket
 import ssl
-import stat
 import time
-import tomllib
 import uuid
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -45,6 +42,7 @@ import pyotp
 
 from toolkit import __version__
 from toolkit.errors import OptionError, RemoteError
+from toolkit.remote.profiles import read_profile
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -53,8 +51,6 @@ TOKEN_LIFETIME_S = 3600  # spec 8: an access token lives one hour
 RENEW_MARGIN_S = 300  # renew this long before the token expires
 TOTP_STEP_S = 30  # a TOTP code's time step (RFC 6238 default, as the service uses)
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-CONFIG_ENV = "TOOLKIT_CONFIG"
-DEFAULT_CONFIG = Path("~/.config/toolkit/config.toml")
 TIMEOUT_ENV = "TOOLKIT_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 24 * 3600.0
@@ -157,26 +153,13 @@ def load_profile(
     """A profile from the config file (``TOOLKIT_CONFIG`` or ``~/.config/toolkit/config.toml``,
     table ``[profiles.NAME]``), with environment variables and the given values on top."""
     env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    config = Path(env.get(CONFIG_ENV) or DEFAULT_CONFIG).expanduser()
-    if config.exists():
-        mode = config.stat().st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            log.warning("%s can be read by other users; it holds secrets: chmod 600 it", config)
-        try:
-            document = tomllib.loads(config.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise OptionError(f"{config}: not a readable TOML config file: {exc}") from exc
-        profiles = document.get("profiles", {})
-        chosen = name or env.get("TOOLKIT_PROFILE") or document.get("default_profile")
-        if chosen is not None:
-            if chosen not in profiles:
-                raise OptionError(
-                    f"{config}: no profile {chosen!r}; profiles: {', '.join(profiles) or 'none'}"
-                )
-            values = dict(profiles[chosen])
-    elif name is not None:
-        raise OptionError(f"profile {name!r} asked for, but there is no config file {config}")
+    config, values = read_profile(name, env)
+    if "store" in values:
+        # Its password is the store's: never sent to a server.
+        raise OptionError(
+            f"{config}: the profile names a store, not a server of the API; give either "
+            "the profile or --url (TOOLKIT_URL), not both"
+        )
     credentials = Credentials(
         api_key=env.get("TOOLKIT_API_KEY") or values.get("api_key"),
         username=env.get("TOOLKIT_USERNAME") or values.get("username"),

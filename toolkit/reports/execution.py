@@ -22,7 +22,7 @@ from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.model.location import StoreLocation, is_postgres
+from toolkit.model.location import PostgresURL, StoreLocation, is_postgres
 from toolkit.model.visibility import EVERYTHING, Visibility
 from toolkit.store import Database, SiteStore
 
@@ -106,8 +106,12 @@ class DetachedProcessExecutor:
         if not task.visibility.everything:
             # The worker acts for the operator; a run limited by duty runs in-process.
             raise ValueError("a detached report worker cannot run a run limited by duty")
-        # A PostgreSQL URL goes by the environment: what it holds stays off command lines.
+        # A PostgreSQL URL goes by the environment: what it holds stays off command lines;
+        # a password a config profile gave goes as that profile's name, for the worker to
+        # read the profile itself (never as an argument or an environment variable).
         environment = {**os.environ, "TOOLKIT_STORE": str(task.path)}
+        if isinstance(task.path, PostgresURL):
+            environment.update(task.path.worker_environment())
         store = [] if is_postgres(task.path) else ["--store", str(Path(task.path).resolve())]
         command = [
             self.python,

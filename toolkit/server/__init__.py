@@ -4,7 +4,9 @@ A thin face over ``LocalSite``: it adds authentication (tokens, accounts, duty),
 tenancy (``X-Site``), limits (request size, rate) and the mapping of library
 errors to HTTP statuses. Modules: ``app`` (the factory), ``state`` (settings,
 a site per thread, workers), ``calls`` (one request end to end), ``auth``
-(tokens), ``errors``, ``limits``, and ``routes_*`` per family of endpoints.
+(tokens), ``errors``, ``encoding`` (JSON answers), ``limits`` (and ``tables``,
+where their counts live), ``transport`` (uvicorn), ``processes`` (``--processes``)
+and ``routes_*`` per family of endpoints.
 """
 
 from __future__ import annotations

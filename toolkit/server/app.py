@@ -26,6 +26,7 @@ from toolkit.server.errors import (
 from toolkit.server.limits import AccessLogMiddleware, BodyLimitMiddleware
 from toolkit.server.routing import merge_routes
 from toolkit.server.state import ServerSettings, ServerState
+from toolkit.server.tables import SharedFile
 from toolkit.site.credentials import dummy_hash
 from toolkit.store import Database
 
@@ -52,15 +53,21 @@ async def report_schema(_request: Request) -> Response:
     return FileResponse(path, media_type="application/schema+json")
 
 
-def create_app(store_path: str | Path, *, settings: ServerSettings | None = None) -> Starlette:
-    """The app serving every site of the file at ``store_path`` (which must exist)."""
+def create_app(
+    store_path: str | Path,
+    *,
+    settings: ServerSettings | None = None,
+    shared_limits: SharedFile | None = None,
+) -> Starlette:
+    """The app serving every site of the file at ``store_path`` (which must exist);
+    ``shared_limits``: the limits' counts shared with the server's other processes."""
     settings = settings or ServerSettings()
     path = parse_location(store_path)
     # Open (and migrate) the file once up front, so a bad path fails at start, not per call;
     # a server never makes a site file of its own.
     Database(path, create=False).close()
     dummy_hash()  # made now, not on the first login of an unknown username (its timing)
-    state = ServerState(path, settings)
+    state = ServerState(path, settings, shared_limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:

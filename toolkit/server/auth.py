@@ -12,6 +12,7 @@ clock is injectable so that tests can expire tokens without waiting an hour.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -33,6 +34,13 @@ CLOCK_SKEW_S = 60
 SERVER_SECRET_ENV = "TOOLKIT_SERVER_SECRET"
 MIN_SERVER_SECRET = 32  # characters
 KEY_FILE_SUFFIX = ".token-key"
+VERIFIED_KEPT = 10_000  # tokens whose signature a server remembers having checked
+
+
+@functools.lru_cache(maxsize=1024)
+def _site_key(server_secret: bytes, site: str) -> str:
+    message = b"toolkit token-signing-key\0" + site.encode("utf-8")
+    return hmac.new(server_secret, message, hashlib.sha256).hexdigest()
 
 
 def key_file(store_path: Path | PostgresURL) -> Path:
@@ -99,11 +107,15 @@ class TokenService:
         self.clock_s = clock_s
         self.ttl_s = ttl_s
         self._server_secret = server_secret
+        # Every request of a client sends the same token: its signature is checked once
+        # and its claims kept (the times are checked again each time). Keyed by the
+        # token and the key that verified it; at most VERIFIED_KEPT, then forgotten whole.
+        self._verified: dict[tuple[str, str], dict[str, Any]] = {}
+        self._sites: dict[str, str] = {}  # token -> the site it claims (not yet a proof)
 
     def secret(self, site: str) -> str:
         """The site's signing key: an HMAC of its name under the server's secret."""
-        message = b"toolkit token-signing-key\0" + site.encode("utf-8")
-        return hmac.new(self._server_secret, message, hashlib.sha256).hexdigest()
+        return _site_key(self._server_secret, site)
 
     def issue(self, secret: str, site: str, user: Mapping[str, Any]) -> str:
         now = int(self.clock_s())
@@ -118,9 +130,18 @@ class TokenService:
             claims["key"] = int(user["keyId"])
         return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
-    @staticmethod
-    def site_of(token: str) -> str:
+    def site_of(self, token: str) -> str:
         """The site a token claims, before its signature is checked (to find the secret)."""
+        site = self._sites.get(token)
+        if site is None:
+            site = self._claimed_site(token)
+            if len(self._sites) >= VERIFIED_KEPT:
+                self._sites.clear()
+            self._sites[token] = site
+        return site
+
+    @staticmethod
+    def _claimed_site(token: str) -> str:
         try:
             claims = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
@@ -132,6 +153,23 @@ class TokenService:
 
     def verify(self, token: str, secret: str, site: str) -> dict[str, Any]:
         """The claims of a token signed by ``secret`` for ``site`` and not expired."""
+        claims = self._verified.get((token, secret))
+        if claims is None:
+            claims = self._signed_claims(token, secret, site)
+            if len(self._verified) >= VERIFIED_KEPT:
+                self._verified.clear()
+            self._verified[(token, secret)] = claims
+        now = self.clock_s()
+        if claims["exp"] <= now:
+            raise AuthenticationError("the access token has expired; authenticate again")
+        if claims["iat"] > now + CLOCK_SKEW_S:
+            raise AuthenticationError("the access token is not valid yet")
+        return dict(claims)
+
+    @staticmethod
+    def _signed_claims(token: str, secret: str, site: str) -> dict[str, Any]:
+        """The claims of a token signed by ``secret`` for ``site``, in our types (times
+        not checked)."""
         try:
             claims = jwt.decode(
                 token,
@@ -155,13 +193,8 @@ class TokenService:
             claims["sub"] = parse_int("sub", claims["sub"], minimum=1)
             if "key" in claims:
                 claims["key"] = parse_int("key", claims["key"], minimum=1)
-            exp = parse_int("exp", claims["exp"])
-            iat = parse_int("iat", claims["iat"])
+            # As whole numbers, compared with the clock on every use.
+            times = {"exp": parse_int("exp", claims["exp"]), "iat": parse_int("iat", claims["iat"])}
         except OptionError:
             raise AuthenticationError("the access token is not valid for this site") from None
-        now = self.clock_s()
-        if exp <= now:
-            raise AuthenticationError("the access token has expired; authenticate again")
-        if iat > now + CLOCK_SKEW_S:
-            raise AuthenticationError("the access token is not valid yet")
-        return claims
+        return {**claims, **times}

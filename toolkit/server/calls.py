@@ -1,10 +1,11 @@
 """One request, from the wire to a ``LocalSite`` method and back.
 
 :func:`endpoint` turns a plain function of a :class:`Call` into a Starlette
-endpoint: it reads and parses the JSON body (400 when malformed), then in a
-worker thread opens the thread's site, checks the token, the user's rate limit
-and the account, and runs the function. What the function returns is sent as
-JSON; a ``Response`` is sent as it is; any exception becomes ``{status, message}``.
+endpoint: it reads the body, then in a worker thread parses it as JSON (400 when
+malformed), opens the thread's site, checks the token, the user's rate limit and
+the account, and runs the function. What the function returns is sent as
+JSON (encoded in the thread, by :mod:`toolkit.server.encoding`); a ``Response`` is
+sent as it is; any exception becomes ``{status, message}``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from toolkit.errors import AuthenticationError, OptionError, PermissionDeniedError
 from toolkit.model.visibility import Visibility
 from toolkit.query import safejson
 from toolkit.query.filters import parse_int
 from toolkit.server.auth import bearer_token
+from toolkit.server.encoding import JsonResponse
 from toolkit.server.errors import ApiError, response_for
 from toolkit.server.limits import client_key
 from toolkit.server.state import ServerState
@@ -109,31 +111,42 @@ def endpoint(
             if site and not site_name:
                 raise ApiError(400, "the X-Site header is required: the site (tenancy) to use")
             call = Call(request, state, site_name)
+            raw: bytes | None = None
             if body == "json" and request.method in ("POST", "PUT", "PATCH"):
-                call.body = parse_json(await request.body())
+                raw = await request.body()
             elif body == "form":
                 call.body = await read_form(request)
             token = bearer_token(request.headers.get("authorization"))
-            if authenticated and token is None:
-                raise AuthenticationError(
-                    "an access token is required: POST /api/json/auth, then send "
-                    "Authorization: Bearer <token>"
-                )
-            result = await run_in_threadpool(_in_thread, handler, call, token, authenticated)
+            # Parsing, the handler and encoding the answer run in the thread: CPU work on
+            # the event loop would hold up every other connection's reads and writes.
+            return await run_in_threadpool(_in_thread, handler, call, raw, token, authenticated)
         except Exception as exc:  # every failure answers {status, message}
             if authenticated and isinstance(exc, AuthenticationError):
                 state.refused_tokens.count(client_of(request))
             return response_for(exc, f"{request.method} {request.url.path}")
-        if isinstance(result, Response):
-            return result
-        return JSONResponse(result)
 
     run.__name__ = handler.__name__
     run.__doc__ = handler.__doc__
     return run
 
 
-def _in_thread(handler: Handler, call: Call, token: str | None, authenticated: bool) -> Any:
+def _in_thread(
+    handler: Handler, call: Call, raw: bytes | None, token: str | None, authenticated: bool
+) -> Response:
+    """The checks of the request in their order (body, token, site, rate, user), the handler,
+    and its answer encoded (a ``Response`` it returns is sent as it is)."""
+    if raw is not None:
+        call.body = parse_json(raw)
+    if authenticated and token is None:
+        raise AuthenticationError(
+            "an access token is required: POST /api/json/auth, then send "
+            "Authorization: Bearer <token>"
+        )
+    result = _run_handler(handler, call, token, authenticated)
+    return result if isinstance(result, Response) else JsonResponse(result)
+
+
+def _run_handler(handler: Handler, call: Call, token: str | None, authenticated: bool) -> Any:
     state = call.state
     if call.site_name and authenticated:
         assert token is not None

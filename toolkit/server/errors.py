@@ -13,7 +13,7 @@ import math
 
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from toolkit.errors import (
     AuthenticationError,
@@ -26,6 +26,7 @@ from toolkit.errors import (
     StoreError,
     ToolkitError,
 )
+from toolkit.server.encoding import JsonResponse
 
 log = logging.getLogger("toolkit.server")
 
@@ -75,7 +76,7 @@ def status_of(exc: ToolkitError) -> int:
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"status": status, "message": message}, status_code=status, headers=headers)
+    return JsonResponse({"status": status, "message": message}, status_code=status, headers=headers)
 
 
 def response_for(exc: BaseException, where: str = "") -> Response:

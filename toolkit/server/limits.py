@@ -7,11 +7,11 @@ as it arrives and answered 413 as soon as the count passes the limit.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkit.errors import AuthenticationError, OptionError
 from toolkit.server.errors import BodyTooLarge, RateLimited
+from toolkit.server.tables import MemoryTable, Table
 
 access_log = logging.getLogger("toolkit.server.access")
 
@@ -96,6 +97,7 @@ async def _send_json(send: Send, exc: BodyTooLarge) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+@functools.lru_cache(maxsize=4096)  # asked on every request; parsing an address is not free
 def client_key(host: str) -> str:
     """The address limits count by: an IPv4 address, or an IPv6 address's /64 network.
 
@@ -139,16 +141,22 @@ class RateLimiter:
 
     A key may use its whole budget in a burst, then one request per
     ``period_s / count`` seconds; there is no window edge at which the budget
-    doubles. The clock is injectable so that tests do not depend on the time.
+    doubles. The clock is injectable so that tests do not depend on the time. The
+    counts are kept in ``table``: this process's own, or one every process of the
+    server shares (:mod:`toolkit.server.tables`).
     """
 
-    def __init__(self, rate: Rate | None, clock_s: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        rate: Rate | None,
+        clock_s: Callable[[], float] = time.time,
+        table: Table | None = None,
+    ) -> None:
         self.rate = rate
         self.clock_s = clock_s
-        self._lock = threading.Lock()
         # key -> the theoretical arrival time of the next request; in the past = full bucket.
-        self._next: dict[str, float] = {}
-        self._prune_at = 100_000
+        self.table: Table = MemoryTable(width=1) if table is None else table
+        self._prune_at = min(100_000, self.table.max_rows)
 
     def check(self, key: str) -> None:
         """Count one request for ``key``; raise :class:`RateLimited` when over the rate."""
@@ -167,12 +175,14 @@ class RateLimiter:
             return
         now = self.clock_s()
         step = self.rate.period_s / self.rate.count
-        with self._lock:
-            if len(self._next) > self._prune_at:  # forget full buckets; keeps memory bounded
-                self._next = {k: t for k, t in self._next.items() if t > now}
+        table = self.table
+        with table.locked():
+            if len(table) > self._prune_at:  # forget full buckets; keeps memory bounded
+                table.keep(table.max_rows // 2, 0, now)
                 # Not again until the table has doubled: a flood of keys costs O(1) a request.
-                self._prune_at = max(100_000, 2 * len(self._next))
-            after = self._next.get(key, now)
+                self._prune_at = min(max(100_000, 2 * len(table)), table.max_rows - 1)
+            row = table.get(key)
+            after = now if row is None else row[0]
             if after - now > self.rate.period_s + step:  # the clock went back: start afresh
                 after = now
             after = max(after, now) + step
@@ -181,7 +191,7 @@ class RateLimiter:
                     raise RateLimited(after - self.rate.period_s - now)
                 after = now + self.rate.period_s + step  # a flood keeps the key just over
             if count:
-                self._next[key] = after
+                table.put(key, (after,))
 
 
 @dataclass(frozen=True)
@@ -198,45 +208,53 @@ LOCKED_MESSAGE = "too many failed logins for this account; retry after {seconds}
 
 
 class LoginBackoff:
-    """Failed logins per account name, in memory, with an exponential lockout.
+    """Failed logins per account name, with an exponential lockout.
 
     Keyed by the name as given (an unknown name is counted like a known one, so
     the answers never tell whether an account exists). A success forgets the
-    count. A lock refuses every attempt, the right password too, with 429.
+    count. A lock refuses every attempt, the right password too, with 429. The
+    counts are kept in ``table`` (this process's, or shared by the server's
+    processes), at most 100,000 accounts: past that the oldest failures are forgotten.
     """
 
-    def __init__(self, policy: Backoff, clock_s: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, policy: Backoff, clock_s: Callable[[], float] = time.time, table: Table | None = None
+    ) -> None:
         self.policy = policy
         self.clock_s = clock_s
-        self._lock = threading.Lock()
-        # key -> (failures in a row, locked until, last failure); oldest failure first.
-        self._accounts: dict[str, tuple[int, float, float]] = {}
+        # key -> (failures in a row, locked until, last failure).
+        self.table: Table = MemoryTable(width=3) if table is None else table
+        self.max_accounts = min(100_000, self.table.max_rows - 1)
 
     def check(self, key: str) -> None:
         """Raise :class:`RateLimited` while ``key`` is locked."""
         now = self.clock_s()
-        with self._lock:
-            entry = self._accounts.get(key)
+        with self.table.locked():
+            entry = self.table.get(key)
             if entry is not None and entry[1] - now > self.policy.max_s:
                 # The clock went back: no lock lasts longer than the longest.
-                entry = self._accounts[key] = (entry[0], now + self.policy.max_s, now)
+                entry = (entry[0], now + self.policy.max_s, now)
+                self.table.put(key, entry)
         if entry is not None and entry[1] > now:
             raise RateLimited(entry[1] - now, LOCKED_MESSAGE)
 
     def failed(self, key: str) -> None:
         now = self.clock_s()
         policy = self.policy
-        with self._lock:
-            failures, _, last = self._accounts.pop(key, (0, 0.0, now))
+        table = self.table
+        with table.locked():
+            failures, _, last = table.get(key) or (0, 0.0, now)
             if now - last > policy.forget_s:
                 failures = 0
             failures += 1
             until = 0.0
             if failures >= policy.free:
                 until = now + min(policy.max_s, policy.base_s * 2 ** (failures - policy.free))
-            self._accounts[key] = (failures, until, now)
-            while len(self._accounts) > 100_000:  # bounded memory: forget the oldest failure
-                del self._accounts[next(iter(self._accounts))]
+            table.put(key, (failures, until, now))
+            if len(table) > self.max_accounts:
+                # Bounded memory: forget the oldest failures (down to nine tenths, so that a
+                # flood of names costs a sort now and then, not one on every failure).
+                table.keep(self.max_accounts * 9 // 10, 2, float("-inf"))
 
     @contextmanager
     def attempt(self, key: str | None) -> Iterator[None]:
@@ -256,8 +274,8 @@ class LoginBackoff:
         self.succeeded(key)
 
     def succeeded(self, key: str) -> None:
-        with self._lock:
-            self._accounts.pop(key, None)
+        with self.table.locked():
+            self.table.pop(key)
 
 
 class AccessLogMiddleware:

@@ -23,12 +23,17 @@ from toolkit.server.limits import (
     RateLimiter,
     parse_rate,
 )
+from toolkit.server.tables import SharedFile, Table
 from toolkit.site import LocalSite
 from toolkit.site.admin import BAD_CREDENTIALS, NO_CALLER
 from toolkit.site.index_cache import IndexCache
 from toolkit.store import Database, now_ms
 
 log = logging.getLogger("toolkit.server")
+
+# The width of each limit's rows (see ServerState): user rate, auth calls, refused tokens
+# (a time each), failed logins (count, locked until, last failure).
+LIMIT_TABLES = (1, 1, 1, 3)
 
 UNKNOWN_SITE = BAD_CREDENTIALS  # which sites a file holds is not told
 
@@ -104,7 +109,12 @@ class SitePool:
 class ServerState:
     """Everything the endpoints share."""
 
-    def __init__(self, store_path: StoreLocation, settings: ServerSettings) -> None:
+    def __init__(
+        self,
+        store_path: StoreLocation,
+        settings: ServerSettings,
+        shared_limits: SharedFile | None = None,
+    ) -> None:
         self.store_path = store_path
         self.settings = settings
         # The rule catalogue is checked once, so a bad --rules path fails at start.
@@ -113,10 +123,16 @@ class ServerState:
         self.tokens = TokenService(
             self.clock_s, settings.token_ttl_s, server_secret=server_secret(store_path)
         )
-        self.limiter = RateLimiter(parse_rate(settings.rate_limit), self.clock_s)
-        self.auth_limiter = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
-        self.refused_tokens = RateLimiter(parse_rate(settings.auth_rate_limit), self.clock_s)
-        self.logins = LoginBackoff(settings.login_backoff, self.clock_s)
+        # The limits' counts: this process's own, or those every process of the server
+        # shares (toolkit serve --processes), in the order of LIMIT_TABLES.
+        tables: list[Table | None] = [None] * len(LIMIT_TABLES)
+        if shared_limits is not None:
+            tables = list(shared_limits.open())
+        user_rate, auth_rate = parse_rate(settings.rate_limit), parse_rate(settings.auth_rate_limit)
+        self.limiter = RateLimiter(user_rate, self.clock_s, tables[0])
+        self.auth_limiter = RateLimiter(auth_rate, self.clock_s, tables[1])
+        self.refused_tokens = RateLimiter(auth_rate, self.clock_s, tables[2])
+        self.logins = LoginBackoff(settings.login_backoff, self.clock_s, tables[3])
         self.index_cache = IndexCache()
         # Shared by every thread: one gazetteer in memory per site, one service client
         # (its answers cached for an hour, its rate kept across requests).
@@ -159,4 +175,4 @@ class ServerState:
             self.geocoding_service.close()
 
 
-__all__ = ["ServerSettings", "ServerState", "SitePool", "run_import_task"]
+__all__ = ["LIMIT_TABLES", "ServerSettings", "ServerState", "SitePool", "run_import_task"]

@@ -77,7 +77,8 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
         except ToolkitError as exc:  # a damaged cache is rebuilt
             log.warning("rebuilding the asset index cache: %s", exc)
         else:
-            if dump_encoding(cached) != DUMP_ENCODING:  # kept again, quicker to read next time
+            # Kept again, quicker to read next time.
+            if dump_encoding(cached) != DUMP_ENCODING or index.outdated:
                 _keep(store, stamp, index)
             return index
     index = AssetIndex.from_frame(site_asset_frame(store))

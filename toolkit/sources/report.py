@@ -103,6 +103,8 @@ class SourceReport:
         """Records of the source: the rows ``kept`` (the frame's index, unique row numbers)
         and those the reader left out (a wrong number of values, an over-long field)."""
         problem_rows = np.unique([p.row for p in self.problems if p.row is not None])
+        if problem_rows.size == 0:  # the usual case: no need to look through a million rows
+            return len(kept)
         left_out = ~np.isin(problem_rows, kept.to_numpy())
         return len(kept) + int(left_out.sum())
 

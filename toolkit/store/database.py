@@ -78,7 +78,8 @@ class Database:
     ) -> None:
         self.clock = clock
         if is_postgres(path):
-            self._open_postgres(str(path), recover=recover, create=create)
+            # Kept as a PostgresURL: a profile's password travels beside its text.
+            self._open_postgres(PostgresURL.of(path), recover=recover, create=create)
             return
         self.path = Path(path)
         self.display = str(self.path)
@@ -107,8 +108,8 @@ class Database:
         if recover:
             self.fail_orphaned_jobs()
 
-    def _open_postgres(self, url: str, *, recover: bool, create: bool) -> None:
-        """Connect with libpq's own credential sources (the URL names no password)."""
+    def _open_postgres(self, url: PostgresURL, *, recover: bool, create: bool) -> None:
+        """Connect with libpq's own credential sources, or a profile's password."""
         import psycopg
 
         from toolkit.store.pg import PgConnection
@@ -118,7 +119,7 @@ class Database:
         self._url = url
         self.display = display_name(url)
         # Jobs run elsewhere open the store again by ``path``: the URL as given.
-        self.path = PostgresURL(url)
+        self.path = url
         try:
             # The wrapper offers the part of sqlite3.Connection's surface the stores use.
             self.connection = cast(sqlite3.Connection, PgConnection(url))

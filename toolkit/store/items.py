@@ -11,7 +11,15 @@ from toolkit.lazy import lazy
 from toolkit.query.cql import Node
 from toolkit.query.filters import Page, TimeBound
 from toolkit.store.records import ITEM_KIND, Actor, RecordTable
-from toolkit.store.sql import Where, add_time_bound, compile_cql, json_path, one_row, page_sql
+from toolkit.store.sql import (
+    Where,
+    add_time_bound,
+    compile_cql,
+    id_key_frame,
+    json_path,
+    one_row,
+    page_sql,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -136,11 +144,11 @@ class ItemStore:
         else:
             key_sql = "CAST(json_extract(fields, ?) AS TEXT)"
             where.params.insert(0, json_path(key))
-        rows = self.connection.execute(
-            f"SELECT id, {key_sql} AS key FROM item WHERE {where.sql()} ORDER BY id", where.params
-        ).fetchall()
-        return pd.DataFrame(
-            {"id": [r[0] for r in rows], "key": pd.array([r[1] for r in rows], dtype="string")}
+        return id_key_frame(
+            self.connection.execute(
+                f"SELECT id, {key_sql} AS key FROM item WHERE {where.sql()} ORDER BY id",
+                where.params,
+            )
         )
 
     def get(self, item_id: int) -> sqlite3.Row | None:

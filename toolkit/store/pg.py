@@ -17,6 +17,7 @@ import psycopg
 from psycopg.rows import RowMaker
 from psycopg.types.string import TextLoader
 
+from toolkit.model.location import PostgresURL
 from toolkit.store.dialect import to_postgres
 
 # The tables whose INSERT ... VALUES report the id they made (cursor.lastrowid).
@@ -76,7 +77,11 @@ class PgConnection:
     """One PostgreSQL session; transactions are the store's own BEGIN/COMMIT."""
 
     def __init__(self, url: str) -> None:
-        self.raw = psycopg.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor)
+        # A profile's password goes to libpq as a parameter beside the URL's text.
+        password = url.password if isinstance(url, PostgresURL) else None
+        self.raw = psycopg.connect(
+            str(url), autocommit=True, cursor_factory=psycopg.ClientCursor, password=password
+        )
         self.raw.adapters.register_loader("jsonb", TextLoader)
         self.raw.adapters.register_loader("json", TextLoader)
 

@@ -13,11 +13,19 @@ back as the record's values with its later audited changes undone.
 from __future__ import annotations
 
 import itertools
+import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from toolkit.lazy import lazy
 from toolkit.store.dialect import copy_rows, is_postgres_connection, next_ids
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy("numpy")  # not for every command that opens a store
 
 INACTIVE_STATUS = 0
 # Rows inserted between two progress reports.
@@ -158,6 +166,21 @@ def audit_changes_sql(alias: str) -> str:
     )
 
 
+def _as_range(ids: Sequence[int]) -> Sequence[int]:
+    """``ids`` as a ``range`` when they are consecutive and ascending (a master system's
+    ids usually are), so the audit entries select them by ``BETWEEN``, with no list of
+    ids to load first; else ``ids`` as given."""
+    if isinstance(ids, range) or len(ids) == 0:
+        return ids
+    first, last = int(ids[0]), int(ids[-1])
+    if last - first + 1 != len(ids):
+        return ids
+    values = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    if not bool((np.diff(values) == 1).all()):
+        return ids
+    return range(first, last + 1)
+
+
 class RecordTable:
     """Bulk writes of one kind of record in one site."""
 
@@ -197,6 +220,14 @@ class RecordTable:
             # (consecutive unless another draws at the same moment).
             ids = next_ids(conn, self.kind.table, count)
         if ids is None:
+            if is_postgres_connection(conn):
+                # Ids per site are the site's largest + 1; two transactions at once (an
+                # asset import and a lookup's upgrade) would both draw it. Until this one
+                # ends, another waits here, then reads the largest id this one wrote.
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+                    (f"ids/{self.kind.table}/{int(self.site_id)}",),
+                )
             scope = f" WHERE site_id = {int(self.site_id)}" if self.kind.ids_per_site else ""
             first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}{scope}")
             start = first.fetchone()[0]
@@ -230,6 +261,7 @@ class RecordTable:
             if on_rows is not None:
                 on_rows(min(start + INSERT_BATCH, count))
         changes = creation_changes(self.kind, actor)
+        ids = _as_range(ids)
         if isinstance(ids, range):
             source, params = (
                 f"FROM {self.kind.table} r WHERE r.id BETWEEN ? AND ? AND {self._in_site}",
@@ -425,4 +457,14 @@ class RecordTable:
     def _fill_temp_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS record_ids (id INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM temp.record_ids")
-        conn.executemany("INSERT INTO temp.record_ids VALUES (?)", ((i,) for i in ids))
+        # In ascending order: SQLite appends to the key's b-tree instead of splitting pages
+        # all over it (a million ids in shuffled order took seconds).
+        ordered = sorted(ids)
+        if is_postgres_connection(conn):
+            conn.executemany("INSERT INTO temp.record_ids VALUES (?)", zip(ordered))
+        else:
+            # One statement over a JSON array: no Python call per id.
+            conn.execute(
+                "INSERT INTO temp.record_ids SELECT value FROM json_each(?)",
+                (json.dumps([int(i) for i in ordered]),),
+            )

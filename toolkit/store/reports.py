@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import sqlite3
 import tempfile
+import time
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -502,6 +502,15 @@ ANALYST_VIEWS: dict[str, str] = {
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
+# How long an analyst's query may run (PostgreSQL's statement_timeout; on SQLite a
+# progress handler): a report that never ends would hold a worker and the store.
+ANALYST_TIMEOUT_S = 600.0
+
+
+def _too_long(timeout_s: float) -> str:
+    return f"the query ran longer than its limit of {timeout_s:g} s and was stopped"
+
+
 class AnalystQueryError(ValueError):
     """The analyst's SQL is not a read-only query of the views, or SQLite refused it."""
 
@@ -525,12 +534,15 @@ def analyst_rows(
     sql: str,
     params: dict[str, Any],
     within_events: Collection[int] | None = None,
+    *,
+    timeout_s: float = ANALYST_TIMEOUT_S,
 ) -> Iterator[pd.DataFrame]:
     """Run an analyst's SELECT over this site's views (``events``, ``registers``,
     ``assets``, ``items``, ``audit``, ``jobs``) in chunks; anything else it names (another
-    table, another site's rows, a write, a pragma, an attached file) is refused."""
+    table, another site's rows, a write, a pragma, an attached file, the server's catalogs)
+    is refused, and a query running past ``timeout_s`` is stopped."""
     if db.dialect == "postgresql":
-        yield from _analyst_rows_postgres(db, site_id, sql, params, within_events)
+        yield from _analyst_rows_postgres(db, site_id, sql, params, within_events, timeout_s)
         return
     connection = sqlite3.connect(f"file:{db.path}?mode=ro", uri=True)
     try:
@@ -558,9 +570,14 @@ def analyst_rows(
             return sqlite3.SQLITE_DENY
 
         connection.set_authorizer(authorise)
+        # As PostgreSQL's statement_timeout: SQLite asks this every so many steps.
+        deadline = time.monotonic() + timeout_s
+        connection.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
         try:
             yield from pd.read_sql_query(sql, connection, params=params, chunksize=CHUNK_ROWS)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
+            if "interrupted" in str(exc) and time.monotonic() > deadline:
+                raise AnalystQueryError(_too_long(timeout_s)) from exc
             raise AnalystQueryError(str(exc)) from exc
     finally:
         connection.close()
@@ -571,40 +588,39 @@ def analyst_rows(
 ANALYST_ROLE = "toolkit_analyst"
 
 
-# Functions an analyst's query may not call on PostgreSQL. SET ROLE is checked against the
-# session's user (the store's), so set_config('role', …) inside the one statement would
-# leave the analyst's role, and the *_to_xml functions (and dblink) run SQL given as text,
-# under whatever role is current then. Matched in the whole text, quoted or not.
-_ANALYST_DENIED = re.compile(r"(set_config|\w*_to_xml\w*|dblink\w*)", re.IGNORECASE)
-
-
 def _analyst_rows_postgres(
     db: Database,
     site_id: int,
     sql: str,
     params: dict[str, Any],
     within_events: Collection[int] | None,
+    timeout_s: float,
 ) -> Iterator[pd.DataFrame]:
     import psycopg
 
-    if denied := _ANALYST_DENIED.search(sql):
-        raise AnalystQueryError(
-            f"an analyst's query may not call {denied.group(1)} (it could leave the "
-            "analyst's read-only role)"
-        )
-
+    from toolkit.store.analyst_sql import RefusedQuery, check_analyst_query
     from toolkit.store.pg import PgConnection
 
     connection = cast(PgConnection, db.connect_again())
     raw = connection.raw
     try:
+        # The parameters go into the text on this side, so the text checked is the text
+        # run (one statement, only the views, no denied function).
+        statement = psycopg.ClientCursor(raw).mogrify(analyst_to_postgres(sql), dict(params))
+        try:
+            check_analyst_query(statement, ANALYST_VIEWS)
+        except RefusedQuery as exc:
+            raise AnalystQueryError(str(exc)) from exc
         for name in ANALYST_VIEWS:
             view = view_to_postgres(_view_sql(name, site_id, within_events))
-            raw.execute(f"CREATE TEMP VIEW {name} AS {view}".encode())
+            # A security barrier: the site's filter is applied before any condition of the
+            # analyst's, so an error in one (name::int) never shows another site's value.
+            raw.execute(f"CREATE TEMP VIEW {name} WITH (security_barrier) AS {view}".encode())
         try:
             for name in ANALYST_VIEWS:
                 raw.execute(f"GRANT SELECT ON pg_temp.{name} TO {ANALYST_ROLE}")
             raw.execute("BEGIN READ ONLY")
+            raw.execute(f"SET LOCAL statement_timeout = {max(1, round(timeout_s * 1000))}")
             raw.execute(f"SET LOCAL ROLE {ANALYST_ROLE}")
         except psycopg.Error as exc:
             raise AnalystQueryError(
@@ -619,10 +635,12 @@ def _analyst_rows_postgres(
             # one statement: the simple protocol would run `RESET ROLE; SELECT …` whole,
             # undoing the analyst's role.
             with raw.pipeline():
-                cursor.execute(analyst_to_postgres(sql), params)
+                cursor.execute(statement)
             columns = [c.name for c in cursor.description or ()]
             while batch := cursor.fetchmany(CHUNK_ROWS):
                 yield pd.DataFrame.from_records(batch, columns=columns)
+        except psycopg.errors.QueryCanceled as exc:
+            raise AnalystQueryError(_too_long(timeout_s)) from exc
         except psycopg.Error as exc:
             raise AnalystQueryError(str(exc).strip().splitlines()[0]) from exc
     finally:

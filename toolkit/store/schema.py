@@ -348,6 +348,12 @@ MIGRATIONS: tuple[str, ...] = (
     # 8: nothing on SQLite (an INTEGER PRIMARY KEY numbers itself); PostgreSQL's ids come
     # from a column default instead of a trigger per row (schema_pg.py).
     "",
+    # 9: a number every write of a site's assets raises, in the write's transaction: the
+    # cached matching index is current while it is unchanged (before, each load of the
+    # index counted the active assets, a scan of the whole table).
+    """
+    ALTER TABLE site ADD COLUMN asset_version INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -341,4 +341,6 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     # 7: as on SQLite, the partial index that finds an audited record's later changes.
     "CREATE INDEX audit_change ON audit_log(record_type, record_id) WHERE action <> 'create';",
     _ID_DEFAULTS,
+    # 9: as on SQLite, the number every write of a site's assets raises.
+    "ALTER TABLE site ADD COLUMN asset_version BIGINT NOT NULL DEFAULT 0;",
 )
