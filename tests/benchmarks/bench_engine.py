@@ -137,6 +137,11 @@ def item_import(
 
 
 def _peak_mib() -> float:
+    """A worker's own peak (VmHWM). Not ru_maxrss: a spawned worker inherits its parent's,
+    so every worker reported the client's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
