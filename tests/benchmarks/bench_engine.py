@@ -137,6 +137,11 @@ def item_import(
 
 
 def _peak_mib() -> float:
+    """A worker's own peak (VmHWM). Not ru_maxrss: a spawned worker inherits its parent's,
+    so every worker reported the client's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -249,7 +254,7 @@ def main() -> None:
             if not args.scaling_only:
                 compare(site, data, event, index, folder, args.partition_rows, rule, args.items)
 
-            counts = [int(w) for w in args.scaling.split(",")]
+            counts = [int(w) for w in args.scaling.split(",") if w]
             print(
                 f"\nscaling: the item import (dry run) of {args.items:,} rows per worker count; "
                 "CPU per partition on the workers"
@@ -257,7 +262,7 @@ def main() -> None:
             print(
                 f"  {'workers':>7} {'wall s':>8} {'parts':>6} {'cpu s/part':>11} {'sum cpu s':>10}"
             )
-            for n, workers in enumerate(counts):
+            for workers in counts:
                 with cluster(workers) as scaled, Client(scaled) as client:
                     client.register_plugin(TaskCpu())
                     engine = DaskEngine(client, folder, partition_rows=args.partition_rows)
@@ -281,18 +286,16 @@ def main() -> None:
                         f"wall / {load_cpu:.2f} s CPU; peak memory of a worker "
                         f"{worker_peak_mib(client):,.0f} MiB"
                     )
-                    if n == len(counts) - 1:
-                        # The serial part, committed: plan and write in one transaction.
-                        job_s, job_cpu, summary = item_import(
-                            site, data, event, engine, rule, dry_run=False
-                        )
-                        timings = summary["timings"]
-                        print(
-                            f"serial part of a committed import of {args.items:,} rows "
-                            f"(client, any worker count): plan {timings['plan']:.2f} s, "
-                            f"write {timings['store']:.2f} s, together "
-                            f"{timings['plan'] + timings['store']:.2f} s of {job_s:.2f} s"
-                        )
+            # The serial part, committed: plan and write in one transaction in this
+            # process, the same code whichever engine ran the partitions.
+            job_s, job_cpu, summary = item_import(site, data, event, None, rule, dry_run=False)
+            timings = summary["timings"]
+            print(
+                f"serial part of a committed import of {args.items:,} rows "
+                f"(client, any worker count): plan {timings['plan']:.2f} s, "
+                f"write {timings['store']:.2f} s, together "
+                f"{timings['plan'] + timings['store']:.2f} s of {job_s:.2f} s"
+            )
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"\npeak memory of this process {peak_rss_mib():,.0f} MiB")
 

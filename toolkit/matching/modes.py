@@ -428,6 +428,16 @@ def _geo_pairs(
     with_geometry = index.with_geometry
     queries: list[np.ndarray] = []
     assets: list[np.ndarray] = []
+
+    def keep_covered(query: np.ndarray, asset: np.ndarray) -> None:
+        """Of candidate pairs (by bounding box), keep those of allowed assets that cover
+        the query's geometry."""
+        keep = allowed[asset]
+        query, asset = query[keep], asset[keep]
+        inside = _covers(index.geometries(asset), geometry[query])
+        queries.append(query[inside])
+        assets.append(asset[inside])
+
     if points.sum() >= max(INVERSE_GEO_MIN, len(with_geometry) // 10):
         # Many points: index the points and query with the prepared asset geometries (one
         # pass over the assets, as geopandas' sjoin does for "within"); cheaper than
@@ -454,12 +464,7 @@ def _geo_pairs(
     if found is not None:
         # Fewer points: the assets whose box holds each point, found through a grid of the
         # saved boxes (no spatial tree to build), then the exact test.
-        query, asset = point_rows[found[0]], with_geometry[found[1]]
-        keep = allowed[asset]
-        query, asset = query[keep], asset[keep]
-        inside = _covers(index.geometries(asset), geometry[query])
-        queries.append(query[inside])
-        assets.append(asset[inside])
+        keep_covered(point_rows[found[0]], with_geometry[found[1]])
         located = located & ~points
     # Otherwise bounding-box candidates from the asset tree, then one vectorised test over
     # the pairs.
@@ -468,12 +473,7 @@ def _geo_pairs(
         return np.concatenate(queries or [rows]), np.concatenate(assets or [rows])
     tree, tree_assets = index.tree
     pairs = tree.query(geometry[rows])
-    query, asset = rows[pairs[0]], tree_assets[pairs[1]]
-    keep = allowed[asset]
-    query, asset = query[keep], asset[keep]
-    inside = _covers(index.geometries(asset), geometry[query])
-    queries.append(query[inside])
-    assets.append(asset[inside])
+    keep_covered(rows[pairs[0]], tree_assets[pairs[1]])
     return np.concatenate(queries), np.concatenate(assets)
 
 
