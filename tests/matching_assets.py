@@ -7,6 +7,7 @@ Parcels ``A1`` and ``A2`` share the edge at longitude 144.001; ``A4`` has no geo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import geopandas as gpd
 import pandas as pd
@@ -98,19 +99,40 @@ def queries(*texts: str) -> pd.DataFrame:
     return pd.DataFrame({"query": pd.array(list(texts), dtype="str")})
 
 
-def parquet_dump(data: bytes) -> bytes:
-    """An ``AssetIndex.dump`` written as before Arrow IPC: each table as Parquet, and no
-    ``encoding`` in the header."""
+def rewritten_dump(
+    data: bytes, encode: Callable[[str, pa.Table], bytes], drop: tuple[str, ...] = ()
+) -> bytes:
+    """An ``AssetIndex.dump`` (Arrow IPC tables) with each table written again by
+    ``encode(name, table)`` and the header keys ``drop`` left out: an older format."""
     first = data.index(b"\n") + 1
     end = data.index(b"\n", first)
     header = json.loads(data[first:end])
     offset, tables = end + 1, []
     for name, size in header["tables"].items():
         table = ipc.open_stream(data[offset : offset + size]).read_all()
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
-        tables.append(sink.getvalue().to_pybytes())
+        tables.append(encode(name, table))
         header["tables"][name] = len(tables[-1])
         offset += size
-    del header["encoding"]
+    for key in drop:
+        del header[key]
     return data[:first] + json.dumps(header).encode() + b"\n" + b"".join(tables)
+
+
+def ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as one Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def parquet_dump(data: bytes) -> bytes:
+    """An ``AssetIndex.dump`` written as before Arrow IPC: each table as Parquet, and no
+    ``encoding`` in the header."""
+
+    def parquet(_name: str, table: pa.Table) -> bytes:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        return bytes(sink.getvalue().to_pybytes())
+
+    return rewritten_dump(data, parquet, drop=("encoding",))

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import geopandas as gpd
 import pandas as pd
+import pyarrow as pa
 import pytest
 import shapely
-from matching_assets import asset_frame, parquet_dump, queries
+from matching_assets import asset_frame, ipc_bytes, parquet_dump, queries, rewritten_dump
 
 from toolkit.errors import MatchingError
 from toolkit.matching import AssetIndex, resolve
@@ -196,23 +197,12 @@ def test_a_loaded_index_decodes_only_the_geometries_a_lookup_tests() -> None:
 
 def _without_boxes(data: bytes) -> bytes:
     """A dump as written before the boxes were saved: its assets table without them."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
 
-    first = data.index(b"\n") + 1
-    end = data.index(b"\n", first)
-    header = json.loads(data[first:end])
-    offset, tables = end + 1, []
-    for name, size in header["tables"].items():
-        table = ipc.open_stream(data[offset : offset + size]).read_all()
+    def boxless(name: str, table: pa.Table) -> bytes:
         if name == "assets":
             table = table.drop_columns(
                 [c for c in table.column_names if c.startswith("geometry_") and c != "geometry_wkb"]
             )
-        sink = pa.BufferOutputStream()
-        with ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        tables.append(sink.getvalue().to_pybytes())
-        header["tables"][name] = len(tables[-1])
-        offset += size
-    return data[:first] + json.dumps(header).encode() + b"\n" + b"".join(tables)
+        return ipc_bytes(table)
+
+    return rewritten_dump(data, boxless)
