@@ -64,3 +64,12 @@ def test_no_boxes_or_no_points_hold_nothing() -> None:
     assert found is not None and [len(f) for f in found] == [0, 0]
     found = boxes_holding(np.array([[0.0, 0.0, 1.0, 1.0]]), np.empty(0), np.empty(0))
     assert found is not None and [len(f) for f in found] == [0, 0]
+
+
+def test_a_point_at_nan_is_in_no_box_and_leaves_the_others_answers_alone() -> None:
+    bounds = np.array([[0.0, 0.0, 1.0, 1.0], [2.0, 2.0, 3.0, 3.0]])
+    x, y = np.array([np.nan, 0.5, 2.5]), np.array([np.nan, 0.5, 2.5])
+    found = boxes_holding(bounds, x, y)
+    assert found is not None
+    assert list(zip(found[0].tolist(), found[1].tolist(), strict=True)) == [(1, 0), (2, 1)]
+    assert _tree_pairs(bounds, x, y) == {(1, 0), (2, 1)}

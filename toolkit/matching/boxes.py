@@ -28,6 +28,13 @@ def boxes_holding(
     query of a spatial tree answers; sorted by point, then box. None when too many boxes
     are too large for the grid (the caller then asks its tree)."""
     empty = np.empty(0, dtype=np.int64)
+    finite = np.isfinite(x) & np.isfinite(y)
+    if not finite.all():
+        # POINT (NaN NaN) is not empty but is nowhere: it holds in no box, and must not
+        # set the grid's origin or extent.
+        kept = np.flatnonzero(finite)
+        found = boxes_holding(bounds, x[kept], y[kept])
+        return None if found is None else (kept[found[0]], found[1])
     real = np.flatnonzero(~np.isnan(bounds).any(axis=1))
     if not len(real) or not len(x):
         return empty, empty
