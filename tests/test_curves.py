@@ -15,6 +15,8 @@ import shapely
 from click.testing import CliRunner
 
 from toolkit.cli import cli
+from toolkit.sources import read_source
+from toolkit.sources.chunks import read_chunks
 
 DATA = Path(__file__).resolve().parent / "data"
 RULES = Path(__file__).resolve().parent / "fixtures_rules"
@@ -110,3 +112,20 @@ def test_a_geopackage_without_curves_says_nothing(tmp_path: Path) -> None:
     code, out, err = _run("--json", "inspect", str(path))
     assert code == 0 and err == ""
     assert json.loads(out)["warnings"] == []
+
+
+def test_a_layer_read_in_parts_makes_and_counts_its_curves_as_the_whole_read(
+    tmp_path: Path,
+) -> None:
+    """Read by feature ranges (one feature a part), the arc's part makes it straight and
+    the one warning counts it, as reading the whole layer does."""
+    path = _arcs(tmp_path / "arcs.gpkg")
+    whole, report = read_source(path)
+    chunked = read_chunks(path, tmp_path / "parts", chunk_rows=1)
+    assert chunked.count == 2 and chunked.frame is None
+    frames = [chunked.read(i).frame for i in range(2)]
+    assert chunked.finish().to_dict() == report.to_dict()
+    assert report.warnings == [_warning(path, 1)[len("Warning: ") : -1]]
+    assert [f.index.tolist() for f in frames] == [[1], [2]]
+    shapes = [f.geometry.iloc[0] for f in frames]
+    assert shapely.equals_exact(shapes, whole.geometry.to_numpy(), tolerance=0).all()

@@ -75,12 +75,17 @@ def _site(path: Path) -> Path:
 
 
 def _run(
-    world: Path, site: Path, engine: list[str], *args: str, partition_rows: str = "70"
+    world: Path,
+    site: Path,
+    engine: list[str],
+    *args: str,
+    partition_rows: str = "70",
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, str]:
     result = CliRunner().invoke(
         cli,
         ["--store", str(site), "--rules", str(world / "rules"), *args, *engine],
-        env={"TOOLKIT_PARTITION_ROWS": partition_rows},
+        env={"TOOLKIT_PARTITION_ROWS": partition_rows, **(env or {})},
     )
     return result.exit_code, result.stdout, result.stderr
 
@@ -235,6 +240,75 @@ def test_fuzzy_links_on_dask_are_the_local_engines(
     assert sum(1 for row in local[1] if "fuzzy" in row) > 0
     assert dask[2] == local[2]
     assert b"fuzzy" in local[2]
+
+
+def _parcel_layers(folder: Path) -> dict[str, Path]:
+    """The sample's parcels as a zipped Shapefile and a GeoPackage, with two rows the
+    rule rejects in the last partitions: a postcode that is not one (row 2500) and no
+    code (row 2990)."""
+    import zipfile
+
+    import pyogrio
+
+    frame = pyogrio.read_dataframe(SAMPLE / "parcels.zip")
+    frame.loc[2499, "postcode"] = "30x0"
+    frame.loc[2989, "code"] = None
+    shp = folder / "shp" / "parcels.shp"
+    shp.parent.mkdir()
+    pyogrio.write_dataframe(frame, shp)
+    zipped = folder / "parcels.zip"
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as archive:
+        for part in shp.parent.iterdir():
+            archive.write(part, part.name)
+    gpkg = folder / "parcels.gpkg"
+    pyogrio.write_dataframe(frame, gpkg, layer="parcels")
+    return {"zipped shapefile": zipped, "geopackage": gpkg}
+
+
+@pytest.mark.parametrize("kind", ["zipped shapefile", "geopackage"])
+def test_a_layer_imports_alike_whole_in_parts_and_on_dask(
+    world: Path, scheduler: str, tmp_path: Path, kind: str
+) -> None:
+    """A Shapefile or GeoPackage is read by feature ranges (each part alone; on Dask, by
+    the workers): the counts, the rejects (named by the file's rows) and the stored rows
+    are those of the layer read as one part; with --rollback-on-error nothing is kept."""
+    layer = _parcel_layers(tmp_path)[kind]
+    runs = {
+        "one part": (["--engine", "local"], {"TOOLKIT_CHUNK_ROWS": "100000"}),
+        "parts": (["--engine", "local"], {"TOOLKIT_CHUNK_ROWS": "700"}),
+        "dask": (["--engine", "dask", "--scheduler", scheduler], {}),
+    }
+    out: dict[
+        str, tuple[dict[str, object], bytes, list[tuple[object, ...]], dict[str, object]]
+    ] = {}
+    for name, (engine, env) in runs.items():
+        site = _site(tmp_path / f"{name}.sqlite")
+        rejects = tmp_path / f"rejects-{name}.csv"
+        args = ["--json", "import", str(layer), "--type", "asset", "--rule", "property-assets"]
+        code, text, err = _run(
+            world, site, engine, *args, "--rollback-on-error", partition_rows="700", env=env
+        )
+        assert code == 1, err
+        assert _rows(site, "SELECT count(*) FROM asset") == [(0,)]
+        refused = _summary(text)
+        code, text, err = _run(
+            world, site, engine, *args, "--rejects", str(rejects), partition_rows="700", env=env
+        )
+        assert code == 0, err
+        out[name] = (_summary(text), rejects.read_bytes(), _rows(site, STORED_ASSETS), refused)
+    one = out["one part"]
+    assert one[0]["counts"] == {
+        "read": 3000, "inserted": 2998, "updated": 0, "unchanged": 0, "skipped": 0,
+        "retired": 0, "rejected": 2,
+    }  # fmt: skip
+    with (tmp_path / "rejects-one part.csv").open(encoding="utf-8") as f:
+        rows = [int(r["row"]) for r in csv.DictReader(f)]
+    assert rows == [2500, 2990]
+    # Refused: nothing written, and the job names the rows that made it so.
+    assert one[3]["status"] == "FAILED"
+    assert [e["row"] for e in one[3]["errors"]] == [2500, 2990]  # type: ignore[attr-defined]
+    for name in ("parts", "dask"):
+        assert out[name] == one, name
 
 
 def test_an_unreachable_scheduler_is_an_error_naming_it(world: Path, tmp_path: Path) -> None:

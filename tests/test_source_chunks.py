@@ -3,11 +3,14 @@ the same row numbers, geometry and problems (rows, lines, columns, words), part 
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
+import geopandas as gpd
 import pandas as pd
 import pytest
+from shapely import Point, Polygon, box
 
 from toolkit.errors import SourceError
 from toolkit.sources import ReadLimits, read_source
@@ -90,3 +93,71 @@ def test_errors_name_the_file_as_given(tmp_path: Path) -> None:
     chunked = read_chunks(path, tmp_path / "p", chunk_rows=1, crs="EPSG:999999", name="sent.csv")
     with pytest.raises(SourceError, match=r"^sent\.csv: unknown CRS"):
         chunked.read(0)
+
+
+def _layer(geometry: list[Any], crs: str | None = "EPSG:4326") -> gpd.GeoDataFrame:
+    count = len(geometry)
+    return gpd.GeoDataFrame(
+        {"code": [f"P{i:03d}" for i in range(1, count + 1)], "name": ["Zoë"] * count},
+        geometry=geometry,
+        crs=crs,
+    )
+
+
+def _spatial_files(folder: Path) -> dict[str, Path]:
+    """A Shapefile (plain and zipped) of points and a GeoPackage of polygons, 25 features
+    each, with rows the reader reports past the first parts: no geometry, a coordinate
+    off the earth, a polygon that crosses itself (repaired)."""
+    points: list[Any] = [Point(144.0 + i / 100, -37.0) for i in range(25)]
+    points[17] = None
+    points[21] = Point(400.0, -37.0)  # not a longitude
+    shp = folder / "points.shp"
+    _layer(points).to_file(shp, engine="pyogrio")
+    zipped = folder / "points.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        for part in folder.glob("points.*"):
+            if part != zipped:
+                archive.write(part, part.name)
+    squares: list[Any] = [box(i, 0, i + 1, 1) for i in range(25)]
+    squares[19] = Polygon([(0, 0), (1, 1), (1, 0), (0, 1), (0, 0)])  # a bow tie
+    squares[23] = Polygon([(500, 0), (501, 0), (501, 1), (500, 0)])
+    gpkg = folder / "squares.gpkg"
+    _layer(squares).to_file(gpkg, engine="pyogrio", layer="squares")
+    return {"shapefile": shp, "zipped shapefile": zipped, "geopackage": gpkg}
+
+
+@pytest.mark.parametrize("kind", ["shapefile", "zipped shapefile", "geopackage"])
+@pytest.mark.parametrize("rows", [1, 4, 10, 1000])
+def test_layers_are_read_in_parts_by_feature_ranges_as_the_whole_layer(
+    tmp_path: Path, kind: str, rows: int
+) -> None:
+    path = _spatial_files(tmp_path)[kind]
+    frame, report = _whole(path, name="sent" + path.suffix)
+    chunked = read_chunks(path, tmp_path / "parts", chunk_rows=rows, name="sent" + path.suffix)
+    # Each part is a feature range read alone, not a slice of a whole read.
+    assert chunked.frame is None and chunked.parts is not None
+    assert [p.rows.skip for p in chunked.parts] == list(range(0, 25, rows))  # type: ignore[union-attr]
+    parts = pd.concat([chunked.read(i).frame for i in range(chunked.count)])
+    assert chunked.finish().to_dict() == report
+    assert list(parts.index) == list(frame.index) == list(range(1, 26))
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(parts.drop(columns="geometry")), pd.DataFrame(frame.drop(columns="geometry"))
+    )
+    assert parts.geometry.to_wkt().tolist() == frame.geometry.to_wkt().tolist()
+    # The rows the reader reports are the file's, whichever part held them.
+    assert [p["row"] for p in report["problems"]] == ([22] if kind != "geopackage" else [24])
+    assert not any(str(tmp_path) in p["message"] for p in report["problems"])
+    shapefile = kind != "geopackage"
+    assert (report["nullGeometries"], report["repairedGeometries"]) == (
+        (2, 0) if shapefile else (1, 1)
+    )
+
+
+@pytest.mark.filterwarnings("ignore:'crs' was not provided")
+def test_a_layer_without_a_crs_is_refused_naming_the_file(tmp_path: Path) -> None:
+    shp = tmp_path / "nocrs.shp"
+    _layer([Point(1, 2), Point(3, 4)], crs=None).to_file(shp, engine="pyogrio")
+    with pytest.raises(SourceError, match=r"^sent\.shp: has no coordinate reference system"):
+        read_chunks(shp, tmp_path / "p", chunk_rows=1, name="sent.shp")
+    chunked = read_chunks(shp, tmp_path / "p", chunk_rows=1, crs="EPSG:4326")
+    assert chunked.count == 2 and chunked.read(1).frame.index.tolist() == [2]

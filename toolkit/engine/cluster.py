@@ -36,7 +36,7 @@ from toolkit.matching.modes import FuzzyTexts, fuzzy_model, match_fuzzy
 from toolkit.matching.probabilistic import Model
 from toolkit.progress import Progress
 from toolkit.sources import SourceProblem
-from toolkit.sources.chunks import ChunkedSource, CsvPart, PartRead, read_csv_part
+from toolkit.sources.chunks import ChunkedSource, CsvPart, Part, PartRead, read_part
 
 # Rows per partition unless TOOLKIT_PARTITION_ROWS says otherwise: large enough that a
 # task's overhead (milliseconds) is small beside its work, small enough to spread.
@@ -60,35 +60,33 @@ def _sent(stages: PartStages) -> PartStages:
     return replace(stages, prepared=prepared)
 
 
-def _import_csv_part(
-    work: PartitionWork, part: CsvPart, ref: IndexRef | None
+def _import_read_part(
+    work: PartitionWork, part: Part, ref: IndexRef | None
 ) -> tuple[pd.Index, PartRead, PartStages]:
-    """One staged CSV partition read, then its rule, link and payload, on a worker: the
-    rows never pass through the client. Back come its row numbers, what reading it found
-    (without the frame) and its stages."""
-    read = read_csv_part(part)
+    """One partition read (a staged CSV's, a layer's feature range), then its rule, link
+    and payload, on a worker: the rows never pass through the client. Back come its row
+    numbers, what reading it found (without the frame) and its stages."""
+    read = read_part(part)
     work = replace(work, geometry_columns=tuple(read.geometry_columns))
     stages = partition_stages(work, read.frame, None if ref is None else loaded_index(ref))
     rows = read.frame.index
     return rows, replace(read, frame=read.frame.iloc[:0]), _sent(stages)
 
 
-def _fuzzy_texts_part(
-    work: PartitionWork, part: CsvPart | pd.DataFrame, ref: IndexRef
-) -> pd.Series:
-    """The distinct texts mode fuzzy is given in one partition (a staged CSV's read
-    here), on a worker: the first pass of fitting its model once per job."""
+def _fuzzy_texts_part(work: PartitionWork, part: Part | pd.DataFrame, ref: IndexRef) -> pd.Series:
+    """The distinct texts mode fuzzy is given in one partition (read here unless it is a
+    frame already), on a worker: the first pass of fitting its model once per job."""
     if isinstance(part, pd.DataFrame):
         return partition_fuzzy_texts(work, part, loaded_index(ref))
-    read = read_csv_part(part)
+    read = read_part(part)
     work = replace(work, geometry_columns=tuple(read.geometry_columns))
     return partition_fuzzy_texts(work, read.frame, loaded_index(ref))
 
 
-def _read_csv_part(part: CsvPart, head: int) -> PartRead:
-    """One staged CSV partition read on a worker: what reading it found, with only its
-    first ``head`` rows (inspect shows those)."""
-    read = read_csv_part(part)
+def _read_only_part(part: Part, head: int) -> PartRead:
+    """One partition read on a worker: what reading it found, with only its first
+    ``head`` rows (inspect shows those)."""
+    read = read_part(part)
     return replace(read, frame=read.frame.iloc[:head])
 
 
@@ -168,14 +166,16 @@ class DaskEngine:
             progress(stage, done, total, unit="partitions")
         return list(self.client.gather(list(futures)))
 
-    def _csv_parts(self, source: ChunkedSource) -> list[Any]:
-        """The staged CSV parts of ``source`` as tasks take them: a part still in memory
+    def _parts(self, source: ChunkedSource) -> list[Any]:
+        """The parts of ``source`` as tasks take them: a staged CSV's part still in memory
         (the last, with its rows) is sent to a worker once, not written into the task
         graph (tens of MiB the scheduler would hold and warn about)."""
-        assert source.csv_parts is not None
+        assert source.parts is not None
         return [
-            part if part.table is None else self.client.scatter(part, hash=False)
-            for part in source.csv_parts
+            self.client.scatter(part, hash=False)
+            if isinstance(part, CsvPart) and part.table is not None
+            else part
+            for part in source.parts
         ]
 
     # --- import (toolkit.importing.pipeline.StageEngine) ------------------------------------
@@ -205,24 +205,23 @@ class DaskEngine:
         progress: Progress,
     ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]:
         """Rule, link and payload of every partition of ``source``, in row order: a staged
-        CSV's partitions are read by the workers; another source's (read whole, as GDAL
-        and openpyxl read) are sent to them. Progress: partitions done of the total."""
+        CSV's partitions and a layer's feature ranges are read by the workers; another
+        source's (read whole, as GDAL and openpyxl read) are sent to them. Progress:
+        partitions done of the total."""
         ref = None if index is None else self.index_ref(index)
         [work_future] = self.client.scatter([work], hash=False)
-        csv_parts = self._csv_parts(source) if source.csv_parts is not None else None
+        parts = self._parts(source) if source.parts is not None else None
 
         def submit(i: int) -> Any:
-            if csv_parts is not None:
-                return self.client.submit(
-                    _import_csv_part, work_future, csv_parts[i], ref, pure=False
-                )
+            if parts is not None:
+                return self.client.submit(_import_read_part, work_future, parts[i], ref, pure=False)
             frame = source.read(i).frame
             return self.client.submit(_import_part, work_future, frame, ref, pure=False)
 
         total = source.count
         progress("partitions", 0, total, unit="partitions")
         for i, result in enumerate(self._in_order(submit, total)):
-            if csv_parts is not None:
+            if parts is not None:
                 rows, read, stages = result
                 source.learn(i, read)
                 problems = source.named(read.problems)
@@ -257,8 +256,8 @@ class DaskEngine:
         ref = self.index_ref(index)
         [work_future] = self.client.scatter([work], hash=False)
         parts: list[Any] = (
-            self._csv_parts(source)
-            if source.csv_parts is not None
+            self._parts(source)
+            if source.parts is not None
             else [source.read(i).frame for i in range(source.count)]
         )
         futures = [
@@ -273,12 +272,12 @@ class DaskEngine:
         the first ``head`` rows come back (a GeoDataFrame)."""
         import geopandas as gpd
 
-        if source.csv_parts is None:  # read whole already
+        if source.parts is None:  # read whole already
             assert source.frame is not None
             return source.frame.iloc[:head]
         futures = [
-            self.client.submit(_read_csv_part, part, head, pure=False)
-            for part in self._csv_parts(source)
+            self.client.submit(_read_only_part, part, head, pure=False)
+            for part in self._parts(source)
         ]
         total = len(futures)
         progress("partitions", 0, total, unit="partitions")

@@ -613,7 +613,6 @@ class ImportRunner:
                     progress=self.progress,
                     **request.read_options(),
                 )
-            outcome.warnings.extend(chunked.report.warnings)
             self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
 
     def _pipeline_parts(
@@ -683,6 +682,8 @@ class ImportRunner:
             staged.add(_Payload.concat(joined), sum(len(p.filled) for p in joined))
             del joined
         report = chunked.finish()
+        # After every part: a layer's parts count the curves they made straight.
+        outcome.warnings.extend(report.warnings)
         outcome.counts["read"] = report.record_count(
             pd.Index(np.concatenate([r.array() for r in rows]))
         )

@@ -111,21 +111,30 @@ def extracted_zip(path: Path, suffixes: frozenset[str], limits: ReadLimits) -> I
         raise SourceError(f"{path}: not a zip archive, although its name says so")
     with tempfile.TemporaryDirectory(prefix="toolkit-zip-") as tmp:
         root = Path(tmp).resolve()
-        try:
-            with zipfile.ZipFile(path) as archive:
-                members = _checked_members(archive, path, suffixes, limits)
-                budget = limits.max_uncompressed_bytes
-                for info in members:
-                    budget -= _extract(archive, info, root, budget, path)
-        except (
-            zipfile.BadZipFile,
-            zipfile.LargeZipFile,
-            NotImplementedError,
-            OSError,
-            zlib.error,  # a corrupt deflate stream
-            EOFError,  # an entry cut short
-        ) as exc:
-            raise SourceError(f"{path}: cannot extract the zip: {exc}") from exc
-        except RuntimeError as exc:  # zipfile raises it for encrypted entries
-            raise SourceError(f"{path}: cannot extract the zip: {exc}") from exc
+        extract_zip(path, suffixes, limits, root)
         yield root
+
+
+def extract_zip(path: Path, suffixes: frozenset[str], limits: ReadLimits, root: Path) -> None:
+    """Extract the entries of ``path`` whose suffix is in ``suffixes`` into ``root`` (an
+    existing folder the caller removes), with the checks :func:`extracted_zip` makes."""
+    if not zipfile.is_zipfile(path):
+        raise SourceError(f"{path}: not a zip archive, although its name says so")
+    root = root.resolve()
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = _checked_members(archive, path, suffixes, limits)
+            budget = limits.max_uncompressed_bytes
+            for info in members:
+                budget -= _extract(archive, info, root, budget, path)
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+        OSError,
+        zlib.error,  # a corrupt deflate stream
+        EOFError,  # an entry cut short
+    ) as exc:
+        raise SourceError(f"{path}: cannot extract the zip: {exc}") from exc
+    except RuntimeError as exc:  # zipfile raises it for encrypted entries
+        raise SourceError(f"{path}: cannot extract the zip: {exc}") from exc

@@ -5,15 +5,17 @@ Parquet files of ``chunk_rows`` rows each, in a folder of the caller's, every ro
 data-record number; each part is then made a GeoDataFrame on its own (geometry, problems),
 in this process or on a Dask worker. The problems are exactly those of
 :func:`~toolkit.sources.read_source`: the same rows, lines, columns and words.
-Other formats are read whole (GDAL and openpyxl read them in one call) and handed out in
-parts of the same size.
+A Shapefile or GeoPackage layer is read in parts by feature ranges
+(:mod:`toolkit.sources.spatial_parts`), each part alone, here or on a worker. Other
+formats (and layers out of the ordinary) are read whole (GDAL and openpyxl read them in
+one call) and handed out in parts of the same size.
 """
 
 from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -46,13 +48,16 @@ from toolkit.sources.geometry import _TYPE_NAMES, geometry_counts, repair_polygo
 from toolkit.sources.read import (
     GeometryColumns,
     _check_file,
+    _collector_paused,
     _merge,
     _readable_as,
     _renamed,
     read_source,
     source_format,
 )
-from toolkit.sources.report import MIB, ReadLimits, SourceProblem, SourceReport
+from toolkit.sources.report import MIB, ReadLimits, SourceFormat, SourceProblem, SourceReport
+from toolkit.sources.spatial import curves_warning
+from toolkit.sources.spatial_parts import SpatialPart, plan_spatial_parts, read_spatial_frame
 from toolkit.sources.tabular import DEFAULT_CRS, build_geometry, geo_series, to_geodataframe
 
 # Rows per part unless the caller (or TOOLKIT_CHUNK_ROWS) says otherwise: a few hundred MiB
@@ -89,6 +94,31 @@ class PartRead:
     types: dict[str, int] = field(default_factory=dict)
     missing: int = 0
     empty: int = 0
+    curved: int = 0  # curved geometries made straight (a layer's)
+
+
+# A part a worker can read by itself: a staged CSV's or a layer's feature range.
+Part = CsvPart | SpatialPart
+
+
+def read_part(part: Part) -> PartRead:
+    """The frame of one part and what reading it found, whatever its format."""
+    if isinstance(part, CsvPart):
+        return read_csv_part(part)
+    return read_spatial_part(part)
+
+
+def read_spatial_part(part: SpatialPart) -> PartRead:
+    """The frame of one feature range of a layer, with the problems of its rows."""
+    with _collector_paused():
+        frame, problems, curved = read_spatial_frame(part)
+        geoms, repaired = repair_polygons(frame.geometry.to_numpy())
+        if repaired:
+            frame = frame.set_geometry(geo_series(geoms, DEFAULT_CRS).set_axis(frame.index))
+        types, missing, empty = geometry_counts(geoms)
+    return PartRead(
+        frame, problems, "native", part.label, [], repaired, types, missing, empty, curved
+    )
 
 
 def read_csv_part(part: CsvPart) -> PartRead:
@@ -132,14 +162,15 @@ class ChunkedSource:
         report: SourceReport,
         sizes: list[int],
         *,
-        parts: list[CsvPart] | None = None,
+        parts: Sequence[Part] | None = None,
         frame: gpd.GeoDataFrame | None = None,
         record_lines: Callable[[int], np.ndarray] | None = None,
         rename: Callable[[str], str] = lambda text: text,
     ) -> None:
         self.report = report
         self.sizes = sizes
-        self.csv_parts = parts
+        # Parts a worker reads by itself; None: the source was read whole (``frame``).
+        self.parts = parts
         self._frame = frame
         self._record_lines = record_lines
         self._rename = rename
@@ -147,7 +178,7 @@ class ChunkedSource:
 
     @property
     def frame(self) -> gpd.GeoDataFrame | None:
-        """The whole frame of a source read whole (not a CSV), else None."""
+        """The whole frame of a source read whole (not read in parts), else None."""
         return self._frame
 
     @property
@@ -162,7 +193,7 @@ class ChunkedSource:
 
     def read(self, i: int) -> PartRead:
         """Part ``i``: its frame and the problems of its rows (named as the file is)."""
-        if self.csv_parts is None:
+        if self.parts is None:
             assert self._frame is not None
             start = sum(self.sizes[:i])
             frame = self._frame.iloc[start : start + self.sizes[i]]
@@ -173,7 +204,7 @@ class ChunkedSource:
                 frame, problems, report.geometry_source, report.crs, report.geometry_columns
             )
         try:
-            part = read_csv_part(self.csv_parts[i])
+            part = read_part(self.parts[i])
         except ToolkitError as exc:
             exc.args = (self._rename(str(exc)), *exc.args[1:])
             raise
@@ -195,7 +226,7 @@ class ChunkedSource:
     def finish(self) -> SourceReport:
         """The report of the whole source, as :func:`read_source` gives it."""
         report = self.report
-        if self.csv_parts is None:
+        if self.parts is None:
             return report
         missing = [i for i in range(self.count) if i not in self._seen]
         if missing:
@@ -205,14 +236,18 @@ class ChunkedSource:
         report.geometry_source = first.geometry_source
         report.geometry_columns = list(first.geometry_columns)
         types: dict[str, int] = {}
+        curved = 0
         for i in range(self.count):
             seen = self._seen[i]
+            curved += seen.curved
             report.repaired_geometries += seen.repaired
             report.null_geometries += seen.missing
             report.empty_geometries += seen.empty
             for name, n in seen.types.items():
                 types[name] = types.get(name, 0) + n
         report.geometry_types = {k: types[k] for k in _TYPE_NAMES if k in types}
+        if curved:
+            report.warnings = [*report.warnings, curves_warning(report.path, curved)]
         header = [p for p in report.problems if p.row is None]
         by_row = [p for p in report.problems if p.row is not None]
         for i in range(self.count):
@@ -272,6 +307,13 @@ def read_chunks(
     path = Path(path)
     rows = chunk_rows or chunk_rows_default()
     fmt = source_format(path, format)
+    if fmt in ("shapefile", "gpkg") and delimiter is None and quotechar is None:
+        layers = _layer_parts(
+            path, fmt, folder, rows, layer=layer, encoding=encoding, crs=crs,
+            limits=limits or ReadLimits(), name=name,
+        )  # fmt: skip
+        if layers is not None:
+            return layers
     if fmt != "csv":
         frame, report = read_source(
             path, layer=layer, encoding=encoding, crs=crs, wkt_column=wkt_column,
@@ -298,6 +340,41 @@ def read_chunks(
     except ToolkitError as exc:
         exc.args = (rename(str(exc)), *exc.args[1:])
         raise
+
+
+def _layer_parts(
+    path: Path,
+    fmt: SourceFormat,
+    folder: Path,
+    rows: int,
+    *,
+    layer: str | None,
+    encoding: str | None,
+    crs: str | None,
+    limits: ReadLimits,
+    name: str | None,
+) -> ChunkedSource | None:
+    """A Shapefile or GeoPackage layer in parts of ``rows`` features, or None where it is
+    to be read whole (:func:`~toolkit.sources.spatial_parts.plan_spatial_parts`)."""
+
+    def rename(text: str) -> str:
+        return text if name is None else _renamed(text, path, name)
+
+    try:
+        _check_file(path, limits)
+        plan = plan_spatial_parts(
+            path, fmt, folder, rows, layer=layer, encoding=encoding, crs=crs, limits=limits
+        )
+    except ToolkitError as exc:
+        exc.args = (rename(str(exc)), *exc.args[1:])
+        raise
+    if plan is None:
+        return None
+    report = plan.report
+    if name is not None:
+        report.path = name
+    sizes = [part.rows.count for part in plan.parts]
+    return ChunkedSource(report, sizes, parts=plan.parts, rename=rename)
 
 
 class _Restart(Exception):

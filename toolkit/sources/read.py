@@ -412,14 +412,16 @@ def _read_spatial(
     return frame, report
 
 
-def _spatial_frame(spatial: SpatialRead) -> gpd.GeoDataFrame:
+def _spatial_frame(spatial: SpatialRead, first: int = 1) -> gpd.GeoDataFrame:
+    """The layer's frame with its geometry named ``geometry`` (missing where it has none)
+    and its rows numbered from ``first`` (a part's first feature)."""
     frame = spatial.frame
     if not isinstance(frame, gpd.GeoDataFrame) or frame.geometry.name is None:
         empty = geo_series(np.full(len(frame), None, dtype=object), DEFAULT_CRS)
         frame = gpd.GeoDataFrame(frame, geometry=empty.set_axis(frame.index), crs=DEFAULT_CRS)
     elif frame.geometry.name != "geometry":
         frame = frame.rename_geometry("geometry")
-    frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
+    frame.index = pd.RangeIndex(first, first + len(frame), name="row")
     return frame
 
 

@@ -157,24 +157,48 @@ def _finish_crs(
     return frame, label
 
 
+@dataclass(frozen=True)
+class FeatureRange:
+    """Features ``skip`` to ``skip + count`` of a layer (pyogrio's ``skip_features`` and
+    ``max_features``): a part of it, read alone. Shapefile and GeoPackage seek to the
+    first (the .shx gives its offset; SQLite steps over the rows before it)."""
+
+    skip: int
+    count: int
+
+    def options(self) -> dict[str, int]:
+        return {"skip_features": self.skip, "max_features": self.count}
+
+
+def _range_options(rows: FeatureRange | None) -> dict[str, int]:
+    return {} if rows is None else rows.options()
+
+
 def _read_layer(
-    source: Path, layer: str | None, encoding: str | None, shown: Path
+    source: Path,
+    layer: str | None,
+    encoding: str | None,
+    shown: Path,
+    rows: FeatureRange | None = None,
 ) -> tuple[gpd.GeoDataFrame, list[SourceProblem], int]:
-    """The layer as a GeoDataFrame, a problem for each record whose shape is not a
-    geometry (left missing), and how many curved shapes were made straight. Errors name
-    ``shown`` (the file the user gave), never the folder a zip was extracted to."""
+    """The layer (or its features ``rows``) as a GeoDataFrame, a problem for each record
+    whose shape is not a geometry (left missing), and how many curved shapes were made
+    straight. Errors name ``shown`` (the file the user gave), never the folder a zip was
+    extracted to."""
     try:
         try:
-            frame = pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=True)
+            frame = pyogrio.read_dataframe(
+                source, layer=layer, encoding=encoding, use_arrow=True, **_range_options(rows)
+            )
             return frame, [], 0
         except shapely.errors.GEOSException:
             # A shape GDAL hands over but GEOS refuses (a ring that does not close): that
             # record is a problem, not the whole file.
-            return (*_read_with_invalid_shapes(source, layer, encoding), 0)
+            return (*_read_with_invalid_shapes(source, layer, encoding, rows), 0)
         except NotImplementedError as exc:
             if not is_curve_error(exc):
                 raise
-            return _read_linearised(source, layer, encoding, shown)
+            return _read_linearised(source, layer, encoding, shown, rows)
     except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
         where = "" if source == shown else f"{source.name}: "
         detail = str(exc).replace(str(source.parent), "").replace(str(source), source.name)
@@ -188,10 +212,16 @@ def _read_layer(
 
 
 def _read_linearised(
-    source: Path, layer: str | None, encoding: str | None, shown: Path
+    source: Path,
+    layer: str | None,
+    encoding: str | None,
+    shown: Path,
+    rows: FeatureRange | None = None,
 ) -> tuple[gpd.GeoDataFrame, list[SourceProblem], int]:
-    """A layer with curves (arcs), each made of straight segments by GDAL."""
-    meta, table = pyogrio.read_arrow(source, layer=layer, encoding=encoding, columns=[])
+    """A layer (or its features ``rows``) with curves (arcs), each made of straight
+    segments by GDAL."""
+    given = _range_options(rows)
+    meta, table = pyogrio.read_arrow(source, layer=layer, encoding=encoding, columns=[], **given)
     curved = count_curves(table.column(meta["geometry_name"] or "wkb_geometry"))
     if not can_linearise():
         raise SourceError(
@@ -199,23 +229,27 @@ def _read_linearised(
             "here; convert them first: ogr2ogr -nlt CONVERT_TO_LINEAR out.gpkg in.gpkg"
         )
     with linear_geometries():
-        frame = pyogrio.read_dataframe(source, layer=layer, encoding=encoding, use_arrow=False)
+        frame = pyogrio.read_dataframe(
+            source, layer=layer, encoding=encoding, use_arrow=False, **given
+        )
     return frame, [], curved
 
 
 def _read_with_invalid_shapes(
-    source: Path, layer: str | None, encoding: str | None
+    source: Path, layer: str | None, encoding: str | None, rows: FeatureRange | None = None
 ) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
+    given = _range_options(rows)
     frame = pyogrio.read_dataframe(
-        source, layer=layer, encoding=encoding, use_arrow=True, on_invalid="ignore"
+        source, layer=layer, encoding=encoding, use_arrow=True, on_invalid="ignore", **given
     )
-    meta, table = pyogrio.read_arrow(source, layer=layer, encoding=encoding, columns=[])
+    meta, table = pyogrio.read_arrow(source, layer=layer, encoding=encoding, columns=[], **given)
+    first = 1 if rows is None else rows.skip + 1
     wkb = table.column(meta["geometry_name"] or "wkb_geometry").to_numpy(zero_copy_only=False)
     had_shape = np.array([value is not None for value in wkb], dtype=bool)
     invalid = np.flatnonzero(had_shape & frame.geometry.isna().to_numpy())
     problems = [
         SourceProblem(
-            "not a valid geometry (GEOS cannot build it)", row=int(i) + 1, column="geometry"
+            "not a valid geometry (GEOS cannot build it)", row=int(i) + first, column="geometry"
         )
         for i in invalid.tolist()
     ]
@@ -266,9 +300,11 @@ def _read_without_prj(
         return _read_layer(Path(folder) / shp.name, None, encoding, shown)[:2]
 
 
-def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None) -> SpatialRead:
-    """One .shp with its sidecars; ``shown`` is the path to name in messages."""
-    problems: list[SourceProblem] = []
+def _shapefile_encoding(
+    shp: Path, shown: Path, encoding: str | None
+) -> tuple[str | None, EncodingSource | None, str | None]:
+    """The encoding of a .shp's text, how it was decided, and what GDAL is told (None:
+    GDAL honours the .cpg itself)."""
     cpg = _sidecar(shp, ".cpg")
     dbf = _sidecar(shp, ".dbf")
     source: EncodingSource | None
@@ -285,7 +321,13 @@ def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None
     if dbf is None:
         raise SourceError(f"{shown}: the shapefile {shp.name} has no .dbf beside it")
     # GDAL honours a .cpg itself; otherwise it is told what was decided.
-    gdal_encoding = None if source == "cpg" else decided
+    return decided, source, None if source == "cpg" else decided
+
+
+def read_shapefile(shp: Path, shown: Path, encoding: str | None, crs: str | None) -> SpatialRead:
+    """One .shp with its sidecars; ``shown`` is the path to name in messages."""
+    problems: list[SourceProblem] = []
+    decided, source, gdal_encoding = _shapefile_encoding(shp, shown, encoding)
     prj = _sidecar(shp, ".prj")
     try:
         if prj is not None and _prj_not_text(prj):
@@ -359,8 +401,13 @@ def read_ogr(path: Path, layer: str | None, encoding: str | None, crs: str | Non
         frame, chosen, decided or "utf-8", "given" if decided else "default", label, problems
     )
     if curved:
-        read.warnings.append(
-            f"{path}: {curved} curved geometr{'y' if curved == 1 else 'ies'} made linear "
-            "(any arcs approximated by straight segments)"
-        )
+        read.warnings.append(curves_warning(str(path), curved))
     return read
+
+
+def curves_warning(path: str, curved: int) -> str:
+    """What the user is told of ``curved`` geometries of ``path`` made straight."""
+    return (
+        f"{path}: {curved} curved geometr{'y' if curved == 1 else 'ies'} made linear "
+        "(any arcs approximated by straight segments)"
+    )
