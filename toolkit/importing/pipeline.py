@@ -30,11 +30,18 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.geocoding import make_assets
 from toolkit.importing.linking import LinkResult, link_rows
-from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule, plan_overwrite
+from toolkit.importing.overwrite import (
+    OverwritePlan,
+    check_overwrite_rule,
+    normalised_keys,
+    plan_overwrite,
+)
 from toolkit.importing.parts import (
     RowNumbers,
     StagedFrames,
@@ -58,6 +65,7 @@ from toolkit.importing.rules import (
     load_rule,
     numbers_for_text,
 )
+from toolkit.importing.streamed import EarlyTransaction, read_ahead
 from toolkit.matching.modes import FuzzyTexts, ModeFunction, fuzzy_model, match_fuzzy
 from toolkit.matching.options import LookupOptions
 from toolkit.matching.probabilistic import Model
@@ -212,6 +220,31 @@ def job_fuzzy_model(
 
 _PROBLEM_COLUMNS = ["row", "column", "value", "reason"]
 _NO_ROWS = np.empty(0, dtype=np.int64)
+
+
+class _Unstreamable(Exception):
+    """An asset import inserted as it is read cannot go on as one part would: the
+    parts inserted so far are rolled back and the import is run again as one part."""
+
+
+@dataclass
+class _EarlyAssets:
+    """An asset import's parts inserted as they are read, in the import's one write
+    transaction (begun at the first part): each part's inserts are planned against the
+    keys of the rows before it, which decide them as the whole file's plan does (a key
+    repeating an earlier row is refused, the earlier row kept). Its updates wait for the
+    end, so records are written in the order one part writes them."""
+
+    transaction: EarlyTransaction[Any]
+    existing: pd.DataFrame | None = None
+    now: int = 0
+    kept: int = 0  # kept rows of the parts so far
+    inserted: list[np.ndarray] = field(default_factory=list)  # positions of all kept rows
+    retired: np.ndarray = field(default_factory=lambda: _NO_ROWS)
+    # The parts whose rows update records: their first position and payload.
+    updating: list[tuple[int, _Payload]] = field(default_factory=list)
+    given_ids: bool | None = None  # decided by the first part that inserts
+    keys: list[Any] = field(default_factory=list)  # each part's keys (pa.Array, trimmed)
 
 
 class _Refused(Exception):
@@ -459,6 +492,8 @@ class ImportRunner:
         self.progress = progress
         # Runs the per-partition stages elsewhere (toolkit.engine); None: in this process.
         self.engine = engine
+        # The running asset import's parts inserted as they are read, if it is.
+        self._early: _EarlyAssets | None = None
 
     # --- checking the request -------------------------------------------------------------
 
@@ -600,20 +635,50 @@ class ImportRunner:
         with tempfile.TemporaryDirectory(prefix="toolkit-import-", dir=base) as work:
             folder = Path(work)
             # On an engine every import is read in partitions (its workers read them);
-            # locally, an import that cannot be read in parts is read as one.
+            # locally, an import that cannot be read in parts is read as one, and an
+            # asset import in parts inserted as they come (_EarlyAssets).
             rows = self.engine.partition_rows if self.engine is not None else None
-            if rows is None and not streamable(rule):
+            early = self.engine is None and rule.import_type == "asset"
+            if rows is None and not streamable(rule) and not early:
                 rows = _ONE_PART
-            with self._stage(outcome, "read"):
-                chunked = read_chunks(
-                    request.source,
-                    folder / "source",
-                    chunk_rows=rows,
-                    name=request.source_name,
-                    progress=self.progress,
-                    **request.read_options(),
-                )
+            try:
+                self._read_and_write(job_id, request, rule, folder, rows, outcome)
+            except _Unstreamable:
+                # Some rows give asset ids and others do not: every row gets a new id, as
+                # one part decides; the parts inserted with theirs are rolled back.
+                outcome.__dict__.update(_Outcome().__dict__)
+                self._read_and_write(job_id, request, rule, folder, _ONE_PART, outcome)
+
+    def _read_and_write(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        folder: Path,
+        rows: int | None,
+        outcome: _Outcome,
+    ) -> None:
+        with self._stage(outcome, "read"):
+            chunked = read_chunks(
+                request.source,
+                folder / "source",
+                chunk_rows=rows,
+                name=request.source_name,
+                progress=self.progress,
+                **request.read_options(),
+            )
+        if rule.import_type == "asset" and self.engine is None and chunked.count > 1:
+            self._early = _EarlyAssets(
+                EarlyTransaction(lambda: self.store.db.transaction(commit=not request.dry_run))
+            )
+        try:
             self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
+        except BaseException as exc:
+            if self._early is not None:
+                self._early.transaction.abort(exc)  # nothing of the import is kept
+            raise
+        finally:
+            self._early = None
 
     def _pipeline_parts(
         self,
@@ -650,9 +715,12 @@ class ImportRunner:
         link_problems = StagedFrames(folder / "rejected", "link")
         first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=_no_problems())
-        for part, prepared, linked, payload in self._parts(
-            job_id, request, rule, chunked, may_update, outcome
-        ):
+        parts = self._parts(job_id, request, rule, chunked, may_update, outcome)
+        early = self._early
+        if early is not None:
+            # The next part is read while this one is inserted.
+            parts = read_ahead(parts)
+        for part, prepared, linked, payload in parts:
             # The plan and the notes need the rule's headings only: not the first part's
             # rows, which would stay in memory until the write.
             # (Empty frames of their own: a slice of a frame keeps its arrays alive.)
@@ -668,10 +736,13 @@ class ImportRunner:
                 # Every part but the last goes to disk at once: it need not stay in memory
                 # beside the next part while that one is read, ruled, linked and prepared.
                 staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
-            else:
+            elif early is None:
                 joined.append(payload)
             keys.append(_compact_keys(payload.values, matching_id))
             kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
+            if early is not None:
+                with self._stage(outcome, "store"):
+                    self._insert_early(early, job_id, request, rule, payload, keys, kept_rows)
             rule_rejections.add(prepared.rejections)
             link_problems.add(linked.problems)
             rows.append(RowNumbers(part))
@@ -950,20 +1021,23 @@ class ImportRunner:
         *,
         dry_run: bool,
     ) -> Written:
-        with self.store.db.transaction(commit=not dry_run) as conn:
+        early = self._early
+        with (
+            self.store.db.transaction(commit=not dry_run)
+            if early is None
+            else early.transaction.finish()
+        ) as conn:
             # Two imports of the same keys at once (PostgreSQL): the second waits here,
             # then plans against the first one's records.
-            self.store.db.lock_scope(
-                conn,
-                f"import/{self.store.site_id}/{rule.import_type}/{rule.register}/"
-                f"{request.event_id}",
-            )
+            self.store.db.lock_scope(conn, self._scope(rule, request))
             with self._stage(outcome, "plan"):
                 self.progress("plan", 0, len(kept.values))
                 matching_id = matching_field(rule, request.matching_id)
                 planned = plan_rows(
                     kept.values,
-                    self._existing_keys(rule, request, matching_id),
+                    self._existing_keys(rule, request, matching_id)
+                    if early is None or early.existing is None
+                    else early.existing,
                     request.overwrite_rule or rule.overwrite_rule,
                     matching_id=matching_id,
                     column=prepared.column_of.get(matching_id, matching_id),
@@ -998,7 +1072,7 @@ class ImportRunner:
                     payload,
                     asset_ids,
                     actor,
-                    self.store.db.clock(),
+                    self.store.db.clock() if early is None else early.now,
                     written,
                 )
                 written.finish()
@@ -1261,70 +1335,200 @@ class ImportRunner:
         now: int,
         written: _Written,
     ) -> int:
-        payload = parts.only()  # an asset import is not read in parts
+        """Retirements, inserts, then updates; the parts of an import inserted as they were
+        read (``_EarlyAssets``) have had their retirements and inserts written already."""
+        early = self._early
+        if early is None:
+            payload = parts.only()  # read as one part
+            self.store.assets.retire_many(conn, id_list(plan.retirements), actor, now)
+            written.retired()
+            if len(plan.inserts):
+                self._insert_assets(
+                    conn, rule, request, payload, plan.inserts, actor, now,
+                    ids_given=_gives_ids(payload.filled, plan.inserts),
+                    on_rows=written.inserted,
+                )  # fmt: skip
+            return self._update_assets(conn, [(payload, plan.updates, plan.update_ids)], actor, now)
+        done = np.concatenate(early.inserted) if early.inserted else _NO_ROWS
+        # The whole file's plan (empty when refused: all is rolled back) is what was done.
+        if (len(plan.inserts) and not np.array_equal(done, plan.inserts)) or (
+            len(plan.retirements) and not np.array_equal(early.retired, plan.retirements)
+        ):
+            raise RuntimeError("the parts inserted as read differ from the import's plan")
+        written.retired()
+        written.inserted(len(plan.inserts))
+        pieces = []
+        for start, payload in early.updating:
+            lo, hi = np.searchsorted(plan.updates, [start, start + len(payload.filled)])
+            pieces.append((payload, plan.updates[lo:hi] - start, plan.update_ids[lo:hi]))
+        return self._update_assets(conn, pieces, actor, now)
+
+    def _insert_assets(
+        self,
+        conn: Any,
+        rule: ImportRule,
+        request: ImportRequest,
+        payload: _Payload,
+        positions: np.ndarray,
+        actor: Actor,
+        now: int,
+        *,
+        ids_given: bool,
+        on_rows: Callable[[int], None],
+    ) -> None:
+        """Insert the rows of ``payload`` at ``positions``; with ``ids_given``, under the
+        ids of their ``id`` column (refused if a record has one already)."""
         assets = self.store.assets
         filled = payload.filled
         tags = json.dumps([request.import_tag] if request.import_tag else [])
-        assets.retire_many(conn, id_list(plan.retirements), actor, now)
-        written.retired()
         wkb = payload.geometry_wkb or [None] * len(filled)
         bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
-        if len(plan.inserts):
-            inserts = filled.iloc[plan.inserts]
-            given_ids = None
-            if "id" in inserts and inserts["id"].notna().all():
-                given_ids = [int(v) for v in as_python(inserts["id"])]
-                taken = assets.ids_taken(given_ids)
-                if taken:
-                    raise OptionError(
-                        f"asset id(s) already used: {', '.join(map(str, sorted(taken)[:10]))}; "
-                        "import with matchingId id to update them"
-                    )
-            assets.insert_many(
-                conn,
-                NewAssets(
-                    type=_text_column(inserts, "type", rule.asset_type or "Asset"),
-                    name=as_python(inserts["name"]),
-                    code=_text_column(inserts, "code", None),
-                    friendly=_text_column(inserts, "friendly", None),
-                    region_id=(
-                        as_python(inserts["regionId"])
-                        if "regionId" in inserts
-                        else request.region_id
-                    ),
-                    status=_int_column(inserts, "status", 1),
-                    extra_info=payload.insert_json.iloc[plan.inserts].tolist(),
-                    geometry=_taken(wkb, plan.inserts),
-                    bounds=bounds[plan.inserts],
-                    source=request.name,
-                    tags=tags,
+        inserts = filled.iloc[positions]
+        given_ids = None
+        if ids_given:
+            given_ids = [int(v) for v in as_python(inserts["id"])]
+            taken = assets.ids_taken(given_ids)
+            if taken and self._early is not None:
+                raise _Unstreamable  # the error names the whole file's first ten, as one part
+            if taken:
+                raise OptionError(
+                    f"asset id(s) already used: {', '.join(map(str, sorted(taken)[:10]))}; "
+                    "import with matchingId id to update them"
+                )
+        assets.insert_many(
+            conn,
+            NewAssets(
+                type=_text_column(inserts, "type", rule.asset_type or "Asset"),
+                name=as_python(inserts["name"]),
+                code=_text_column(inserts, "code", None),
+                friendly=_text_column(inserts, "friendly", None),
+                region_id=(
+                    as_python(inserts["regionId"]) if "regionId" in inserts else request.region_id
                 ),
-                actor,
-                now,
-                ids=given_ids,
-                on_rows=written.inserted,
-            )
-        changed = 0
-        if len(plan.updates):
-            updates = payload.filled.iloc[plan.updates]
-            columns: dict[str, Sequence[object]] = {
-                name: as_python(updates[name])
-                for name in ("name", "code", "type", "friendly", "status")
-                if name in updates
-            }
+                status=_int_column(inserts, "status", 1),
+                extra_info=payload.insert_json.iloc[positions].tolist(),
+                geometry=_taken(wkb, positions),
+                bounds=bounds[positions],
+                source=request.name,
+                tags=tags,
+            ),
+            actor,
+            now,
+            ids=given_ids,
+            on_rows=on_rows,
+        )
+
+    def _update_assets(
+        self,
+        conn: Any,
+        pieces: Sequence[tuple[_Payload, np.ndarray, np.ndarray]],
+        actor: Actor,
+        now: int,
+    ) -> int:
+        """Update the records ``ids`` from the rows of each payload at its positions, in
+        one statement set (the order one part writes them); how many changed."""
+        ids: list[int] = []
+        patches: list[str] = []
+        columns: dict[str, list[object]] = {}
+        for payload, positions, update_ids in pieces:
+            if not len(positions):
+                continue
+            updates = payload.filled.iloc[positions]
+            for name in ("name", "code", "type", "friendly", "status"):
+                if name in updates:
+                    columns.setdefault(name, []).extend(as_python(updates[name]))
             if payload.geometry_wkb is not None:
-                columns["geometry"] = [wkb[i] for i in plan.updates]
+                wkb = payload.geometry_wkb
+                columns.setdefault("geometry", []).extend(wkb[i] for i in positions.tolist())
+                assert payload.bounds is not None
                 for i, name in enumerate(("min_x", "min_y", "max_x", "max_y")):
-                    columns[name] = as_python(pd.Series(bounds[plan.updates, i]))
-            changed = assets.update_many(
-                conn,
-                id_list(plan.update_ids),
-                payload.patches(plan.updates),
-                columns,
-                actor,
-                now,
-            )
-        return changed
+                    column = as_python(pd.Series(payload.bounds[positions, i]))
+                    columns.setdefault(name, []).extend(column)
+            patches.extend(payload.patches(positions))
+            ids.extend(id_list(update_ids))
+        if not ids:
+            return 0
+        return self.store.assets.update_many(conn, ids, patches, dict(columns), actor, now)
+
+    def _insert_early(
+        self,
+        early: _EarlyAssets,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        payload: _Payload,
+        keys: Sequence[Any],
+        kept_rows: Sequence[RowNumbers],
+    ) -> None:
+        """Insert the rows of the part just read (``payload``, the last of ``keys`` and
+        ``kept_rows``) that the whole file's plan inserts, as it is read."""
+        conn = early.transaction.conn
+        actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
+        overwrite = request.overwrite_rule or rule.overwrite_rule
+        matching_id = matching_field(rule, request.matching_id)
+        if early.existing is None:  # the first part: the transaction has just begun
+            self.store.db.lock_scope(conn, self._scope(rule, request))
+            early.existing = self._existing_keys(rule, request, matching_id)
+            early.now = self.store.db.clock()
+            if overwrite == "deleteAndInsert":
+                early.retired = early.existing["id"].to_numpy(dtype=np.int64)
+                self.store.assets.retire_many(conn, id_list(early.retired), actor, early.now)
+        start, early.kept = early.kept, early.kept + len(payload.filled)
+        plan = self._part_plan(early, keys, kept_rows, overwrite, matching_id, start)
+        inserts = plan.inserts[plan.inserts >= start]
+        if len(plan.updates) and plan.updates[-1] >= start:
+            early.updating.append((start, payload))
+        if not len(inserts):
+            return
+        ids_given = _gives_ids(payload.filled, inserts - start)
+        if early.given_ids is None:
+            early.given_ids = ids_given
+        elif early.given_ids and not ids_given:
+            raise _Unstreamable
+        before = sum(len(done) for done in early.inserted)
+        self._insert_assets(
+            conn, rule, request, payload, inserts - start, actor, early.now,
+            ids_given=bool(early.given_ids),
+            on_rows=lambda n: self.progress("write", before + n, None, detail="inserting"),
+        )  # fmt: skip
+        early.inserted.append(inserts)
+
+    @staticmethod
+    def _part_plan(
+        early: _EarlyAssets,
+        keys: Sequence[Any],
+        kept_rows: Sequence[RowNumbers],
+        overwrite: str,
+        matching_id: str,
+        start: int,
+    ) -> OverwritePlan:
+        """The whole file's plan as far as the last part (its rows from ``start``, in
+        positions of every kept row): a key repeating an earlier row is refused, the
+        earlier row kept, so the rows so far decide it. The part is planned alone when no
+        key of it is in an earlier part (the usual case: time follows the part); else
+        with every row so far."""
+        assert early.existing is not None
+        text = None if keys[-1] is None else normalised_keys(pd.Series(keys[-1]))
+        repeats = False
+        if text is not None and early.keys:
+            earlier = pa.concat_arrays(early.keys).drop_null()
+            repeats = pc.any(pc.is_in(text, value_set=earlier, skip_nulls=True)).as_py()
+        if text is not None:
+            early.keys.append(text)
+        if repeats:
+            return plan_rows(
+                _keys_frame(keys, kept_rows, matching_id), early.existing, overwrite,
+                matching_id=matching_id, column=matching_id, rejected=_no_problems(),
+            ).plan  # fmt: skip
+        plan = plan_rows(
+            _keys_frame(keys[-1:], kept_rows[-1:], matching_id), early.existing, overwrite,
+            matching_id=matching_id, column=matching_id, rejected=_no_problems(),
+        ).plan  # fmt: skip
+        return replace(plan, inserts=plan.inserts + start, updates=plan.updates + start)
+
+    def _scope(self, rule: ImportRule, request: ImportRequest) -> str:
+        """What an import's transaction holds (``Database.lock_scope``)."""
+        return f"import/{self.store.site_id}/{rule.import_type}/{rule.register}/{request.event_id}"
 
     def _write_users(
         self,
@@ -1520,6 +1724,11 @@ def _link_ways(rule: ImportRule) -> set[str]:
     """The modes a rule's asset link tries (``mode`` and ``fallbackMode``)."""
     options = rule.asset_link.options if rule.asset_link is not None else {}
     return {str(options.get(k)) for k in ("mode", "fallbackMode")}
+
+
+def _gives_ids(filled: pd.DataFrame, positions: np.ndarray) -> bool:
+    """Whether the rows at ``positions`` all give their asset's id (kept as given)."""
+    return "id" in filled and bool(filled["id"].iloc[positions].notna().all())
 
 
 def _taken(values: list[bytes | None], positions: np.ndarray) -> list[bytes | None]:

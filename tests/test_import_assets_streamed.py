@@ -1,0 +1,189 @@
+"""An asset import read in parts is inserted part by part as it is read (the next part read
+in a thread meanwhile), in one transaction: it gives exactly what the import read as one
+part gives. Counts, rejects with their rows, stored assets, ids and audit entries, for a
+first import, a re-import of updates with keys repeated across parts, deleteAndInsert, a
+dry run, a rolled-back run with a bad row in a late part, and ids given by only some rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from toolkit.cli import cli
+from toolkit.importing.streamed import read_ahead
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+RULES = SAMPLE.parent / "pipelines"
+ASSETS = "SELECT * FROM asset ORDER BY id"
+AUDIT = (
+    "SELECT id, action, record_type, record_id, changes, message, import_job_id "
+    "FROM audit_log ORDER BY id"
+)
+# 36 assets in parts of 5 rows: 8 parts.
+PARTS = {"TOOLKIT_CHUNK_ROWS": "5"}
+ONE_PART = {"TOOLKIT_CHUNK_ROWS": "100000"}
+
+
+def _rows() -> list[dict[str, str]]:
+    with (SAMPLE / "assets.csv").open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> Path:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(out.getvalue(), encoding="utf-8")
+    return path
+
+
+def _files(folder: Path) -> dict[str, Path]:
+    rows = _rows()
+    changed = [dict(r) for r in rows]
+    for row in changed[:10]:
+        row["name"] = row["name"] + " (renamed)"
+    changed[29]["code"] = changed[1]["code"]  # repeats row 2, in another part: refused
+    changed[32]["name"] = ""  # required: refused, in the last part but one
+    changed.extend(
+        {**rows[0], "id": str(990_000 + i), "code": f"NEW-{i}", "name": f"NEW {i}"}
+        for i in range(1, 4)
+    )
+    some_ids = [dict(r) for r in rows]
+    for row in some_ids[31:]:
+        row["id"] = ""  # a late part gives no ids: every row gets a new one
+    no_ids = [{**r, "id": ""} for r in rows]
+    return {
+        "no ids": _write(folder / "no_ids.csv", no_ids),
+        "first": _write(folder / "first.csv", rows),
+        "changed": _write(folder / "changed.csv", changed),
+        "some ids": _write(folder / "some_ids.csv", some_ids),
+    }
+
+
+def _import(site: Path, env: dict[str, str], path: Path, *args: str) -> tuple[int, Any]:
+    result = CliRunner().invoke(
+        cli,
+        [
+            *("--store", str(site), "--rules", str(RULES), "--json", "import", str(path)),
+            *("--type", "asset", "--rule", "assets-csv", *args),
+        ],
+        env=env,
+    )
+    summary = dict(json.loads(result.stdout)["summary"])
+    summary.pop("timings")
+    return result.exit_code, summary
+
+
+def _stored(site: Path) -> tuple[list[tuple[object, ...]], ...]:
+    with sqlite3.connect(site) as conn:
+        assets = [r[:-2] for r in conn.execute(ASSETS)]  # without the dates
+        return assets, list(conn.execute(AUDIT))
+
+
+def _run_all(folder: Path, files: dict[str, Path], env: dict[str, str]) -> list[Any]:
+    site = folder / "site.sqlite"
+    out: list[Any] = []
+    steps = [
+        (files["first"], ()),
+        (files["changed"], ("--rollback-on-error",)),
+        (files["changed"], ("--dry-run",)),
+        (files["changed"], ("--rejects", str(folder / "rejects.csv"))),
+        (files["no ids"], ("--overwrite-rule", "deleteAndInsert")),
+        # The ids given are those of the retired records: refused, naming them.
+        (files["first"], ("--overwrite-rule", "deleteAndInsert")),
+    ]
+    for path, args in steps:
+        out.append(_import(site, env, path, *args))
+        out.append(_stored(site))
+    out.append((folder / "rejects.csv").read_bytes())
+    other = folder / "other.sqlite"
+    out.append(_import(other, env, files["some ids"]))
+    out.append(_stored(other))
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
+    root = tmp_path_factory.mktemp("streamed")
+    files = _files(root)
+    out: dict[str, list[Any]] = {}
+    for name, env in (("one part", ONE_PART), ("parts", PARTS)):
+        (root / name).mkdir()
+        out[name] = _run_all(root / name, files, env)
+    return out
+
+
+def test_parts_inserted_as_read_write_what_one_part_writes(runs: dict[str, list[Any]]) -> None:
+    one, parts = runs["one part"], runs["parts"]
+    assert len(parts) == len(one)
+    for i, (got, want) in enumerate(zip(parts, one, strict=True)):
+        assert got == want, i
+
+
+def test_the_runs_did_what_they_say(runs: dict[str, list[Any]]) -> None:
+    one = runs["one part"]
+    code, first = one[0]
+    assert code == 0 and first["counts"]["inserted"] == 36
+    assets, audit = one[1]
+    assert [a[0] for a in assets][:2] == [900001, 900002]  # the ids given
+    assert len(audit) == 36
+    # Rolled back: refused for its rejected rows, which it names; nothing written.
+    code, refused = one[2]
+    assert code == 1 and refused["status"] == "FAILED"
+    assert [e["row"] for e in refused["errors"]] == [30, 33]
+    assert "repeats row 2" in refused["errors"][0]["reason"]
+    assert one[3] == one[1]
+    assert one[5] == one[1]  # the dry run wrote nothing either
+    code, imported = one[6]
+    assert code == 0
+    assert {k: imported["counts"][k] for k in ("inserted", "updated", "rejected")} == {
+        "inserted": 3,
+        "updated": 10,
+        "rejected": 2,
+    }
+    code, again = one[8]
+    assert code == 0 and again["counts"]["retired"] == 39 and again["counts"]["inserted"] == 36
+    assets, _ = one[9]
+    assert [a[0] for a in assets][-36:] == list(range(990_004, 990_040))
+    code, taken = one[10]
+    assert code == 1 and taken["reason"].startswith("asset id(s) already used: 900001, ")
+    assert one[11] == one[9]
+    assert b"30," in one[12] and b"33," in one[12]
+    # Some rows give no id: every row gets a new one, as one part decides.
+    code, some = one[13]
+    assert code == 0 and some["counts"]["inserted"] == 36
+    assets, _ = one[14]
+    assert [a[0] for a in assets] == list(range(1, 37))
+
+
+def test_a_part_that_fails_to_read_stops_the_reading_and_is_raised() -> None:
+    made: list[int] = []
+
+    def parts() -> Iterator[int]:
+        for i in range(5):
+            if i == 2:
+                raise ValueError("row 11: cannot read")
+            made.append(i)
+            yield i
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="row 11"):
+        for part in read_ahead(parts()):
+            got.append(part)
+    assert got == [0, 1] and made == [0, 1]
+    # Stopping early ends the thread (no part is made beyond the next one).
+    seen: list[int] = []
+    for part in read_ahead(iter(range(100))):
+        seen.append(part)
+        if part == 3:
+            break
+    assert seen == [0, 1, 2, 3]
