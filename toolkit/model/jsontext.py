@@ -59,6 +59,12 @@ def _escaped(strings: pa.Array) -> pa.Array:
 
 def json_strings(column: pa.Array) -> pa.Array:
     """Each string as a JSON string literal; null stays null."""
+    return pc.binary_join_element_wise(text('"'), json_escaped(column), text('"'), text(""))
+
+
+def json_escaped(column: pa.Array) -> pa.Array:
+    """Each string as the inside of its JSON string literal (the quotes left to the
+    caller, who may join them with more text in the same pass); null stays null."""
     if isinstance(column, pa.ChunkedArray):
         # A column read in blocks comes chunked, and replace_with_mask takes no chunked
         # mask: a clean part (nothing filtered out) whose text needed escapes failed here.
@@ -68,7 +74,7 @@ def json_strings(column: pa.Array) -> pa.Array:
     needs = pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), False)
     if pc.any(needs).as_py():
         column = pc.replace_with_mask(column, needs, _escaped(pc.filter(column, needs)))
-    return pc.binary_join_element_wise(text('"'), column, text('"'), text(""))
+    return column
 
 
 def json_literals(column: pa.Array) -> pa.Array:
