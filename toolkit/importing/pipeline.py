@@ -767,9 +767,10 @@ class ImportRunner:
                 shown("prepare", 0, kept_rows)
                 payload = prepare_payload(
                     rule,
-                    prepared.values[keep],
-                    prepared.cleared[keep],
-                    frame[keep],
+                    _rows_kept(prepared.values, keep),
+                    _rows_kept(prepared.cleared, keep),
+                    # Only an asset's geometry is taken from the rows as read.
+                    _rows_kept(frame, keep) if rule.import_type == "asset" else None,
                     may_update=may_update,
                 )
                 shown("prepare", kept_rows, kept_rows)
@@ -1395,12 +1396,13 @@ def prepare_payload(
     rule: ImportRule,
     values: pd.DataFrame,
     cleared: pd.DataFrame,
-    frame: pd.DataFrame,
+    frame: pd.DataFrame | None,
     *,
     may_update: bool,
 ) -> _Payload:
     """The payload of some rows: values with defaults, each row's JSON as a new record
-    and (``may_update``) as a merge patch, an asset's geometry as WKB with its bounds."""
+    and (``may_update``) as a merge patch, an asset's geometry as WKB with its bounds
+    (from ``frame``, the rows as read; None for a payload with no geometry)."""
     record_fields = {
         "item": ITEM_RECORD_FIELDS,
         "asset": ASSET_RECORD_FIELDS,
@@ -1417,7 +1419,7 @@ def prepare_payload(
         insert_json=fields_json(filled[json_columns]),
         patch_json=fields_json(values[json_columns], cleared[json_columns]) if may_update else None,
     )
-    if rule.import_type == "asset" and "geometry" in frame.columns:
+    if rule.import_type == "asset" and frame is not None and "geometry" in frame.columns:
         payload.geometry_wkb, payload.bounds = geometry_columns(np.asarray(frame.geometry.values))
     return payload
 
@@ -1578,6 +1580,12 @@ def _rows_of(chunked: ChunkedSource, rows: Sequence[RowNumbers], wanted: set[int
         frame = chunked.read(i).frame
         frames.append(frame[frame.index.isin(list(wanted))])
     return frames[0] if len(frames) == 1 else pd.concat(frames)
+
+
+def _rows_kept(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """The rows of ``frame`` that ``keep`` marks: ``frame`` itself when it marks every row
+    (nothing rejected: no copy of the part)."""
+    return frame if bool(keep.all()) else frame[keep]
 
 
 def _kept(
