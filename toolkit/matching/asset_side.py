@@ -42,7 +42,11 @@ class AssetSide:
 
     @classmethod
     def of(cls, names: pd.Series) -> AssetSide:
-        analysis = Analysis.of(names)
+        return cls.of_analysis(Analysis.of(names))
+
+    @classmethod
+    def of_analysis(cls, analysis: Analysis) -> AssetSide:
+        """The side of asset names already analysed (the index's own analysis of them)."""
         full = Parsed.of(analysis)
         parsed = full.restricted(ASSET_FIELDS)
         return cls(
