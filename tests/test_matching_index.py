@@ -6,6 +6,7 @@ import pickle
 from pathlib import Path
 
 import geopandas as gpd
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -206,3 +207,22 @@ def _without_boxes(data: bytes) -> bytes:
         return ipc_bytes(table)
 
     return rewritten_dump(data, boxless)
+
+
+def test_a_dump_leaves_the_key_table_encoded_until_some_assets_are_left_out() -> None:
+    built = AssetIndex.from_frame(asset_frame())
+    out = io.BytesIO()
+    built.dump(out)
+    loaded = AssetIndex.loads(out.getvalue())
+    side = loaded.fuzzy_side()
+    assert len(side.parsed.keys) == 0 and "table" not in side._key_source
+    every = np.ones(len(side.parsed), dtype=bool)
+    assert side.groups_for(every) is side.groups and "table" not in side._key_source
+    # A9 is inactive, A8 a hydrant: a lookup of properties groups the keys of the others.
+    for options in ({"mode": "fuzzy"}, {"mode": "fuzzy", "assetClass": "Property"}):
+        expected = resolve(built, queries(*TEXTS), options)
+        pd.testing.assert_frame_equal(resolve(loaded, queries(*TEXTS), options), expected)
+    key_rows, keys = side.key_table()
+    np.testing.assert_array_equal(key_rows, built.fuzzy_side().parsed.key_rows)
+    np.testing.assert_array_equal(keys, built.fuzzy_side().parsed.keys)
+    assert len(keys) > 100

@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +30,7 @@ import shapely
 
 from toolkit.errors import MatchingError
 from toolkit.matching.address import TEXT_NAMES, Analysis
-from toolkit.matching.asset_side import AssetSide
+from toolkit.matching.asset_side import KEY_TABLE, AssetSide
 
 log = logging.getLogger(__name__)
 
@@ -548,17 +549,23 @@ class AssetIndex:
             buffer = pa.py_buffer(data)
             offset = end + 1
             tables = {}
+            later: dict[str, Callable[[], pa.Table]] = {}
             # In the order written: the index's tables, then the fuzzy side's.
             for name, size in header["tables"].items():
-                tables[name] = read(buffer.slice(offset, int(size)))
+                part = buffer.slice(offset, int(size))
                 offset += int(size)
+                if name.partition(":")[2] in KEY_TABLE and name.startswith("fuzzy:"):
+                    # Read when first needed, from a copy (the whole string is let go).
+                    later[name.partition(":")[2]] = partial(read, pa.py_buffer(part.to_pybytes()))
+                else:
+                    tables[name] = read(part)
         except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException) as exc:
             raise MatchingError(f"the asset index in {place} is corrupt: {exc}") from exc
         index = cls._from_tables(header, tables, place)
         side = {k.partition(":")[2]: t for k, t in tables.items() if k.startswith("fuzzy:")}
         try:
             index._derived["fuzzy"] = AssetSide.from_tables(
-                side, header.get("fuzzy") or {}, len(index), place
+                side, header.get("fuzzy") or {}, len(index), place, later
             )
         except MatchingError as exc:  # rebuilt on first use: slower, never wrong
             log.warning("rebuilding the fuzzy matching data: %s", exc)

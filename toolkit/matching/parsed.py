@@ -175,11 +175,15 @@ class Parsed:
 
     def restricted(self, fields: tuple[str, ...]) -> Parsed:
         """Only ``fields``, with a vocabulary of just their texts (an asset side to keep)."""
-        stacked = np.concatenate([[0], *(self.codes[f] for f in fields)])
-        used, compact = np.unique(stacked, return_inverse=True)
-        compact = compact.astype(np.int32)
-        n = len(self)
-        codes = {f: compact[1 + i * n : 1 + (i + 1) * n] for i, f in enumerate(fields)}
+        # The codes are below len(vocabulary): a count of each and a running sum of the
+        # used ones renumber them as np.unique would (in order), without its sort.
+        used_mask = np.zeros(len(self.vocabulary), dtype=bool)
+        used_mask[0] = True
+        for f in fields:
+            used_mask[self.codes[f]] = True
+        used = np.flatnonzero(used_mask)
+        renumber = (np.cumsum(used_mask, dtype=np.int32) - 1).astype(np.int32)
+        codes = {f: renumber[self.codes[f]] for f in fields}
         return Parsed(
             self.vocabulary[used],
             codes,
