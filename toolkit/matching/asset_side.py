@@ -56,10 +56,12 @@ class AssetSide:
         """The side of asset names already analysed (the index's own analysis of them)."""
         full = Parsed.of(analysis)
         parsed = full.restricted(ASSET_FIELDS)
+        u = estimate_u(full)
+        del full  # its texts of every reading: let go before the keys are grouped
         return cls(
             parsed,
             analysis.codes,
-            estimate_u(full),
+            u,
             term_frequencies(parsed.codes["street"]),
             term_frequencies(parsed.codes["locality"]),
             KeyGroups.of(parsed.key_rows, parsed.keys),

@@ -351,13 +351,20 @@ def _blocking_keys(
 def sorted_keys(rows: np.ndarray, keys: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (row, key) pairs sorted by key (then row), keys cut to their top KEY_BITS
     bits; one row may give the same key twice (two words sounding alike)."""
-    top = keys.astype(np.uint64) >> _ROW_BITS
+    mask = np.uint64((1 << int(_ROW_BITS)) - 1)
     if n_rows <= 1 << int(_ROW_BITS):
-        # One sort of packed integers, far cheaper than sorting pairs of columns.
-        packed = np.sort((top << _ROW_BITS) | rows.astype(np.uint64))
-        packed = packed[np.concatenate([[True], packed[1:] != packed[:-1]])[: len(packed)]]
-        mask = np.uint64((1 << int(_ROW_BITS)) - 1)
+        # One sort of packed integers, far cheaper than sorting pairs of columns; packed
+        # and sorted in place (at a million assets each copy is 200 MiB to page in).
+        packed = keys.astype(np.uint64, copy=True)
+        packed &= ~mask
+        packed |= rows.astype(np.uint64)
+        packed.sort()
+        first = np.empty(len(packed), dtype=bool)
+        first[:1] = True
+        np.not_equal(packed[1:], packed[:-1], out=first[1:])
+        packed = packed[first]
         return (packed & mask).astype(np.int32), packed >> _ROW_BITS
+    top = keys.astype(np.uint64) >> _ROW_BITS
     table = pd.DataFrame({"row": rows, "key": top}).drop_duplicates()
     table = table.sort_values(["key", "row"], kind="stable")
     return table["row"].to_numpy(np.int64), table["key"].to_numpy(np.uint64)

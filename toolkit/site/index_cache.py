@@ -91,6 +91,8 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
             return index
     frame, wkb = site_assets(store)
     index = AssetIndex.from_frame(frame, wkb=wkb)
+    # The frame's decoded geometries and texts are not needed to save the index.
+    del frame, wkb
     _keep(store, stamp, index)
     return index
 
