@@ -21,8 +21,13 @@ import pyarrow.parquet as pq
 from toolkit.errors import MatchingError
 from toolkit.matching.address import Analysis
 from toolkit.matching.blocking import KeyGroups
-from toolkit.matching.parsed import ASSET_FIELDS, Parsed, Shapes
-from toolkit.matching.probabilistic import COMPONENTS, estimate_u, term_frequencies
+from toolkit.matching.parsed import ASSET_FIELDS, Parsed, Shapes, subset_words
+from toolkit.matching.probabilistic import (
+    COMPONENTS,
+    estimate_u,
+    random_pairs,
+    term_frequencies,
+)
 
 FORMAT_NAME = "toolkit-fuzzy-side"
 FORMAT_VERSION = 1
@@ -54,10 +59,12 @@ class AssetSide:
     @classmethod
     def of_analysis(cls, analysis: Analysis) -> AssetSide:
         """The side of asset names already analysed (the index's own analysis of them)."""
-        full = Parsed.of(analysis)
+        # The readings of the words (READING_FIELDS) serve only u's random pairs: they are
+        # parsed for the rows those pairs name (at most 2 * RANDOM_PAIRS, of a million).
+        full = Parsed.of_words(analysis.words, analysis.parts, readings=False)
         parsed = full.restricted(ASSET_FIELDS)
-        u = estimate_u(full)
-        del full  # its texts of every reading: let go before the keys are grouped
+        del full
+        u = _u_of_sample(analysis, len(parsed))
         return cls(
             parsed,
             analysis.codes,
@@ -240,6 +247,16 @@ class AssetSide:
             groups,
             key_source or {},
         )
+
+
+def _u_of_sample(analysis: Analysis, n_rows: int) -> dict[str, np.ndarray]:
+    """``estimate_u`` of the distinct names of ``analysis`` (``n_rows``), parsing only the
+    rows its random pairs name: the same pairs, texts and levels as a parse of all."""
+    left, right = random_pairs(n_rows)
+    named = Analysis(np.concatenate([left, right]), analysis.words, analysis.parts)
+    words, parts, row = subset_words(named)
+    sample = Parsed.of_words(words, parts, blocking=False)
+    return estimate_u(sample, pairs=(row[: len(left)], row[len(left) :]))
 
 
 _ARRAY_NAMES = (

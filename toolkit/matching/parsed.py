@@ -69,8 +69,18 @@ class Parsed:
         return cls.of_words(analysis.words, analysis.parts, field_data=field_data)
 
     @classmethod
-    def of_words(cls, words: Words, parts: Structure, *, field_data: bool = False) -> Parsed:
-        """``of`` on words and their structure."""
+    def of_words(
+        cls,
+        words: Words,
+        parts: Structure,
+        *,
+        field_data: bool = False,
+        readings: bool = True,
+        blocking: bool = True,
+    ) -> Parsed:
+        """``of`` on words and their structure. Without ``readings`` the fields of
+        READING_FIELDS are left out (an asset table keeps none of them), without
+        ``blocking`` the blocking keys (both empty)."""
         vocab = words.vocabulary
         flags = word_flags(vocab)
         is_alpha_word = flags["alpha"][words.word_code]
@@ -135,6 +145,11 @@ class Parsed:
             "after": (after, ""),
             "letters": (lettered, ""),  # for a blocking key only
         }
+        # (The fields come first: left out, the others are encoded in the same order.)
+        if not readings:
+            masks = {k: v for k, v in masks.items() if k not in READING_FIELDS}
+        if not blocking:
+            del masks["letters"]
         arrow_vocab = pa.array(vocab, type=pa.large_string())
         texts = {
             name: join_words_arrow(
@@ -143,8 +158,11 @@ class Parsed:
             for name, (mask, separator) in masks.items()
         }
         vocabulary, codes = encode(texts)
-        key_rows, keys = _blocking_keys(words, parts, alpha, vocabulary, codes)
-        del codes["letters"]
+        if blocking:
+            key_rows, keys = _blocking_keys(words, parts, alpha, vocabulary, codes)
+            del codes["letters"]
+        else:
+            key_rows, keys = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)
         return cls(
             vocabulary,
             codes,
