@@ -7,6 +7,8 @@ geometry as WKB and its bounding boxes + a JSON header carrying a format version
 Loading decodes no geometry: the spatial tree is built from the saved boxes when mode
 ``geo`` first needs it, and only the geometries a lookup tests are decoded (a million
 parcels' WKB took 2 s to decode on every load, for imports that test a few percent).
+What is cheap to derive is not saved: each code field's normalised codes are made from
+the asset columns when mode ``code`` first asks for that field.
 """
 
 from __future__ import annotations
