@@ -170,7 +170,7 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"wall / {N} s CPU per worker; first import after it {N} s",
             rf"  this process's CPU in the job: local {N} s, dask x2 {N} s \(the client's share: "
             r"reading, links, plan, store\)",
-            rf"    import_csv_part +\d+ +{N} +{N} +{N} +{N}",
+            rf"    import_read_part +\d+ +{N} +{N} +{N} +{N}",
             rf"    lookup_part +\d+ +{N} +{N} +{N} +{N}",
             rf"    client: read {N} s, plan {N} s, store \(rolled back\) {N} s; whole job {N} s, "
             rf"client CPU {N} s; index load per worker {N} s wall / {N} s CPU; peak memory of a "

@@ -272,7 +272,7 @@ def main() -> None:
                     task_cpu(client)
                     job_s, job_cpu, summary = item_import(site, data, event, engine, rule)
                     tasks = task_cpu(client)
-                    parts = tasks[tasks["stage"] == "import_csv_part"]
+                    parts = tasks[tasks["stage"] == "import_read_part"]
                     timings = summary["timings"]
                     print(
                         f"  {workers:>7} {timings['partitions']:8.2f} {len(parts):>6} "
