@@ -9,7 +9,13 @@ import pytest
 
 from toolkit.errors import OptionError
 from toolkit.importing.rules import FieldRule
-from toolkit.model.fieldtypes import FIELD_TYPES, IMPORT_FIELD_TYPES, convert_column, convert_value
+from toolkit.model.fieldtypes import (
+    _DISTINCT_FROM,
+    FIELD_TYPES,
+    IMPORT_FIELD_TYPES,
+    convert_column,
+    convert_value,
+)
 
 
 def test_the_types_are_one_literal() -> None:
@@ -94,3 +100,38 @@ def test_lookups_take_their_declared_spelling() -> None:
     assert convert_value("level", definition, "major") == "Major"
     with pytest.raises(OptionError, match="is not one of: Minor, Major"):
         convert_value("level", definition, "Total")
+
+
+@pytest.mark.parametrize(
+    ("kind", "cells", "choices"),
+    [
+        ("integer", ["3", " 2.0", "x", None, str(2**63), "-7", "", "007"], ()),
+        # Whole numbers alone: read exactly past 2^53 (one float cell would refuse them).
+        ("integer", [str(2**53 + 1), "12", None, "-3"], ()),
+        ("decimal", ["1.5", "1e999", "nan", "abc", None, " -2 "], ()),
+        ("date", ["2026-02-14", "14/02/2026", "2026-02-14T23:30:00-05:00", "31/31/2026", None], ()),
+        ("boolean", ["Yes", "n", " TRUE ", "0", "maybe", None], ()),
+        ("lookup", ["minor", "MAJOR ", "Total", None, "Straße"], ("Minor", "Major", "STRASSE")),
+    ],
+)
+def test_a_long_column_converts_as_its_cells_do(
+    kind: str, cells: list[str | None], choices: tuple[str, ...]
+) -> None:
+    # A long column is converted once per distinct cell: the same values and bad cells as
+    # the cells converted in a short column, row by row.
+    short = pd.Series(cells, dtype="string")
+    want, want_bad, want_reason = convert_column(kind, short, choices=choices)
+    times = 2 * _DISTINCT_FROM // len(cells) + 1
+    long = pd.Series(cells * times, dtype="string", index=pd.RangeIndex(5, 5 + len(cells) * times))
+    values, bad, reason = convert_column(kind, long, choices=choices)
+    assert len(values) == len(long) > _DISTINCT_FROM
+    assert values.index.equals(long.index) and values.dtype == want.dtype
+    assert values.tolist() == want.tolist() * times
+    assert bad.tolist() == want_bad.tolist() * times
+    assert reason == want_reason
+    assert want_bad.any() or 2**53 + 1 in values.tolist()
+
+
+def test_a_long_column_with_no_value_converts_to_missing() -> None:
+    values, bad, _ = convert_column("date", pd.Series([None] * 1500, dtype="string"))
+    assert values.isna().all() and not bad.any() and len(values) == 1500

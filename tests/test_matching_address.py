@@ -114,7 +114,7 @@ def test_sounds_like_keys_compare_numbers_exactly_and_order_only_at_rank_two() -
 
 def test_empty_addresses_have_no_keys() -> None:
     keys = address_keys(pd.Series(["", "  ", None], dtype="str"))
-    assert (keys[["exact_full", "sound_street", "block"]].to_numpy() == 0).all()
+    assert (keys[["exact_full", "sound_street", "postcode"]].to_numpy() == 0).all()
 
 
 def test_saint_and_mount_match_their_short_forms() -> None:

@@ -16,7 +16,11 @@ from matching_assets import asset_frame, ipc_bytes, parquet_dump, queries, rewri
 from toolkit.errors import MatchingError
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching import index as index_module
+from toolkit.matching.address import Analysis
+from toolkit.matching.asset_side import AssetSide
 from toolkit.matching.index import FORMAT_VERSION, KeyTable
+from toolkit.matching.parsed import ASSET_FIELDS, Parsed
+from toolkit.matching.probabilistic import estimate_u
 
 MODES_TO_COMPARE = [
     {"mode": "soundex", "maxRank": 3},
@@ -240,3 +244,46 @@ def test_text_keys_are_found_by_hash_and_checked_against_their_text(
         [1], [], [], [0, 3], [4], [], [],
     ]  # fmt: skip
     assert found(["A1", "B22", "E1", "D4444"], wanted) == [[1], [], [], [0], [3], [], [2]]
+
+
+def test_a_dump_leaves_the_key_table_encoded_until_some_assets_are_left_out() -> None:
+    built = AssetIndex.from_frame(asset_frame())
+    out = io.BytesIO()
+    built.dump(out)
+    loaded = AssetIndex.loads(out.getvalue())
+    side = loaded.fuzzy_side()
+    assert len(side.parsed.keys) == 0 and "table" not in side._key_source
+    every = np.ones(len(side.parsed), dtype=bool)
+    assert side.groups_for(every) is side.groups and "table" not in side._key_source
+    # A9 is inactive, A8 a hydrant: a lookup of properties groups the keys of the others.
+    for options in ({"mode": "fuzzy"}, {"mode": "fuzzy", "assetClass": "Property"}):
+        expected = resolve(built, queries(*TEXTS), options)
+        pd.testing.assert_frame_equal(resolve(loaded, queries(*TEXTS), options), expected)
+    key_rows, keys = side.key_table()
+    np.testing.assert_array_equal(key_rows, built.fuzzy_side().parsed.key_rows)
+    np.testing.assert_array_equal(keys, built.fuzzy_side().parsed.keys)
+    assert len(keys) > 100
+
+
+def test_the_fuzzy_side_parses_readings_only_for_u_pairs_and_gets_the_same_u() -> None:
+    streets = ["SMITH STREET", "HIGH ST", "TWIN CT", "OLD ROAD", "LAKE GARDENS", "ST KILDA RD"]
+    places = ["RICHMOND VIC 3121", "KEW", "CARLTON", "", "MOUNT HELEN 3350"]
+    names = pd.Series(
+        [
+            f"{'UNIT 2 ' if i % 7 == 0 else ''}{i % 40 + 1} {streets[i % 6]} {places[i % 5]}"
+            for i in range(400)
+        ],
+        dtype="str",
+    )
+    side = AssetSide.of(names)
+    full = Parsed.of(Analysis.of(names))  # every reading of every name
+    expected = estimate_u(full)
+    assert set(side.u) == set(expected)
+    for component, u in expected.items():
+        np.testing.assert_array_equal(side.u[component], u)
+    kept = full.restricted(ASSET_FIELDS)
+    assert side.parsed.vocabulary.tolist() == kept.vocabulary.tolist()
+    for field in ASSET_FIELDS:
+        np.testing.assert_array_equal(side.parsed.codes[field], kept.codes[field])
+    np.testing.assert_array_equal(side.parsed.keys, kept.keys)
+    assert "alpha" in full.codes and "alpha" not in side.parsed.codes

@@ -11,12 +11,16 @@ import sqlite3
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
+import shapely
 from click.testing import CliRunner
 from matching_assets import parquet_dump
 
 from toolkit.cli import cli
 from toolkit.importing.pipeline import ImportRequest
+from toolkit.matching import AssetIndex, resolve
 from toolkit.matching.index import DUMP_ENCODING, dump_encoding
 from toolkit.site import LocalSite
 from toolkit.site import index_cache as index_cache_module
@@ -95,7 +99,7 @@ def test_the_index_is_cached_in_the_file_and_rebuilt_when_assets_change(
             raise AssertionError("the index was rebuilt")
 
         with monkeypatch.context() as patched:
-            patched.setattr(index_cache_module, "site_asset_frame", no_reading)
+            patched.setattr(index_cache_module, "site_assets", no_reading)
             cached = site_asset_index(site.store)
         assert cached.assets.equals(built.assets) and len(cached) == 36
         assert cached.codes.equals(built.codes)
@@ -110,6 +114,30 @@ def test_the_index_is_cached_in_the_file_and_rebuilt_when_assets_change(
         assert (
             site.db.connection.execute("SELECT count(*) FROM asset_index_cache").fetchone()[0] == 1
         )
+
+
+def test_an_index_built_from_the_store_keeps_its_wkb_and_answers_as_one_from_the_frame(
+    tmp_path: Path,
+) -> None:
+    with LocalSite(tmp_path / "site.sqlite", "default") as site:
+        parcels = ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip")
+        assert site.run_import(parcels)["status"] == "COMPLETE"
+        built = site_asset_index(site.store)
+        frame, wkb = index_cache_module.site_assets(site.store)
+    # The store's WKB is kept as it is and no geometry stays decoded.
+    assert built._geometry is None and built._wkb is not None
+    assert built._wkb.equals(wkb.cast(built._wkb.type))
+    from_frame = AssetIndex.from_frame(frame)
+    assert from_frame._geometry is not None
+    np.testing.assert_array_equal(built.bounds, from_frame.bounds)
+    points = [
+        f"{y}, {x}" for x, y in shapely.get_coordinates(shapely.centroid(from_frame.geometry[:40]))
+    ]
+    texts = pd.DataFrame({"query": pd.array(points, dtype="str")})
+    geo = {"mode": "geo", "useExternalLookups": False}
+    expected = resolve(from_frame, texts, geo)
+    assert (expected["asset_id"].notna()).sum() >= 35
+    pd.testing.assert_frame_equal(resolve(built, texts, geo), expected)
 
 
 def test_a_busy_file_is_not_waited_for_to_cache_the_index(tmp_path: Path) -> None:

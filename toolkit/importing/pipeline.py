@@ -701,6 +701,11 @@ class ImportRunner:
             link_problems.add(linked.problems)
             rows.append(RowNumbers(part))
             del payload, prepared
+            if chunked.count > 1 and rule.import_type == "item":
+                # The asset ids are the payload's now, the link problems are staged and
+                # the links recorded: nothing of this part's link result is kept while
+                # the next part is linked.
+                linked = Linked(asset_ids=None, problems=_no_problems())
             release_unused()
         assert first is not None
         if joined:
@@ -713,9 +718,6 @@ class ImportRunner:
         self._note_rule(request, rule, report, first, outcome)
         every = [_problem_rows(report.problems), *rule_rejections.frames(), *link_problems.frames()]
         rejected = pd.concat([r for r in every if not r.empty] or [every[0]], ignore_index=True)
-        if chunked.count > 1 and rule.import_type == "item":
-            # The asset ids are the payloads' now; the link problems are in ``rejected``.
-            linked = Linked(asset_ids=None, problems=_no_problems())
         kept = Kept(
             rejected=rejected,
             keep=np.empty(0, dtype=bool),
@@ -786,13 +788,18 @@ class ImportRunner:
                 shown("prepare", 0, kept_rows)
                 payload = prepare_payload(
                     rule,
-                    prepared.values[keep],
-                    prepared.cleared[keep],
-                    frame[keep],
+                    _rows_kept(prepared.values, keep),
+                    _rows_kept(prepared.cleared, keep),
+                    # Only an asset's geometry is taken from the rows as read.
+                    _rows_kept(frame, keep) if rule.import_type == "asset" else None,
                     may_update=may_update,
                 )
                 shown("prepare", kept_rows, kept_rows)
             yield frame.index.to_numpy(), prepared, linked, payload
+            # Not kept while the next part is read, ruled and linked: the caller has staged
+            # the payload on disk and let go of the rest (a 250,000-row part: ~0.3 GiB), and
+            # of the first pass's results for it.
+            del part, frame, prepared, linked, payload, modes
 
     def _part_shown(self, chunked: ChunkedSource, i: int) -> Progress:
         """The progress of part ``i`` (the job's own when it is read as one part)."""
@@ -1441,12 +1448,13 @@ def prepare_payload(
     rule: ImportRule,
     values: pd.DataFrame,
     cleared: pd.DataFrame,
-    frame: pd.DataFrame,
+    frame: pd.DataFrame | None,
     *,
     may_update: bool,
 ) -> _Payload:
     """The payload of some rows: values with defaults, each row's JSON as a new record
-    and (``may_update``) as a merge patch, an asset's geometry as WKB with its bounds."""
+    and (``may_update``) as a merge patch, an asset's geometry as WKB with its bounds
+    (from ``frame``, the rows as read; None for a payload with no geometry)."""
     record_fields = {
         "item": ITEM_RECORD_FIELDS,
         "asset": ASSET_RECORD_FIELDS,
@@ -1463,7 +1471,7 @@ def prepare_payload(
         insert_json=fields_json(filled[json_columns]),
         patch_json=fields_json(values[json_columns], cleared[json_columns]) if may_update else None,
     )
-    if rule.import_type == "asset" and "geometry" in frame.columns:
+    if rule.import_type == "asset" and frame is not None and "geometry" in frame.columns:
         payload.geometry_wkb, payload.bounds = geometry_columns(np.asarray(frame.geometry.values))
     return payload
 
@@ -1624,6 +1632,12 @@ def _rows_of(chunked: ChunkedSource, rows: Sequence[RowNumbers], wanted: set[int
         frame = chunked.read(i).frame
         frames.append(frame[frame.index.isin(list(wanted))])
     return frames[0] if len(frames) == 1 else pd.concat(frames)
+
+
+def _rows_kept(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """The rows of ``frame`` that ``keep`` marks: ``frame`` itself when it marks every row
+    (nothing rejected: no copy of the part)."""
+    return frame if bool(keep.all()) else frame[keep]
 
 
 def _kept(

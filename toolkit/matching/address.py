@@ -499,8 +499,6 @@ KEY_NAMES = (
     "anyorder_full",
     "anyorder_street",
     "postcode",
-    "block",
-    "block2",
 )
 TEXT_NAMES = ("normalised",)
 
@@ -541,9 +539,8 @@ class Analysis:
         ``*_full`` cover street and locality; ``*_street`` the street part only, used when
         the query names no locality. ``exact`` compares canonical words, ``sound`` the
         sounds-like key of each word in order, ``anyorder`` the same keys in any order.
-        ``block`` groups addresses with the same unit and house numbers and the same first
-        letter of the street name, for fuzzy matching; ``block2`` the same numbers and the
-        street name's last two letters (its second pass).
+        (``block`` and ``block2``, keys of a fuzzy matcher that is gone, are no longer made:
+        no mode read them, and a million assets' index kept 16 MiB of them.)
         """
         if "keys" not in self._cache:
             self._cache["keys"] = self._distinct_keys()
@@ -568,12 +565,6 @@ class Analysis:
         sound = string_hashes(soundex_keys(words.vocabulary))
         full = parts.is_street | parts.is_locality
         street = parts.is_street
-        first_letter = string_hashes(np.array([w[:1] for w in words.vocabulary], dtype=object))
-        first_name = parts.is_name & (_per_row_cumsum(parts.is_name, words.row, words.n_rows) == 1)
-        numbers = sequence_keys(words, exact, parts.is_number | parts.is_unit, ordered=True)
-        letter = sequence_keys(words, first_letter, first_name, ordered=False)
-        last_two = string_hashes(np.array([w[-2:] for w in words.vocabulary], dtype=object))
-        tail = sequence_keys(words, last_two, first_name, ordered=False)
         return {
             "exact_full": sequence_keys(words, exact, full, ordered=True),
             "exact_street": sequence_keys(words, exact, street, ordered=True),
@@ -582,8 +573,6 @@ class Analysis:
             "anyorder_full": sequence_keys(words, sound, full, ordered=False),
             "anyorder_street": sequence_keys(words, sound, street, ordered=False),
             "postcode": sequence_keys(words, exact, parts.is_postcode, ordered=False),
-            "block": mix64(numbers ^ mix64(letter)),
-            "block2": mix64(numbers ^ mix64(tail ^ _GOLDEN)),
             "has_locality": np.bincount(
                 words.row[parts.is_locality], minlength=words.n_rows
             ).astype(bool),

@@ -8,7 +8,8 @@ disk on load, so what a batch does not touch is never read) and its texts as Par
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,20 @@ import pyarrow.parquet as pq
 from toolkit.errors import MatchingError
 from toolkit.matching.address import Analysis
 from toolkit.matching.blocking import KeyGroups
-from toolkit.matching.parsed import ASSET_FIELDS, Parsed, Shapes
-from toolkit.matching.probabilistic import COMPONENTS, estimate_u, term_frequencies
+from toolkit.matching.parsed import ASSET_FIELDS, Parsed, Shapes, subset_words
+from toolkit.matching.probabilistic import (
+    COMPONENTS,
+    estimate_u,
+    random_pairs,
+    term_frequencies,
+)
 
 FORMAT_NAME = "toolkit-fuzzy-side"
 FORMAT_VERSION = 1
+# The arrays of the full (row, key) table: needed only to group the keys of some assets
+# (a class filter), so a side read from one string leaves them encoded until then (a
+# million assets' 18 million keys take 220 MiB decoded).
+KEY_TABLE = ("key_rows", "keys")
 
 
 @dataclass(frozen=True)
@@ -33,22 +43,32 @@ class AssetSide:
     row among them, u from random pairs of them, the term frequencies of their streets
     and localities, and their blocking keys grouped."""
 
-    parsed: Parsed  # ASSET_FIELDS only
+    parsed: Parsed  # ASSET_FIELDS only; its key table may be left out (see key_table)
     codes: np.ndarray  # int64: distinct-name row of each asset
     u: dict[str, np.ndarray]
     street_tf: np.ndarray  # per distinct name: share of names with its street
     locality_tf: np.ndarray
     groups: KeyGroups  # every asset's keys, grouped
+    # Reads the (row, key) table when ``parsed`` was made without it; then the table.
+    _key_source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, names: pd.Series) -> AssetSide:
-        analysis = Analysis.of(names)
-        full = Parsed.of(analysis)
+        return cls.of_analysis(Analysis.of(names))
+
+    @classmethod
+    def of_analysis(cls, analysis: Analysis) -> AssetSide:
+        """The side of asset names already analysed (the index's own analysis of them)."""
+        # The readings of the words (READING_FIELDS) serve only u's random pairs: they are
+        # parsed for the rows those pairs name (at most 2 * RANDOM_PAIRS, of a million).
+        full = Parsed.of_words(analysis.words, analysis.parts, readings=False)
         parsed = full.restricted(ASSET_FIELDS)
+        del full
+        u = _u_of_sample(analysis, len(parsed))
         return cls(
             parsed,
             analysis.codes,
-            estimate_u(full),
+            u,
             term_frequencies(parsed.codes["street"]),
             term_frequencies(parsed.codes["locality"]),
             KeyGroups.of(parsed.key_rows, parsed.keys),
@@ -58,7 +78,18 @@ class AssetSide:
         """The key groups of only the allowed distinct names (a mask)."""
         if bool(allowed_rows.all()):
             return self.groups
-        return KeyGroups.of(self.parsed.key_rows, self.parsed.keys, allowed_rows)
+        key_rows, keys = self.key_table()
+        return KeyGroups.of(key_rows, keys, allowed_rows)
+
+    def key_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every distinct name's blocking keys (rows, keys; sorted by key), read on first
+        use when the side was read without them."""
+        if "load" not in self._key_source:
+            return self.parsed.key_rows, self.parsed.keys
+        if "table" not in self._key_source:
+            self._key_source["table"] = self._key_source["load"]()
+        table: tuple[np.ndarray, np.ndarray] = self._key_source["table"]
+        return table
 
     # --- saving and loading ------------------------------------------------------------
 
@@ -68,8 +99,7 @@ class AssetSide:
             **{f"code_{f}": self.parsed.codes[f] for f in ASSET_FIELDS},
             "street_words": self.parsed.street_words,
             "locality_words": self.parsed.locality_words,
-            "key_rows": self.parsed.key_rows,
-            "keys": self.parsed.keys,
+            **dict(zip(KEY_TABLE, self.key_table(), strict=True)),
             "codes": self.codes,
             "street_tf": self.street_tf,
             "locality_tf": self.locality_tf,
@@ -112,16 +142,50 @@ class AssetSide:
 
     @classmethod
     def from_tables(
-        cls, tables: dict[str, pa.Table], header: dict[str, Any], n_assets: int, place: str
+        cls,
+        tables: dict[str, pa.Table],
+        header: dict[str, Any],
+        n_assets: int,
+        place: str,
+        later: dict[str, Callable[[], pa.Table]] | None = None,
     ) -> AssetSide:
         """Read a side from ``tables``; anything missing or inconsistent is a
-        ``MatchingError`` naming ``place``."""
+        ``MatchingError`` naming ``place``. ``later``: readers of tables of
+        :data:`KEY_TABLE` left encoded, called when the key table is first needed."""
+        later = later or {}
         try:
-            arrays = {name: tables[name]["v"].to_numpy() for name in _ARRAY_NAMES}
+            arrays = {
+                name: tables[name]["v"].to_numpy()
+                for name in _ARRAY_NAMES
+                if not (name in KEY_TABLE and name in later)
+            }
             vocabulary = tables["vocabulary"]["v"]
         except (KeyError, ValueError, pa.ArrowException) as exc:
             raise MatchingError(f"the fuzzy matching data in {place} is unusable: {exc}") from exc
-        return cls._assemble(arrays, vocabulary, header, n_assets, place)
+        if not all(name in arrays or name in later for name in KEY_TABLE):
+            raise MatchingError(f"the fuzzy matching data in {place} is unusable: no key table")
+        source: dict[str, Any] = {}
+        if any(name in later for name in KEY_TABLE):
+            read = {name: arrays[name] for name in KEY_TABLE if name in arrays}
+
+            def load() -> tuple[np.ndarray, np.ndarray]:
+                try:
+                    key_rows, keys = (
+                        read[name] if name in read else later[name]()["v"].to_numpy()
+                        for name in KEY_TABLE
+                    )
+                except (KeyError, ValueError, pa.ArrowException) as exc:
+                    raise MatchingError(
+                        f"the fuzzy matching data in {place} is unusable: {exc}"
+                    ) from exc
+                if len(key_rows) != len(keys):
+                    raise MatchingError(f"the fuzzy matching data in {place} is corrupt")
+                return key_rows, keys
+
+            source["load"] = load
+            empty = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64))
+            arrays.update(zip(KEY_TABLE, empty, strict=True))
+        return cls._assemble(arrays, vocabulary, header, n_assets, place, source)
 
     @classmethod
     def load(cls, folder: Path, n_assets: int) -> AssetSide:
@@ -146,6 +210,7 @@ class AssetSide:
         header: dict[str, Any],
         n_assets: int,
         place: str,
+        key_source: dict[str, Any] | None = None,
     ) -> AssetSide:
         if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
             raise MatchingError(
@@ -173,7 +238,25 @@ class AssetSide:
             *(arrays[f"shape_{f}"] for f in Shapes.__dataclass_fields__)
         )
         groups = KeyGroups(arrays["group_keys"], arrays["group_start"], arrays["group_rows"])
-        return cls(parsed, arrays["codes"], u, arrays["street_tf"], arrays["locality_tf"], groups)
+        return cls(
+            parsed,
+            arrays["codes"],
+            u,
+            arrays["street_tf"],
+            arrays["locality_tf"],
+            groups,
+            key_source or {},
+        )
+
+
+def _u_of_sample(analysis: Analysis, n_rows: int) -> dict[str, np.ndarray]:
+    """``estimate_u`` of the distinct names of ``analysis`` (``n_rows``), parsing only the
+    rows its random pairs name: the same pairs, texts and levels as a parse of all."""
+    left, right = random_pairs(n_rows)
+    named = Analysis(np.concatenate([left, right]), analysis.words, analysis.parts)
+    words, parts, row = subset_words(named)
+    sample = Parsed.of_words(words, parts, blocking=False)
+    return estimate_u(sample, pairs=(row[: len(left)], row[len(left) :]))
 
 
 _ARRAY_NAMES = (

@@ -7,6 +7,8 @@ geometry as WKB and its bounding boxes + a JSON header carrying a format version
 Loading decodes no geometry: the spatial tree is built from the saved boxes when mode
 ``geo`` first needs it, and only the geometries a lookup tests are decoded (a million
 parcels' WKB took 2 s to decode on every load, for imports that test a few percent).
+What is cheap to derive is not saved: each code field's normalised codes are made from
+the asset columns when mode ``code`` first asks for that field.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,17 +31,20 @@ import pyarrow.parquet as pq
 import shapely
 
 from toolkit.errors import MatchingError
-from toolkit.matching.address import TEXT_NAMES, address_keys, string_hashes
-from toolkit.matching.asset_side import AssetSide
+from toolkit.matching.address import TEXT_NAMES, Analysis, string_hashes
+from toolkit.matching.asset_side import KEY_TABLE, AssetSide
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "toolkit-asset-index"
 # 2: the fuzzy matcher's asset side is saved with the index (folder ``fuzzy`` of ``save``,
 # tables ``fuzzy:*`` of ``dump``). 3: its u counts words one edit apart as near matches.
-FORMAT_VERSION = 3
+# 4: no ``codes`` table (each field's codes are derived from the asset columns when a
+# lookup first needs them: a tenth of a second per field, against 80 MiB per 200,000
+# assets kept in memory and saved).
+FORMAT_VERSION = 4
 # The tables of a saved index, each a Parquet file (``save``) or part of one string (``dump``).
-TABLES = ("assets", "names", "codes")
+TABLES = ("assets", "names")
 _MAGIC = b"toolkit-asset-index\n"
 # How ``dump`` encodes its tables: Arrow IPC streams, zstd-compressed. Parquet (what dumps
 # held before, still read: a header without ``encoding``) decoded a million assets' index
@@ -193,7 +198,6 @@ class AssetIndex:
     # used (``geometry``), decoded from ``_wkb``.
     _geometry: np.ndarray | None
     name_keys: pd.DataFrame  # address keys of each asset name (see address.address_keys)
-    codes: pd.DataFrame  # long table: field, code, stripped (normalised text), asset
     _tables: dict[tuple[str, str | None], KeyTable] = field(default_factory=dict, repr=False)
     # Derived arrays (class masks, columns as numpy), computed on first use.
     _masks: dict[tuple[str, str | None], np.ndarray] = field(default_factory=dict, repr=False)
@@ -201,9 +205,10 @@ class AssetIndex:
     # Other derived structures (the fuzzy matcher's parsed names), built on first use.
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
     _tree_assets: np.ndarray | None = field(default=None, repr=False)
-    # As loaded: each asset's geometry as WKB (None when missing) and bounding box
-    # (xmin, ymin, xmax, ymax; NaN when missing or empty), or None (saved without boxes).
-    _wkb: np.ndarray | None = field(default=None, repr=False)
+    # As loaded: each asset's geometry as WKB (an Arrow binary array, null when missing:
+    # no Python object per asset) and bounding box (xmin, ymin, xmax, ymax; NaN when
+    # missing or empty), or None (saved without boxes).
+    _wkb: pa.Array | None = field(default=None, repr=False)
     _bounds: np.ndarray | None = field(default=None, repr=False)
     # The folder the index was loaded from (its saved fuzzy side is read from there).
     _folder: Path | None = field(default=None, repr=False)
@@ -211,11 +216,14 @@ class AssetIndex:
     # --- building -----------------------------------------------------------------------
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame) -> AssetIndex:
+    def from_frame(cls, frame: pd.DataFrame, *, wkb: pa.Array | None = None) -> AssetIndex:
         """Index a (Geo)DataFrame of assets: ``id`` and ``name`` required, others optional.
 
         A geometry column (EPSG:4326) may be missing or hold missing geometries; any other
         column that is not an asset field is kept as an extraInfo code under its name.
+        ``wkb``: the same geometries as WKB (binary, null when missing), when the caller
+        has them (the site's store): kept as they are, and the decoded geometries are let
+        go once their boxes are taken, as in a loaded index.
         """
         missing = [name for name in REQUIRED_FIELDS if name not in frame.columns]
         if missing:
@@ -228,6 +236,7 @@ class AssetIndex:
             crs = getattr(frame, "crs", None)
             if isinstance(frame, gpd.GeoDataFrame) and crs is not None and crs.to_epsg() != 4326:
                 frame = frame.to_crs(4326)
+                wkb = None  # of the geometries before their reprojection
             geometry = np.array(frame[geometry_name].array, dtype=object)
             geometry[shapely.is_missing(geometry)] = None
         else:
@@ -247,19 +256,27 @@ class AssetIndex:
             else:
                 assets[name] = pd.Series(pd.NA, index=table.index, dtype="str")
         extra_fields = tuple(str(c) for c in table.columns if c not in ASSET_FIELDS)
-        extra = {name: normalise_codes(table[name]) for name in extra_fields}
         raw_extra = pd.DataFrame(
             {name: as_text(table[name]).fillna("").str.strip() for name in extra_fields},
             index=table.index,
         )
+        # The names are analysed once: for their keys now, and for the fuzzy matcher's side
+        # when it is first built (it takes the analysis and lets it go).
+        analysis = Analysis.of(assets["name"])
+        name_keys = pd.DataFrame({**analysis.keys(), **analysis.texts()}, index=assets.index)
         index = cls(
             assets=assets,
             extra_fields=extra_fields,
             extra=raw_extra,
             _geometry=geometry,
-            name_keys=address_keys(assets["name"]),
-            codes=_code_table(ids, normalise_codes(assets["code"]), extra),
+            name_keys=name_keys,
         )
+        index._derived["analysis"] = analysis
+        if wkb is not None:
+            if len(wkb) != len(frame):
+                raise MatchingError(f"{len(wkb)} WKB geometries for {len(frame)} assets")
+            index._bounds = np.asarray(shapely.bounds(geometry), dtype=np.float64)
+            index._wkb, index._geometry = _binary(wkb), None
         return index
 
     @property
@@ -267,7 +284,7 @@ class AssetIndex:
         """Every asset's shapely geometry (None when missing), decoded on first use."""
         if self._geometry is None:
             assert self._wkb is not None
-            self._geometry = np.asarray(shapely.from_wkb(self._wkb), dtype=object)
+            self._geometry = _from_wkb(self._wkb)
         return self._geometry
 
     def geometries(self, positions: np.ndarray) -> np.ndarray:
@@ -276,14 +293,17 @@ class AssetIndex:
         if self._geometry is not None or self._wkb is None:
             chosen: np.ndarray = self.geometry[positions]
             return chosen
-        return np.asarray(shapely.from_wkb(self._wkb[positions]), dtype=object)
+        return _from_wkb(self._wkb.take(pa.array(np.asarray(positions, dtype=np.int64))))
 
     @property
     def with_geometry(self) -> np.ndarray:
         """The positions of the assets that have a geometry (perhaps an empty one)."""
         if "with_geometry" not in self._derived:
-            shapes = self._wkb if self._geometry is None else self._geometry
-            self._derived["with_geometry"] = np.flatnonzero(shapes != None).astype(np.int64)  # noqa: E711 (elementwise)
+            if self._geometry is None and self._wkb is not None:
+                has = self._wkb.is_valid().to_numpy(zero_copy_only=False)
+            else:
+                has = self.geometry != None  # noqa: E711 (elementwise)
+            self._derived["with_geometry"] = np.flatnonzero(has).astype(np.int64)
         present: np.ndarray = self._derived["with_geometry"]
         return present
 
@@ -367,7 +387,10 @@ class AssetIndex:
                     return AssetSide.load(self._folder / "fuzzy", len(self))
                 except MatchingError as exc:  # rebuilt: slower, never wrong
                     log.warning("rebuilding the fuzzy matching data: %s", exc)
-            return AssetSide.of(self.assets["name"])
+            analysis = self._derived.pop("analysis", None)
+            if analysis is None:
+                analysis = Analysis.of(self.assets["name"])
+            return AssetSide.of_analysis(analysis)
 
         side: AssetSide = self.derived("fuzzy", build)
         return side
@@ -418,29 +441,57 @@ class AssetIndex:
                 assets = np.arange(len(self), dtype=np.int64)
             else:
                 kind, _, code_field = key.partition(":")
-                rows = self.codes.iloc[self._code_rows(code_field)]
-                column = "code" if kind == "code" else "stripped"
-                keys = _arrow_text(rows[column])
-                assets = rows["asset"].to_numpy(dtype=np.int64)
+                # "All codes" are the asset's codes (code + extraInfo), not its id.
+                names = self.code_fields()[1:] if code_field == "*" else [code_field]
+                parts = [self._field_codes(name) for name in names]
+                codes = [c if kind == "code" else strip_leading_zeros(c) for c, _ in parts]
+                keys = pa.concat_arrays(codes) if codes else pa.array([], pa.large_string())
+                assets = np.concatenate([a for _, a in parts] or [np.zeros(0, np.int64)])
             self._tables[cache_key] = KeyTable.build(keys, assets, allowed)
         return self._tables[cache_key]
 
-    def _code_rows(self, code_field: str) -> slice | np.ndarray:
-        """The rows of ``codes`` of one field (``*``: every field but the id): a slice
-        where they are together, as ``_code_table`` writes them, so none are copied.
-        Cached: the code and the stripped table of a field share them."""
+    def _field_codes(self, code_field: str) -> tuple[pa.Array, np.ndarray]:
+        """One field's codes (normalised, nulls left out) and the asset of each: derived
+        from the asset columns when first needed, not built for every index nor saved
+        (most imports match one or two fields, if any)."""
 
-        def find() -> slice | np.ndarray:
-            field = self.codes["field"]
-            # "All codes" are the asset's codes (code + extraInfo), not its id.
-            mask = (field != "id") if code_field == "*" else (field == code_field)
-            rows = np.flatnonzero(mask.to_numpy(dtype=bool))
-            if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
-                return slice(int(rows[0]), int(rows[-1]) + 1)
-            return rows
+        def build() -> tuple[pa.Array, np.ndarray]:
+            if code_field in ("id", "code"):
+                values = normalise_codes(self.assets[code_field])
+            elif code_field in self.extra_fields:
+                values = normalise_codes(self.extra[code_field])
+            else:
+                values = pa.nulls(len(self), pa.large_string())
+            present = values.is_valid()
+            positions = np.flatnonzero(present.to_numpy(zero_copy_only=False))
+            return values.filter(present), positions.astype(np.int64)
 
-        found: slice | np.ndarray = self.derived(f"code_rows:{code_field}", find)
+        found: tuple[pa.Array, np.ndarray] = self.derived(f"codes:{code_field}", build)
         return found
+
+    @property
+    def codes(self) -> pd.DataFrame:
+        """Every code of every asset as one long table (field, code, stripped, asset),
+        fields in the order of ``code_fields``; built on first use, cached."""
+
+        def build() -> pd.DataFrame:
+            parts = []
+            for name in self.code_fields():
+                kept, positions = self._field_codes(name)
+                parts.append(
+                    pd.DataFrame(
+                        {
+                            "field": name,
+                            "code": pd.Series(kept, dtype="str"),
+                            "stripped": pd.Series(strip_leading_zeros(kept), dtype="str"),
+                            "asset": positions,
+                        }
+                    )
+                )
+            return pd.concat(parts, ignore_index=True)
+
+        table: pd.DataFrame = self.derived("codes", build)
+        return table
 
     def code_fields(self) -> list[str]:
         """Fields mode ``code`` can match on: ``id``, ``code`` and every extraInfo column."""
@@ -464,14 +515,17 @@ class AssetIndex:
         if self._geometry is None and self._wkb is not None and self._bounds is not None:
             wkb, bounds = self._wkb, self._bounds  # as loaded: nothing to encode
         else:
-            wkb, bounds = shapely.to_wkb(self.geometry), shapely.bounds(self.geometry)
-        assets["geometry_wkb"] = wkb
+            wkb = _binary(pa.array(shapely.to_wkb(self.geometry), type=pa.large_binary()))
+            bounds = shapely.bounds(self.geometry)
+        table = pa.Table.from_pandas(assets, preserve_index=False)
+        table = table.append_column("geometry_wkb", wkb)
         for i, name in enumerate(_BOUNDS):
-            assets[name] = bounds[:, i]
+            table = table.append_column(name, pa.array(np.ascontiguousarray(bounds[:, i])))
+        # One chunk per column (the store's columns come in a hundred): a load then makes
+        # one pandas array of each, not one per chunk (at a million assets 1.3 s -> 0.6 s).
         return {
-            "assets": pa.Table.from_pandas(assets, preserve_index=False),
-            "names": pa.Table.from_pandas(self.name_keys, preserve_index=False),
-            "codes": pa.Table.from_pandas(self.codes, preserve_index=False),
+            "assets": table.combine_chunks(),
+            "names": pa.Table.from_pandas(self.name_keys, preserve_index=False).combine_chunks(),
         }
 
     def save(self, folder: str | Path) -> Path:
@@ -532,20 +586,30 @@ class AssetIndex:
             buffer = pa.py_buffer(data)
             offset = end + 1
             tables = {}
+            later: dict[str, Callable[[], pa.Table]] = {}
             # In the order written: the index's tables, then the fuzzy side's.
             for name, size in header["tables"].items():
-                tables[name] = read(buffer.slice(offset, int(size)))
+                part = buffer.slice(offset, int(size))
                 offset += int(size)
+                if name.partition(":")[2] in KEY_TABLE and name.startswith("fuzzy:"):
+                    # Read when first needed, from a copy (the whole string is let go).
+                    later[name.partition(":")[2]] = partial(read, pa.py_buffer(part.to_pybytes()))
+                else:
+                    tables[name] = read(part)
         except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException) as exc:
             raise MatchingError(f"the asset index in {place} is corrupt: {exc}") from exc
         index = cls._from_tables(header, tables, place)
         side = {k.partition(":")[2]: t for k, t in tables.items() if k.startswith("fuzzy:")}
         try:
             index._derived["fuzzy"] = AssetSide.from_tables(
-                side, header.get("fuzzy") or {}, len(index), place
+                side, header.get("fuzzy") or {}, len(index), place, later
             )
         except MatchingError as exc:  # rebuilt on first use: slower, never wrong
             log.warning("rebuilding the fuzzy matching data: %s", exc)
+        # Decoding left freed buffers in Arrow's allocator, which keeps them for reuse:
+        # 200 MiB at a million assets, held by every process that loads an index.
+        del tables, side, buffer
+        pa.default_memory_pool().release_unused()
         return index
 
     @classmethod
@@ -571,13 +635,11 @@ class AssetIndex:
         cls, header: dict[str, Any], tables: dict[str, pa.Table], place: str
     ) -> AssetIndex:
         try:
-            assets = tables["assets"].to_pandas()
+            table = tables["assets"]
+            wkb = _binary(table.column("geometry_wkb"))
+            assets = table.drop_columns(["geometry_wkb"]).to_pandas()
             name_keys = tables["names"].to_pandas()
-            codes = tables["codes"].to_pandas()
             extra_fields = tuple(header["extra_fields"])
-            wkb = assets.pop("geometry_wkb").to_numpy(dtype=object)
-            wkb = wkb.copy()  # Arrow's buffer is read-only
-            wkb[pd.isna(wkb)] = None
             # Saved by an older toolkit without boxes: the geometries are decoded for them.
             bounds = (
                 np.column_stack([assets.pop(b).to_numpy(dtype=np.float64) for b in _BOUNDS])
@@ -597,7 +659,7 @@ class AssetIndex:
             raise MatchingError(f"the asset index in {place} is corrupt: {exc}") from exc
         if not (len(assets) == len(name_keys) == header.get("assets")):
             raise MatchingError(f"the asset index in {place} is corrupt: table sizes differ")
-        return cls(assets, extra_fields, extra, None, name_keys, codes, _wkb=wkb, _bounds=bounds)
+        return cls(assets, extra_fields, extra, None, name_keys, _wkb=wkb, _bounds=bounds)
 
     @property
     def outdated(self) -> bool:
@@ -640,21 +702,16 @@ def _active_flags(values: pd.Series) -> pd.Series:
     return ~text.isin(_FALSE_TEXT)
 
 
-def _code_table(ids: pa.Array, code: pa.Array, extra: dict[str, pa.Array]) -> pd.DataFrame:
-    """Long table of every code of every asset (id, code, extraInfo), normalised."""
-    parts = []
-    positions = np.arange(len(ids), dtype=np.int64)
-    for name, values in [("id", ids), ("code", code), *extra.items()]:
-        present = values.is_valid()
-        kept = values.filter(present)
-        parts.append(
-            pd.DataFrame(
-                {
-                    "field": name,
-                    "code": pd.Series(kept, dtype="str"),
-                    "stripped": pd.Series(strip_leading_zeros(kept), dtype="str"),
-                    "asset": positions[present.to_numpy(zero_copy_only=False)],
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True)
+def _binary(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """WKB as one Arrow array of large binary (the form an index keeps it in: 64-bit
+    offsets, as a statewide table's geometries may pass 2 GiB)."""
+    if not pa.types.is_large_binary(values.type):
+        values = values.cast(pa.large_binary())
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return values
+
+
+def _from_wkb(wkb: pa.Array) -> np.ndarray:
+    """Shapely geometries of WKB values (None where null)."""
+    return np.asarray(shapely.from_wkb(wkb.to_numpy(zero_copy_only=False)), dtype=object)

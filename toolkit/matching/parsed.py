@@ -69,8 +69,18 @@ class Parsed:
         return cls.of_words(analysis.words, analysis.parts, field_data=field_data)
 
     @classmethod
-    def of_words(cls, words: Words, parts: Structure, *, field_data: bool = False) -> Parsed:
-        """``of`` on words and their structure."""
+    def of_words(
+        cls,
+        words: Words,
+        parts: Structure,
+        *,
+        field_data: bool = False,
+        readings: bool = True,
+        blocking: bool = True,
+    ) -> Parsed:
+        """``of`` on words and their structure. Without ``readings`` the fields of
+        READING_FIELDS are left out (an asset table keeps none of them), without
+        ``blocking`` the blocking keys (both empty)."""
         vocab = words.vocabulary
         flags = word_flags(vocab)
         is_alpha_word = flags["alpha"][words.word_code]
@@ -135,6 +145,11 @@ class Parsed:
             "after": (after, ""),
             "letters": (lettered, ""),  # for a blocking key only
         }
+        # (The fields come first: left out, the others are encoded in the same order.)
+        if not readings:
+            masks = {k: v for k, v in masks.items() if k not in READING_FIELDS}
+        if not blocking:
+            del masks["letters"]
         arrow_vocab = pa.array(vocab, type=pa.large_string())
         texts = {
             name: join_words_arrow(
@@ -143,8 +158,11 @@ class Parsed:
             for name, (mask, separator) in masks.items()
         }
         vocabulary, codes = encode(texts)
-        key_rows, keys = _blocking_keys(words, parts, alpha, vocabulary, codes)
-        del codes["letters"]
+        if blocking:
+            key_rows, keys = _blocking_keys(words, parts, alpha, vocabulary, codes)
+            del codes["letters"]
+        else:
+            key_rows, keys = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)
         return cls(
             vocabulary,
             codes,
@@ -175,11 +193,15 @@ class Parsed:
 
     def restricted(self, fields: tuple[str, ...]) -> Parsed:
         """Only ``fields``, with a vocabulary of just their texts (an asset side to keep)."""
-        stacked = np.concatenate([[0], *(self.codes[f] for f in fields)])
-        used, compact = np.unique(stacked, return_inverse=True)
-        compact = compact.astype(np.int32)
-        n = len(self)
-        codes = {f: compact[1 + i * n : 1 + (i + 1) * n] for i, f in enumerate(fields)}
+        # The codes are below len(vocabulary): a count of each and a running sum of the
+        # used ones renumber them as np.unique would (in order), without its sort.
+        used_mask = np.zeros(len(self.vocabulary), dtype=bool)
+        used_mask[0] = True
+        for f in fields:
+            used_mask[self.codes[f]] = True
+        used = np.flatnonzero(used_mask)
+        renumber = (np.cumsum(used_mask, dtype=np.int32) - 1).astype(np.int32)
+        codes = {f: renumber[self.codes[f]] for f in fields}
         return Parsed(
             self.vocabulary[used],
             codes,
@@ -293,67 +315,109 @@ def _blocking_keys(
     rank_in_name = _per_row_cumsum(alpha & parts.is_name, words.row, words.n_rows)
     row = words.row[alpha]
     code = words.word_code[alpha]
-    rows: list[np.ndarray] = []
-    keys: list[np.ndarray] = []
+    collected = _Collected(words.n_rows)
+    add = collected.add
     has_number = number_hash[row] != 0
-    rows.append(row[has_number])
-    keys.append(mix64(number_hash[row[has_number]] ^ mix64(sound[code[has_number]])))
+    add(row[has_number], mix64(number_hash[row[has_number]] ^ mix64(sound[code[has_number]])))
     with_ending = has_number & long_word[code]
-    rows.append(row[with_ending])
-    keys.append(mix64(number_hash[row[with_ending]] ^ mix64(ending[code[with_ending]] + 1)))
-    rows.append(row[with_ending])
-    keys.append(mix64(number_hash[row[with_ending]] ^ mix64(beginning[code[with_ending]] + 7)))
+    add(
+        row[with_ending],
+        mix64(number_hash[row[with_ending]] ^ mix64(ending[code[with_ending]] + 1)),
+    )
+    add(
+        row[with_ending],
+        mix64(number_hash[row[with_ending]] ^ mix64(beginning[code[with_ending]] + 7)),
+    )
     # Unordered pairs of words of one address (up to 6 apart).
     for gap in range(1, 7):
         same = row[gap:] == row[:-gap]
         first, second = code[:-gap][same], code[gap:][same]
-        rows.append(row[gap:][same])
-        keys.append(mix64(mix64(sound[first] + 2) + mix64(sound[second] + 2)))
+        add(row[gap:][same], mix64(mix64(sound[first] + 2) + mix64(sound[second] + 2)))
     # A single word spelt exactly (4 letters or more), without the number: the number and
     # every other word may be wrong; common words fall to MAX_KEY_ASSETS.
     exact = string_hashes(vocab)
     single = long_word[code]
-    rows.append(row[single])
-    keys.append(mix64(exact[code[single]] + 4))
+    add(row[single], mix64(exact[code[single]] + 4))
     # ... or sounding alike, for words of five letters or more (rarer codes).
     longer = np.array([len(w) >= 5 for w in vocab], dtype=bool)[code]
-    rows.append(row[longer])
-    keys.append(mix64(sound[code[longer]] + 9))
+    add(row[longer], mix64(sound[code[longer]] + 9))
     # The street, the locality, and all the words with the street type, each with their
     # words joined (VENUS BAY = VENUSBAY; HALLENC LOSE = HALLEN CLOSE).
     for name, salt in (("street", 5), ("locality", 6), ("letters", 8)):
         hashed = text_hash[codes[name]]
         present = np.flatnonzero(hashed != 0)
-        rows.append(present)
-        keys.append(mix64(hashed[present] + np.uint64(salt)))
+        add(present, mix64(hashed[present] + np.uint64(salt)))
     # Number + street type + the street name's first letter: any later typo in the name.
     first_name = alpha & parts.is_name & (rank_in_name == 1)
     row_first = words.row[first_name]
     has_type = (number_hash[row_first] != 0) & (type_hash[row_first] != 0)
     initial = string_hashes(np.array([w[:1] for w in vocab], dtype=object))
-    rows.append(row_first[has_type])
-    keys.append(
+    add(
+        row_first[has_type],
         mix64(
             number_hash[row_first[has_type]]
             ^ mix64(type_hash[row_first[has_type]] + initial[words.word_code[first_name]][has_type])
-        )
+        ),
     )
     both = (number_hash != 0) & (postcode_hash != 0)
-    rows.append(np.flatnonzero(both))
-    keys.append(mix64(number_hash[both] ^ mix64(postcode_hash[both] + np.uint64(3))))
-    return sorted_keys(np.concatenate(rows), np.concatenate(keys), words.n_rows)
+    add(np.flatnonzero(both), mix64(number_hash[both] ^ mix64(postcode_hash[both] + np.uint64(3))))
+    return collected.sorted()
+
+
+class _Collected:
+    """The (row, key) pairs of ``_blocking_keys``: each part packed into one uint64 per
+    pair as it comes (the key's top bits, then the row), so the pairs are held once, not as
+    two columns and their concatenations (at a million assets, 25 million pairs: 1.2 GiB
+    at the build's peak before)."""
+
+    def __init__(self, n_rows: int) -> None:
+        self.n_rows = n_rows
+        self.packs = n_rows <= 1 << int(_ROW_BITS)
+        self.parts: list[np.ndarray] = []  # packed; or (too many rows) rows and keys by turns
+
+    def add(self, rows: np.ndarray, keys: np.ndarray) -> None:
+        if not self.packs:
+            self.parts += [rows, keys]
+            return
+        packed = keys.astype(np.uint64, copy=True)
+        packed &= ~_ROW_MASK
+        packed |= rows.astype(np.uint64)
+        self.parts.append(packed)
+
+    def sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct pairs sorted by key, then row (as ``sorted_keys``)."""
+        if not self.packs:
+            rows, keys = self.parts[0::2], self.parts[1::2]
+            return sorted_keys(np.concatenate(rows), np.concatenate(keys), self.n_rows)
+        packed = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.uint64)
+        self.parts.clear()
+        return _sorted_packed(packed)
+
+
+_ROW_MASK = np.uint64((1 << int(_ROW_BITS)) - 1)
+
+
+def _sorted_packed(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct packed (key, row) integers sorted (in place), split into rows and keys."""
+    packed.sort()
+    first = np.empty(len(packed), dtype=bool)
+    first[:1] = True
+    np.not_equal(packed[1:], packed[:-1], out=first[1:])
+    packed = packed[first]
+    return (packed & _ROW_MASK).astype(np.int32), packed >> _ROW_BITS
 
 
 def sorted_keys(rows: np.ndarray, keys: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (row, key) pairs sorted by key (then row), keys cut to their top KEY_BITS
     bits; one row may give the same key twice (two words sounding alike)."""
-    top = keys.astype(np.uint64) >> _ROW_BITS
     if n_rows <= 1 << int(_ROW_BITS):
-        # One sort of packed integers, far cheaper than sorting pairs of columns.
-        packed = np.sort((top << _ROW_BITS) | rows.astype(np.uint64))
-        packed = packed[np.concatenate([[True], packed[1:] != packed[:-1]])[: len(packed)]]
-        mask = np.uint64((1 << int(_ROW_BITS)) - 1)
-        return (packed & mask).astype(np.int32), packed >> _ROW_BITS
+        # One sort of packed integers, far cheaper than sorting pairs of columns; packed
+        # and sorted in place (at a million assets each copy is 200 MiB to page in).
+        packed = keys.astype(np.uint64, copy=True)
+        packed &= ~_ROW_MASK
+        packed |= rows.astype(np.uint64)
+        return _sorted_packed(packed)
+    top = keys.astype(np.uint64) >> _ROW_BITS
     table = pd.DataFrame({"row": rows, "key": top}).drop_duplicates()
     table = table.sort_values(["key", "row"], kind="stable")
     return table["row"].to_numpy(np.int64), table["key"].to_numpy(np.uint64)

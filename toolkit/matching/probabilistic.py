@@ -349,17 +349,26 @@ class Model:
         return {c: np.log2(self.m[c] / self.u[c]) for c in COMPONENTS}
 
 
-def estimate_u(assets: Parsed, seed: int = 0) -> dict[str, np.ndarray]:
-    """u per level: level frequencies among random pairs of different assets (non-matches
-    all, and independent of the size of the query batch); one pseudo-count per level so no
-    level has u = 0."""
+def random_pairs(n_assets: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The random pairs of different asset rows ``estimate_u`` compares (left, right)."""
     rng = np.random.default_rng(seed)
     # Rare levels (an exact street) need some thousands of pairs to be seen at all.
-    n = min(RANDOM_PAIRS, max(10_000, 10 * len(assets)), len(assets) * max(len(assets) - 1, 0))
-    left = rng.integers(0, max(len(assets), 1), n)
-    right = rng.integers(0, max(len(assets), 1), n)
+    n = min(RANDOM_PAIRS, max(10_000, 10 * n_assets), n_assets * max(n_assets - 1, 0))
+    left = rng.integers(0, max(n_assets, 1), n)
+    right = rng.integers(0, max(n_assets, 1), n)
     keep = left != right
-    levels = compare(assets, assets, left[keep], right[keep]).levels
+    return left[keep], right[keep]
+
+
+def estimate_u(
+    assets: Parsed, seed: int = 0, pairs: tuple[np.ndarray, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
+    """u per level: level frequencies among random pairs of different assets (non-matches
+    all, and independent of the size of the query batch); one pseudo-count per level so no
+    level has u = 0. ``pairs``: ``random_pairs`` already drawn, as rows of ``assets`` (a
+    parse of only the rows they name)."""
+    left, right = random_pairs(len(assets), seed) if pairs is None else pairs
+    levels = compare(assets, assets, left, right).levels
     return {c: _frequencies(levels[:, i], len(LEVELS[c])) for i, c in enumerate(COMPONENTS)}
 
 

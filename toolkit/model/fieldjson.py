@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from toolkit.lazy import lazy
-from toolkit.model.jsontext import json_literals, text, text_type
+from toolkit.model.jsontext import json_escaped, json_literals, text, text_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,8 +31,9 @@ else:
     pc = lazy("pyarrow.compute")
 
 
-def _json_text(column: pd.Series) -> pa.Array:
-    """JSON value text of each cell of a pandas column (null where missing)."""
+def _fragment(key: str, column: pd.Series) -> pa.Array:
+    """``key`` followed by the JSON value text of each cell of a pandas column (null where
+    missing); a string's quotes are joined in the same pass."""
     dtype = column.dtype
     if pd.api.types.is_bool_dtype(dtype):
         array = pa.array(column.astype("boolean"), type=pa.bool_())
@@ -41,10 +42,13 @@ def _json_text(column: pd.Series) -> pa.Array:
     elif pd.api.types.is_float_dtype(dtype):
         array = pa.array(column.astype("Float64"), type=pa.float64())
     elif pd.api.types.is_string_dtype(dtype):
-        array = pa.array(column.astype("string"), type=text_type())
+        strings = pa.array(column.astype("string"), type=text_type())
+        return pc.binary_join_element_wise(
+            text(key + '"'), json_escaped(strings), text('"'), text("")
+        )
     else:
         array = pa.array(column.astype(object).where(column.notna(), None).tolist())
-    return json_literals(array)
+    return pc.binary_join_element_wise(text(key), json_literals(array), text(""))
 
 
 def fields_json(values: pd.DataFrame, cleared: pd.DataFrame | None = None) -> pd.Series:
@@ -58,16 +62,19 @@ def fields_json(values: pd.DataFrame, cleared: pd.DataFrame | None = None) -> pd
     fragments = []
     for name in values.columns:
         key = "," + json.dumps(str(name), ensure_ascii=False) + ":"
-        fragment = pc.binary_join_element_wise(text(key), _json_text(values[name]), text(""))
+        fragment = _fragment(key, values[name])
         if cleared is not None and name in cleared.columns:
             mask = pa.array(cleared[name].to_numpy(dtype=bool))
             fragment = pc.if_else(mask, text(key + "null"), fragment)
-        fragments.append(pc.fill_null(fragment, text("")))
-    # One pass over all columns; the leading comma then becomes the opening brace.
-    joined = pc.binary_join_element_wise(*fragments, text(""))
-    objects = pc.binary_join_element_wise(
-        text("{"), pc.utf8_slice_codeunits(joined, 1), text("}"), text("")
-    )
+        fragments.append(fragment)
+    # One pass over all columns, a missing value's fragment left out, and the closing
+    # brace; the leading comma then becomes the opening brace (a byte for a byte: no
+    # copy of the text as slicing it off and joining the brace made, 20% of the work).
+    joined = pc.binary_join_element_wise(*fragments, text("}"), text(""), null_handling="skip")
+    objects = pc.utf8_replace_slice(joined, 0, 1, "{")
+    empty = pc.equal(joined, text("}"))
+    if pc.any(empty).as_py():  # a row with no value at all: "{" would be left of it
+        objects = pc.if_else(empty, text("{}"), objects)
     return pd.Series(pd.arrays.ArrowStringArray(objects), index=values.index)
 
 

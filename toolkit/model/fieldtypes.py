@@ -61,6 +61,37 @@ def convert_column(
     """
     check_field_type("column", kind, allowed=IMPORT_FIELD_TYPES)
     text = text.astype("string")
+    if kind in _BY_DISTINCT and len(text) > _DISTINCT_FROM:
+        return _by_distinct(kind, text, choices, max_length)
+    return _convert(kind, text, choices, max_length)
+
+
+# Kinds converted once per distinct cell and spread to the rows: a cell's value and
+# whether it is bad depend on the cell alone (and, for integer, on whether every cell of
+# the column is a whole number, which its distinct cells tell the same). Such columns
+# repeat a few values (levels, dates, yes/no, counts): a 250,000-row part's date column
+# took 0.10 s parsed row by row, its lookup column 0.08 s (casefold is a Python call per
+# cell).
+_BY_DISTINCT = ("integer", "decimal", "date", "boolean", "lookup")
+_DISTINCT_FROM = 1000
+
+
+def _by_distinct(
+    kind: str, text: pd.Series, choices: Sequence[str], max_length: int
+) -> tuple[pd.Series, np.ndarray, str]:
+    """:func:`convert_column` of ``text`` by its distinct cells."""
+    codes, distinct = pd.factorize(text, use_na_sentinel=True)
+    if not len(distinct):  # every cell empty
+        return _convert(kind, text, choices, max_length)
+    values, bad, reason = _convert(kind, pd.Series(distinct, dtype="string"), choices, max_length)
+    found = codes >= 0
+    spread = pd.Series(values.array.take(codes, allow_fill=True), index=text.index)
+    return spread, found & bad[np.where(found, codes, 0)], reason
+
+
+def _convert(
+    kind: str, text: pd.Series, choices: Sequence[str], max_length: int
+) -> tuple[pd.Series, np.ndarray, str]:
     present = text.notna().to_numpy()
     stripped = text.str.strip()
     if kind == "text":

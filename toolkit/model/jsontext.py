@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 from toolkit.lazy import lazy
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 else:
+    np = lazy("numpy")
     pa = lazy("pyarrow")
     pc = lazy("pyarrow.compute")
 
@@ -59,16 +61,38 @@ def _escaped(strings: pa.Array) -> pa.Array:
 
 def json_strings(column: pa.Array) -> pa.Array:
     """Each string as a JSON string literal; null stays null."""
+    return pc.binary_join_element_wise(text('"'), json_escaped(column), text('"'), text(""))
+
+
+def json_escaped(column: pa.Array) -> pa.Array:
+    """Each string as the inside of its JSON string literal (the quotes left to the
+    caller, who may join them with more text in the same pass); null stays null."""
     if isinstance(column, pa.ChunkedArray):
         # A column read in blocks comes chunked, and replace_with_mask takes no chunked
         # mask: a clean part (nothing filtered out) whose text needed escapes failed here.
         column = column.combine_chunks()
     column = column.cast(text_type())
+    if not _may_need_escapes(column):
+        return column
     # Most cells need no escape; find the few that do and escape only those.
     needs = pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), False)
     if pc.any(needs).as_py():
         column = pc.replace_with_mask(column, needs, _escaped(pc.filter(column, needs)))
-    return pc.binary_join_element_wise(text('"'), column, text('"'), text(""))
+    return column
+
+
+def _may_need_escapes(column: pa.Array) -> bool:
+    """Whether the text of a ``large_string`` array holds a byte JSON escapes (a quote, a
+    backslash, a control character): numpy's comparisons of its bytes, all at once, take
+    a thirtieth of the regex over each string (0.5 ms against 15 for a 250,000-row column
+    of addresses), and most columns hold none. A byte of a null slot may answer yes; the
+    regex then looks at each string."""
+    _, offsets, data = column.buffers()
+    if data is None or len(column) == 0:
+        return False
+    ends = np.frombuffer(offsets, dtype=np.int64, count=len(column) + 1, offset=8 * column.offset)
+    text = np.frombuffer(data, dtype=np.uint8)[ends[0] : ends[-1]]
+    return bool((text < 0x20).any() or (text == ord('"')).any() or (text == ord("\\")).any())
 
 
 def json_literals(column: pa.Array) -> pa.Array:

@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 
 def site_asset_frame(store: SiteStore) -> gpd.GeoDataFrame:
     """The site's active assets as a GeoDataFrame of asset fields plus one column per code."""
+    return site_assets(store)[0]
+
+
+def site_assets(store: SiteStore) -> tuple[gpd.GeoDataFrame, pa.Array]:
+    """``site_asset_frame`` and the geometries as the store keeps them (WKB, binary;
+    null when missing), which the index keeps instead of encoding them again."""
     raw = store.assets.frame()
     frame = pd.DataFrame(
         {
@@ -49,8 +55,10 @@ def site_asset_frame(store: SiteStore) -> gpd.GeoDataFrame:
             column = f"{name} (extra)" if name in ASSET_FIELDS else str(name)
             values = extra[name]
             frame[column] = values.astype("str").where(values.notna(), None)
-    geometry = shapely.from_wkb(raw["geometry"].to_numpy()) if len(raw) else np.empty(0, object)
-    return gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geometry, crs=4326))
+    wkb = raw["geometry"].to_numpy()
+    geometry = shapely.from_wkb(wkb) if len(raw) else np.empty(0, object)
+    frame = gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geometry, crs=4326))
+    return frame, pa.array(wkb, type=pa.large_binary(), from_pandas=True)
 
 
 def _extra_columns(extra_info: pd.Series) -> pd.DataFrame:
@@ -81,7 +89,10 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
             if dump_encoding(cached) != DUMP_ENCODING or index.outdated:
                 _keep(store, stamp, index)
             return index
-    index = AssetIndex.from_frame(site_asset_frame(store))
+    frame, wkb = site_assets(store)
+    index = AssetIndex.from_frame(frame, wkb=wkb)
+    # The frame's decoded geometries and texts are not needed to save the index.
+    del frame, wkb
     _keep(store, stamp, index)
     return index
 

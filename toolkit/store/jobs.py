@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import sqlite3
-from typing import TYPE_CHECKING
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
 
 from toolkit.lazy import lazy
-from toolkit.model.fieldjson import as_python
 from toolkit.store.database import Database
+from toolkit.store.dialect import copy_rows, is_postgres_connection
 from toolkit.store.sql import one_row, read_frame
 
 if TYPE_CHECKING:
@@ -142,19 +144,29 @@ class JobStore:
         ``probability`` and ``evidence`` may be absent: no fuzzy matching was done), in
         ``conn``'s transaction when the caller holds one; ``append``: beside the links kept
         already (an import read in parts), not instead of them."""
-        columns = [
-            as_python(links[c]) if c in links.columns else [None] * len(links)
+        # A column with no value in any row is left to the table's default (NULL): a
+        # value bound costs more than the row's own share of the insert.
+        names = [
+            c
             for c in self.LINK_COLUMNS
+            if c == "row" or (c in links.columns and bool(links[c].notna().any()))
         ]
 
         def write(conn: sqlite3.Connection) -> None:
             if not append:
                 conn.execute("DELETE FROM import_link WHERE job_id = ?", (job_id,))
+            if is_postgres_connection(conn):
+                columns = [_link_values(links[c], _LINK_KINDS[c], None) for c in names]
+                copy_rows(conn, "import_link", ["job_id", *names], zip(repeat(job_id), *columns))
+                return
+            # NaN, not None, stands for a missing value here: sqlite3 binds a float as it
+            # is and SQLite stores a NaN as NULL, while each None goes through sqlite3's
+            # adapter lookup first (0.3 us a value: of 1,000,000 links' 3.1 s, 1 s).
+            columns = [_link_values(links[c], _LINK_KINDS[c], math.nan) for c in names]
             conn.executemany(
-                "INSERT INTO import_link (job_id, row, reference, query, asset_id, mode, "
-                "accuracy, candidates, err, probability, evidence) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                zip([job_id] * len(links), *columns, strict=True),
+                f"INSERT INTO import_link (job_id, {', '.join(names)}) "
+                f"VALUES ({', '.join('?' * (len(names) + 1))})",
+                zip(repeat(job_id), *columns),
             )
 
         if conn is not None:
@@ -173,3 +185,33 @@ class JobStore:
             "WHERE l.job_id = ? AND j.site_id = ? ORDER BY l.row",
             (job_id, self.site_id),
         )
+
+
+# What each link column holds, as the table declares it.
+_LINK_KINDS = {
+    "row": "integer",
+    "reference": "text",
+    "query": "text",
+    "asset_id": "integer",
+    "mode": "text",
+    "accuracy": "real",
+    "candidates": "integer",
+    "err": "text",
+    "probability": "real",
+    "evidence": "text",
+}
+
+
+def _link_values(column: pd.Series, kind: str, missing: float | None) -> list[Any]:
+    """A link column as Python values of its kind (an asset id as an int even where the
+    column is float for its missing values), ``missing`` where a value is missing."""
+    if kind == "integer":
+        if column.dtype.kind in "iu":
+            values: list[Any] = column.to_numpy().tolist()
+            return values
+        column = pd.to_numeric(column).astype("Int64")
+    elif kind == "real":
+        column = column.astype("Float64")
+    # pandas takes None for na_value, which pandas-stubs leave out.
+    values = column.to_numpy(dtype=object, na_value=missing).tolist()  # type: ignore[arg-type]
+    return values

@@ -1,0 +1,97 @@
+"""How an import's rows were linked (``import_link``): kept as the link stage gave them,
+on both stores, missing values as SQL NULL whatever the column's dtype."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from toolkit.store import SiteStore
+
+NAN = math.nan
+
+
+def _part_with_fuzzy() -> pd.DataFrame:
+    """Links as ``link_rows`` gives them: the asset id float for its missing value, text
+    of each kind of pandas column, probability and evidence only where fuzzy scored."""
+    return pd.DataFrame(
+        {
+            "row": [1, 2, 3],
+            "reference": pd.array(["A", "B", None], dtype="str"),
+            "query": pd.array(["12 SMITH ST", None, "3 HIGH ST"], dtype="string"),
+            "asset_id": [100001.0, NAN, 100003.0],
+            "mode": pd.array(["soundex", None, "fuzzy"], dtype=object),
+            "accuracy": [90.0, NAN, 75.5],
+            "candidates": [1, 0, 2],
+            "err": pd.array([None, "soundex: no match", None], dtype="str"),
+            "probability": [NAN, NAN, 0.93],
+            "evidence": pd.array([None, None, '{"number":5.919,"street":7.281}'], dtype="string"),
+        }
+    )
+
+
+def _part_without_fuzzy() -> pd.DataFrame:
+    """A later part: every row linked (no reason), no fuzzy columns at all, an Int64 id."""
+    return pd.DataFrame(
+        {
+            "row": [4, 5],
+            "reference": ["D", "E"],
+            "query": ["", ""],
+            "asset_id": pd.array([100004, 100005], dtype="Int64"),
+            "mode": ["geo", "geo"],
+            "accuracy": [100.0, 100.0],
+            "candidates": [1, 1],
+            "err": pd.array([None, None], dtype="string"),
+        }
+    )
+
+
+def test_links_come_back_as_recorded_with_missing_values_null(any_site: SiteStore) -> None:
+    store = any_site
+    job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    store.jobs.record_links(job, _part_with_fuzzy())
+    store.jobs.record_links(job, _part_without_fuzzy(), append=True)
+    kept = store.jobs.links(job)
+
+    assert kept["row"].tolist() == [1, 2, 3, 4, 5]
+    assert kept["reference"].tolist()[:2] == ["A", "B"] and pd.isna(kept["reference"][2])
+    assert kept["asset_id"].astype("Int64").tolist() == [100001, pd.NA, 100003, 100004, 100005]
+    assert kept["candidates"].tolist() == [1, 0, 2, 1, 1]
+    assert kept["accuracy"].fillna(-1).tolist() == [90.0, -1, 75.5, 100.0, 100.0]
+    assert kept["probability"].fillna(-1).tolist() == [-1, -1, 0.93, -1, -1]
+    text = kept[["query", "mode", "err"]].astype(object)
+    assert text.where(text.notna(), None).values.tolist() == [
+        ["12 SMITH ST", "soundex", None],
+        [None, None, "soundex: no match"],
+        ["3 HIGH ST", "fuzzy", None],
+        ["", "geo", None],
+        ["", "geo", None],
+    ]
+    # PostgreSQL keeps the evidence as jsonb, so its text is spaced its own way.
+    evidence = [None if pd.isna(e) else json.loads(e) for e in kept["evidence"]]
+    assert evidence == [None, None, {"number": 5.919, "street": 7.281}, None, None]
+    # Missing is NULL in the table itself (never a NaN, nor the text "nan"), ids whole.
+    nulls = store.db.connection.execute(
+        "SELECT row, reference IS NULL, query IS NULL, asset_id IS NULL, mode IS NULL, "
+        "accuracy IS NULL, err IS NULL, probability IS NULL, evidence IS NULL, "
+        "asset_id = CAST(asset_id AS INTEGER) FROM import_link WHERE job_id = ? ORDER BY row",
+        (job,),
+    ).fetchall()
+    assert [tuple(bool(v) if i else v for i, v in enumerate(r)) for r in nulls] == [
+        (1, False, False, False, False, False, True, True, True, True),
+        (2, False, True, True, True, True, False, True, True, False),
+        (3, True, False, False, False, False, True, False, False, True),
+        (4, False, False, False, False, False, True, True, True, True),
+        (5, False, False, False, False, False, True, True, True, True),
+    ]
+
+
+def test_recording_again_replaces_a_jobs_links(any_site: SiteStore) -> None:
+    store = any_site
+    job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    store.jobs.record_links(job, _part_with_fuzzy())
+    store.jobs.record_links(job, _part_without_fuzzy())
+    assert store.jobs.links(job)["row"].tolist() == [4, 5]
+    assert store.jobs.links(job)["evidence"].isna().all()
