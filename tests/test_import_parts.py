@@ -24,6 +24,13 @@ RULE = (SAMPLE.parent / "pipelines" / "damage_assessments.py").read_text(encodin
 RULE = RULE.replace('name="damage-assessments"', 'name="damage-soundex"').replace(
     '"fallbackMode": "fuzzy",', ""
 )
+FUZZY_FIRST = (
+    (SAMPLE.parent / "pipelines" / "damage_assessments.py")
+    .read_text(encoding="utf-8")
+    .replace('name="damage-assessments"', 'name="damage-fuzzy-first"')
+    .replace('"mode": "soundex",', '"mode": "fuzzy",')
+    .replace('"fallbackMode": "fuzzy",', '"fallbackMode": "soundex",')
+)
 BAD = [
     {"Reference": "DA-900001", "Damage Level": "Catastrophic"},
     {"Reference": "DA-900002", "Inspection Date": "not a date"},
@@ -39,6 +46,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("parts")
     (root / "rules").mkdir()
     (root / "rules" / "damage_soundex.py").write_text(RULE, encoding="utf-8")
+    (root / "rules" / "damage_fuzzy_first.py").write_text(FUZZY_FIRST, encoding="utf-8")
     lines = (SAMPLE / "damage_assessments.csv").read_text(encoding="utf-8").splitlines()
     header = next(csv.reader([lines[0]]))
     first = dict(zip(header, next(csv.reader([lines[1]])), strict=True))
@@ -160,12 +168,14 @@ def test_parts_store_and_link_as_one_part(runs: dict[str, dict[str, object]]) ->
         assert _rows(parts, sql) == rows, sql
 
 
+@pytest.mark.parametrize("rule", ["damage-assessments", "damage-fuzzy-first"])
 def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str
 ) -> None:
-    """The sample's rule (soundex, then fuzzy) in parts of 37: a first pass notes the texts
-    fuzzy is given, its model is fitted once, and every part links with it, so the links,
-    their probabilities and the stored rows are the one part's."""
+    """The sample's rule (soundex, then fuzzy; and fuzzy, then soundex) in parts of 37: a
+    first pass notes the texts fuzzy is given, its model is fitted once with each text's
+    answer, and every part links with it, the other modes replayed, so every column of the
+    links and the stored rows are the one part's."""
     out: dict[str, tuple[dict[str, Any], list[tuple[object, ...]], list[tuple[object, ...]]]] = {}
     told: dict[str, list[tuple[str, int, int | None, str]]] = {}
     for name, rows in {"whole": "", "parts": "37"}.items():
@@ -184,22 +194,21 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
             )
             assert assets["status"] == "COMPLETE"
             event = int(site.create_event({"name": "Flood 2026"})["id"])
-            request = ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
-            )
+            request = ImportRequest("item", rule, world / "damage.csv", event_id=event, region_id=1)
             job = site.run_import(request, progress=note)
         summary = dict(job["summary"])
         summary.pop("timings")
         out[name] = (
             summary,
-            _rows(path, "SELECT row, asset_id, mode, accuracy, probability FROM import_link "
-                  "ORDER BY row"),
+            _rows(path, "SELECT row, reference, query, asset_id, mode, accuracy, candidates, "
+                  "err, probability, evidence FROM import_link ORDER BY row"),
             _rows(path, "SELECT id, asset_id, fields FROM item ORDER BY id"),
         )  # fmt: skip
         told[name] = seen
     assert out["parts"] == out["whole"]
     links = out["whole"][1]
-    assert sum(1 for link in links if link[2] == "fuzzy") > 10  # the fallback linked rows
+    assert sum(1 for link in links if link[4] == "fuzzy") > 10  # fuzzy linked rows
+    assert {"soundex", "code", "geo"} <= {link[4] for link in links}  # and the others
     assert len(out["whole"][2]) > 250
     # The parts run made its first pass over all 8 parts (294 records, 37 a part), then
     # linked part by part; the one part made none.

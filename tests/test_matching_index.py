@@ -15,9 +15,10 @@ from matching_assets import asset_frame, ipc_bytes, parquet_dump, queries, rewri
 
 from toolkit.errors import MatchingError
 from toolkit.matching import AssetIndex, resolve
+from toolkit.matching import index as index_module
 from toolkit.matching.address import Analysis
 from toolkit.matching.asset_side import AssetSide
-from toolkit.matching.index import FORMAT_VERSION
+from toolkit.matching.index import FORMAT_VERSION, KeyTable
 from toolkit.matching.parsed import ASSET_FIELDS, Parsed
 from toolkit.matching.probabilistic import estimate_u
 
@@ -211,6 +212,38 @@ def _without_boxes(data: bytes) -> bytes:
         return ipc_bytes(table)
 
     return rewritten_dump(data, boxless)
+
+
+@pytest.mark.parametrize("hashing", ["real", "by length"])
+def test_text_keys_are_found_by_hash_and_checked_against_their_text(
+    monkeypatch: pytest.MonkeyPatch, hashing: str
+) -> None:
+    """A code table finds each text key through its hash, and takes a hit only when the
+    texts are equal: with a hash that gives every text of one length the same value, a
+    text of another key's length is not that key ("X22" is not "B22"), and a table whose
+    keys share a hash looks them up by their text alone. Nulls and unknown texts find
+    nothing."""
+    if hashing == "by length":
+
+        def by_length(values: np.ndarray) -> np.ndarray:
+            return np.array([len(v) for v in values], dtype=np.uint64)
+
+        monkeypatch.setattr(index_module, "string_hashes", by_length)
+
+    def found(keys: list[str], wanted: list[str | None]) -> list[list[int]]:
+        assets = np.arange(len(keys), dtype=np.int64)
+        table = KeyTable.build(pa.array(keys, pa.large_string()), assets, assets >= 0)
+        first, count = table.lookup(pa.array(wanted, pa.large_string()))
+        return [
+            sorted(table.assets[f : f + c].tolist()) if c else []
+            for f, c in zip(first.tolist(), count.tolist(), strict=True)
+        ]
+
+    wanted = ["B22", None, "ZZ", "A1", "D4444", "X22", "E1"]
+    assert found(["A1", "B22", "C333", "A1", "D4444"], wanted) == [
+        [1], [], [], [0, 3], [4], [], [],
+    ]  # fmt: skip
+    assert found(["A1", "B22", "E1", "D4444"], wanted) == [[1], [], [], [0], [3], [], [2]]
 
 
 def test_a_dump_leaves_the_key_table_encoded_until_some_assets_are_left_out() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from toolkit.matching import AssetIndex, resolve
+from toolkit.matching import AssetIndex, blocking, resolve
 from toolkit.matching import probabilistic as prob
 from toolkit.matching.address import Analysis
 from toolkit.matching.blocking import MAX_CANDIDATES, KeyGroups, candidate_pairs
@@ -262,12 +262,24 @@ def test_a_batch_split_over_threads_links_exactly_as_in_one_piece(
         {"query": [names[i].replace(" STREET ", " ST ").replace("I", "Y", 1) for i in picked]}
     )
     whole = resolve(index, queries, OFF)
+    # In ranges of 7 queries over threads, each range's pairs made 50 at a time.
     monkeypatch.setattr(prob, "PARALLEL_MIN_QUERIES", 2)
+    monkeypatch.setattr(prob, "RANGE_QUERIES", 7)
+    monkeypatch.setattr(blocking, "RANGE_PAIRS", 50)
     split = resolve(index, queries, OFF)
-    assert split["asset_id"].tolist() == whole["asset_id"].tolist()
-    np.testing.assert_allclose(split["probability"], whole["probability"])
+    pd.testing.assert_frame_equal(split, whole)
     expected = [f"P{i}" for i in picked]
     assert (whole["asset_id"] == expected).mean() > 0.9
+    # The pairs themselves: in ranges, exactly those of one pass (and in its order).
+    side = index.fuzzy_side()
+    parsed = Parsed.of(Analysis.of(queries["query"]), field_data=True)
+    groups = KeyGroups.of(side.parsed.key_rows, side.parsed.keys)
+    in_ranges = candidate_pairs(parsed, groups, len(side.parsed))
+    monkeypatch.setattr(blocking, "RANGE_PAIRS", 10**9)
+    at_once = candidate_pairs(parsed, groups, len(side.parsed))
+    assert len(at_once[0]) > 1000
+    np.testing.assert_array_equal(in_ranges[0], at_once[0])
+    np.testing.assert_array_equal(in_ranges[1], at_once[1])
 
 
 def test_an_index_written_as_one_string_keeps_its_fuzzy_side(

@@ -557,3 +557,60 @@ def test_fuzzy_model_fitted_once_makes_parts_match_as_one_batch(index: AssetInde
     for column in ("asset_id", "accuracy", "probability", "err", "mode"):
         assert plain(once[column]) == plain(whole[column]), column
     assert plain(alone["probability"]) != plain(whole["probability"])
+
+
+@pytest.mark.parametrize(
+    ("mode", "fallback"), [("soundex", "fuzzy"), ("fuzzy", "soundex"), ("fuzzy", None)]
+)
+def test_a_first_pass_then_fuzzy_answers_give_the_parts_what_one_batch_gives(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch, mode: str, fallback: str | None
+) -> None:
+    """A job's first pass over its parts keeps each mode's result before fuzzy
+    (``ModeRecord``) and notes fuzzy's texts; fuzzy then answers every text at once
+    (``FuzzyAnswers``), and the second pass replays the rest: every column of every part
+    is the whole batch's, with no mode before fuzzy run again and no text paired again.
+    A mode after fuzzy (its fallback) runs anew, on what fuzzy left."""
+    texts = [
+        "12 Smiyh St Richmond", "12 Smith St Richmond", "12 Xmith St Richmond",
+        "14 Smith Street", "12 Smiyh St Richmond", "3 Nowhere Rd", "12 Smith St Richmond 3000",
+        "A1", "",
+    ]  # fmt: skip
+    options = {**OFF, "mode": mode, **({"fallbackMode": fallback} if fallback else {})}
+    whole = resolve(index, queries(*texts), options)
+    parts = [queries(*texts[:3]), queries(*texts[3:])]
+    records = [modes.ModeRecord() for _ in parts]
+    for part, record in zip(parts, records, strict=True):
+        resolve(index, part, options, modes=record.functions())
+    noted = pd.concat([r.fuzzy.distinct() for r in records], ignore_index=True)
+    monkeypatch.setattr(modes, "ANSWER_QUERIES", 2)  # scored two queries at a time
+    answers = modes.FuzzyAnswers.of(
+        index, pd.Series(pd.unique(noted)), checked_options(index, options)
+    )
+    model = modes.fuzzy_model(index, pd.Series(pd.unique(noted)), checked_options(index, options))
+    assert answers.model is not None and model is not None
+    assert answers.model.prior == model.prior
+    first = modes.MODE_FUNCTIONS[mode]
+    if mode != "fuzzy":  # on the second pass, the modes before fuzzy are replayed
+        monkeypatch.setitem(modes.MODE_FUNCTIONS, mode, lambda *_: pytest.fail("run again"))
+
+    def no_pairs(*_: object) -> None:
+        pytest.fail("paired again")
+
+    monkeypatch.setattr(modes, "_fuzzy_pairs", no_pairs)
+    again = pd.concat(
+        [
+            resolve(index, part, options, modes=modes.replayed(record.results, answers))
+            for part, record in zip(parts, records, strict=True)
+        ],
+        ignore_index=True,
+    )
+    assert list(again.columns) == list(whole.columns)
+    for column in whole.columns:
+        if column != "reference":  # the 1-based count of each part
+            assert plain(again[column]) == plain(whole[column]), column
+    assert (again["mode"] == "fuzzy").sum() >= 2
+    # Replayed on calls that differ from the first pass's (another part): refused.
+    monkeypatch.setitem(modes.MODE_FUNCTIONS, mode, first)
+    if mode != "fuzzy":
+        with pytest.raises(RuntimeError, match=f"mode {mode} was not called so"):
+            resolve(index, parts[1], options, modes=modes.replayed(records[0].results, answers))

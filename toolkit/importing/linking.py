@@ -102,13 +102,15 @@ def link_rows(
     progress: Progress = no_progress,
     geocoder: Geocoder | None = None,
     fuzzy: ModeFunction | None = None,
+    modes: Mapping[str, ModeFunction] | None = None,
 ) -> LinkResult:
     """Link every row of ``frame`` that the rule's asset link can place. ``decisions``
     (reviewers' ``query`` -> ``asset_id``, see ``matching.review``) settle the address
     rows whose text they name, before any matcher's answer; ``geocoder`` is the address
     way's external last resort, when the rule's options ask for one. Progress counts the
     rows settled: linked, then every row once the last way has been tried. ``fuzzy``
-    stands in for mode fuzzy on the address way (``resolve``)."""
+    stands in for mode fuzzy on the address way, ``modes`` for the mode functions they name
+    on every way (``resolve``)."""
     link = rule.asset_link
     n = len(frame)
     # Positional numpy arrays: each way writes its rows by position, never by label.
@@ -163,9 +165,8 @@ def link_rows(
         queries = pd.DataFrame({"query": texts.iloc[rows].fillna("").astype("str").to_numpy()})
         if geometry is not None:
             queries["geometry"] = geometry[rows]
-        result = apply_decisions(
-            index, resolve(index, queries, way_options, geocoder=external, fuzzy=fuzzy), reviewed
-        )
+        resolved = resolve(index, queries, way_options, geocoder=external, fuzzy=fuzzy, modes=modes)
+        result = apply_decisions(index, resolved, reviewed)
         found = result["asset_position"].to_numpy() >= 0
         ids = pd.to_numeric(result["asset_id"], errors="coerce").to_numpy()
         asset_ids[rows[found]] = ids[found].astype(np.int64)

@@ -21,7 +21,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -66,7 +66,16 @@ from toolkit.importing.rules import (
     numbers_for_text,
 )
 from toolkit.importing.streamed import EarlyTransaction, read_ahead
-from toolkit.matching.modes import FuzzyTexts, ModeFunction, fuzzy_model, match_fuzzy
+from toolkit.matching.modes import (
+    FuzzyAnswers,
+    FuzzyTexts,
+    ModeFunction,
+    ModeRecord,
+    ModeResult,
+    fuzzy_model,
+    match_fuzzy,
+    replayed,
+)
 from toolkit.matching.options import LookupOptions
 from toolkit.matching.probabilistic import Model
 from toolkit.model.fieldjson import as_python, fields_json, id_list
@@ -116,6 +125,9 @@ USER_RECORD_FIELDS = (
 
 # Gives the matching index of the site's assets; called only when a rule links assets.
 IndexProvider = Callable[[], "AssetIndex"]
+# What a job's first pass keeps of a part (on disk): its rule's result, and the results of
+# the modes tried before fuzzy, in call order (``ModeRecord``).
+_FirstPass = tuple[Prepared, list[ModeResult]]
 
 
 @dataclass(frozen=True)
@@ -212,10 +224,22 @@ def job_fuzzy_model(
 ) -> Model | None:
     """Mode fuzzy's model for a whole job from its partitions' texts (in row order): the
     model the job read as one part fits, so every partition links as that part would."""
+    return fuzzy_model(index, *_job_texts(rule, texts))
+
+
+def job_fuzzy_answers(
+    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
+) -> FuzzyAnswers:
+    """``job_fuzzy_model`` and mode fuzzy's answer with it to each text of the job."""
+    return FuzzyAnswers.of(index, *_job_texts(rule, texts))
+
+
+def _job_texts(rule: ImportRule, texts: Sequence[pd.Series]) -> tuple[pd.Series, LookupOptions]:
+    """The distinct texts of a job's partitions (in row order), and its lookup options."""
     assert rule.asset_link is not None
     options = LookupOptions.from_dict({"useExternalLookups": False, **rule.asset_link.options})
     every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
-    return fuzzy_model(index, pd.Series(pd.unique(every)), options)
+    return pd.Series(pd.unique(every)), options
 
 
 _PROBLEM_COLUMNS = ["row", "column", "value", "reason"]
@@ -715,7 +739,7 @@ class ImportRunner:
         link_problems = StagedFrames(folder / "rejected", "link")
         first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=_no_problems())
-        parts = self._parts(job_id, request, rule, chunked, may_update, outcome)
+        parts = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
         early = self._early
         if early is not None:
             # The next part is read while this one is inserted.
@@ -784,11 +808,13 @@ class ImportRunner:
         request: ImportRequest,
         rule: ImportRule,
         chunked: ChunkedSource,
+        folder: Path,
         may_update: bool,
         outcome: _Outcome,
     ) -> Iterator[tuple[np.ndarray, Prepared, Linked, _Payload]]:
         """Each part in row order: its row numbers, the rule's result, the link stage's
-        (links recorded with the job), and the payload of its kept rows."""
+        (links recorded with the job), and the payload of its kept rows (what a first
+        pass kept of them is in ``folder``)."""
         if self.engine is not None:
             yield from self._parts_on(
                 self.engine, job_id, request, rule, chunked, may_update, outcome
@@ -797,41 +823,34 @@ class ImportRunner:
         # One index and one set of decisions for every part: a provider may load the index
         # afresh on each call, and its caches (built as rows are matched) go with it.
         shared: dict[str, Any] = {}
+        first_pass: StagedParts[_FirstPass] | None = None
         if chunked.count > 1 and "fuzzy" in _link_ways(rule):
-            # Mode fuzzy fits its model (EM) on the texts it is given: a first pass over the
-            # parts notes them, the model is fitted once, every part links with it (as the
-            # Dask engine does), so memory follows the part and links are the one part's.
-            shared["fuzzy"] = partial(
-                match_fuzzy, model=self._job_fuzzy_model(request, rule, chunked, outcome, shared)
-            )
-        start = 0
+            first_pass = self._first_pass(request, rule, chunked, folder, outcome, shared)
         for i in range(chunked.count):
-            size = chunked.sizes[i]
-            shown = (
-                self.progress
-                if chunked.count == 1
-                else _part_progress(
-                    self.progress, start, size, chunked.rows, f"part {i + 1} of {chunked.count}"
-                )
-            )
-            start += size
+            shown = self._part_shown(chunked, i)
             with self._stage(outcome, "read"):
                 part = chunked.read(i)
             frame = part.frame
+            modes = None
             with self._stage(outcome, "validate"):
-                prepared = apply_rule(
-                    rule,
-                    frame,
-                    path=request.name,
-                    geometry_columns=part.geometry_columns,
-                    progress=shown,
-                )
+                if first_pass is None:
+                    prepared = apply_rule(
+                        rule,
+                        frame,
+                        path=request.name,
+                        geometry_columns=part.geometry_columns,
+                        progress=shown,
+                    )
+                else:
+                    prepared, results = first_pass.load(i)
+                    modes = replayed(results, shared["answers"])
+                    del results
             linked = Linked(asset_ids=None, problems=_no_problems())
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
                     linked = self._link_assets(
                         job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0,
-                        shared=shared,
+                        shared=shared, modes=modes,
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
@@ -850,20 +869,35 @@ class ImportRunner:
                 shown("prepare", kept_rows, kept_rows)
             yield frame.index.to_numpy(), prepared, linked, payload
             # Not kept while the next part is read, ruled and linked: the caller has staged
-            # the payload on disk and let go of the rest (a 250,000-row part: ~0.3 GiB).
-            del part, frame, prepared, linked, payload
+            # the payload on disk and let go of the rest (a 250,000-row part: ~0.3 GiB), and
+            # of the first pass's results for it.
+            del part, frame, prepared, linked, payload, modes
 
-    def _job_fuzzy_model(
+    def _part_shown(self, chunked: ChunkedSource, i: int) -> Progress:
+        """The progress of part ``i`` (the job's own when it is read as one part)."""
+        if chunked.count == 1:
+            return self.progress
+        start = sum(chunked.sizes[:i])
+        return _part_progress(
+            self.progress, start, chunked.sizes[i], chunked.rows, f"part {i + 1} of {chunked.count}"
+        )
+
+    def _first_pass(
         self,
         request: ImportRequest,
         rule: ImportRule,
         chunked: ChunkedSource,
+        folder: Path,
         outcome: _Outcome,
         shared: dict[str, Any],
-    ) -> Model | None:
-        """Mode fuzzy's model for the whole import: each part read, its rule applied and its
-        links tried with ``FuzzyTexts`` in place of mode fuzzy, one part at a time; the
-        texts noted are all that is kept (``job_fuzzy_model``)."""
+    ) -> StagedParts[_FirstPass]:
+        """Mode fuzzy fits its model (EM) on the texts it is given in the whole import: a
+        first pass reads each part, applies its rule and tries its links with fuzzy only
+        noting its texts (``ModeRecord``); the model is fitted once and fuzzy's answer to
+        each text found (``FuzzyAnswers``, in ``shared``). What the rule and the modes
+        before fuzzy gave is kept on disk, part by part, so the second pass links each
+        part with those answers and replays the rest: memory follows the part, the links
+        are the one part's (and the Dask engine's), and nothing is done twice."""
         if self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
         with self._stage(outcome, "link"):
@@ -872,24 +906,35 @@ class ImportRunner:
             )
             shared["index"] = self.asset_index()
             shared["decisions"] = self.store.decisions.all()
+        staged: StagedParts[_FirstPass] = StagedParts(folder / "first-pass")
         texts: list[pd.Series] = []
         for i in range(chunked.count):
             with self._stage(outcome, "read"):
                 part = chunked.read(i)
-            with self._stage(outcome, "link"):
-                work = PartitionWork(
-                    rule=rule,
+            with self._stage(outcome, "validate"):
+                prepared = apply_rule(
+                    rule,
+                    part.frame,
                     path=request.name,
-                    geometry_columns=tuple(part.geometry_columns),
-                    decisions=shared["decisions"],
-                    may_update=False,
-                    links=True,
+                    geometry_columns=part.geometry_columns,
+                    progress=self._part_shown(chunked, i),
                 )
-                texts.append(partition_fuzzy_texts(work, part.frame, shared["index"]))
-            del part
+            with self._stage(outcome, "link"):
+                record = ModeRecord()
+                link_rows(
+                    shared["index"], part.frame, prepared, rule,
+                    reference_field=rule.matching_id, decisions=shared["decisions"],
+                    modes=record.functions(),
+                )  # fmt: skip
+                texts.append(record.fuzzy.distinct())
+                # Each part to disk at once, the last too: the second pass starts with the first.
+                staged.add((prepared, record.results), len(part.frame), keep=False)
+            del part, prepared, record
+            release_unused()
             self.progress("fuzzy texts", i + 1, chunked.count, unit="parts")
         with self._stage(outcome, "link"):
-            return job_fuzzy_model(shared["index"], rule, texts)
+            shared["answers"] = job_fuzzy_answers(shared["index"], rule, texts)
+        return staged
 
     def _parts_on(
         self,
@@ -1138,9 +1183,11 @@ class ImportRunner:
         progress: Progress,
         append: bool = False,
         shared: dict[str, Any] | None = None,
+        modes: Mapping[str, ModeFunction] | None = None,
     ) -> Linked:
         """Link a part's rows; ``shared`` keeps the index and the reviewers' decisions
-        between the parts of one import."""
+        between the parts of one import; ``modes`` stand in for mode functions
+        (``link_rows``)."""
         empty = _no_problems()
         if rule.asset_link is None:
             return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
@@ -1160,7 +1207,7 @@ class ImportRunner:
             decisions=shared["decisions"],
             progress=progress,
             geocoder=self.geocoder,
-            fuzzy=shared.get("fuzzy"),
+            modes=modes,
         )
         return self._linked(job_id, frame.index, rule, linked, outcome, append=append)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -104,6 +105,44 @@ class ModeResult:
             np.zeros(n, dtype=np.int64),
             np.full(n, np.nan),
             np.full(n, None, dtype=object),
+        )
+
+    def take(self, positions: np.ndarray) -> ModeResult:
+        """The results of ``positions`` (without candidates): of each row, its distinct
+        query's."""
+
+        def taken(values: np.ndarray | None) -> np.ndarray | None:
+            return None if values is None else values[positions]
+
+        return ModeResult(
+            self.asset[positions],
+            self.count[positions],
+            self.accuracy[positions],
+            self.err[positions],
+            explained=taken(self.explained),
+            probability=taken(self.probability),
+            evidence=taken(self.evidence),
+        )
+
+    @classmethod
+    def concat(cls, parts: list[ModeResult]) -> ModeResult:
+        """Results of consecutive batches as one (without candidates)."""
+
+        def joined(name: str) -> np.ndarray | None:
+            values = [getattr(p, name) for p in parts]
+            return None if any(v is None for v in values) else np.concatenate(values)
+
+        asset, count, accuracy, err = (joined(n) for n in ("asset", "count", "accuracy", "err"))
+        assert asset is not None and count is not None and accuracy is not None
+        assert err is not None
+        return cls(
+            asset,
+            count,
+            accuracy,
+            err,
+            explained=joined("explained"),
+            probability=joined("probability"),
+            evidence=joined("evidence"),
         )
 
 
@@ -524,6 +563,112 @@ class FuzzyTexts:
         return pd.Series(pd.unique(pd.concat(self.texts, ignore_index=True)))
 
 
+# Distinct queries whose pairs are scored at once by ``FuzzyAnswers``: their evidence (seven
+# floats a pair, up to MAX_CANDIDATES pairs a query) stays a few tens of MiB.
+ANSWER_QUERIES = 50_000
+
+
+@dataclass(frozen=True)
+class FuzzyAnswers:
+    """Mode fuzzy's answer to every distinct text of a job, matched at once with the model
+    fitted on them all (``fuzzy_model``): a stand-in for ``match_fuzzy`` with that model
+    on each part of the job. A query's answer depends only on its text, the model and the
+    allowed assets, so a part gets exactly what matching it would give, without parsing,
+    pairing and comparing its texts again. Texts it has no answer for, and candidates
+    (``k``), are matched as ``match_fuzzy`` would."""
+
+    texts: pd.Index
+    result: ModeResult
+    model: probabilistic.Model | None
+    asset_class: str | None
+
+    @classmethod
+    def of(cls, index: AssetIndex, texts: pd.Series, options: LookupOptions) -> FuzzyAnswers:
+        """The model fitted on ``texts`` (distinct, in first-occurrence order, as
+        ``fuzzy_model``) and each text's answer."""
+        batch = QueryBatch(texts.fillna("").astype("str").reset_index(drop=True))
+        fitted = _fuzzy_pairs(index, batch, options)
+        if fitted is None:
+            result = ModeResult.empty(len(batch))
+            _no_match(result, NO_FUZZY_CANDIDATE)
+            return cls(pd.Index(batch.text), result, None, options.asset_class)
+        queries, codes, per_row, q, comparison, model = fitted
+        allowed = index.allowed(options.asset_class)
+        row_asset = _row_assets(index.fuzzy_side(), allowed)
+        n_allowed = int(allowed.sum())
+        # Pairs are sorted by query: a range of queries is a range of pairs, scored alone
+        # as match_fuzzy would score it among other queries (each query's own pairs decide).
+        bounds = np.arange(0, len(queries) + ANSWER_QUERIES, ANSWER_QUERIES).clip(max=len(queries))
+        ends = np.searchsorted(q, bounds)
+        decided = []
+        for lo, hi, first, end in zip(bounds[:-1], bounds[1:], ends[:-1], ends[1:], strict=True):
+            part = probabilistic.Comparison(comparison.levels[first:end], comparison.a[first:end])
+            scored = probabilistic.score(
+                q[first:end] - lo, part, model, int(hi - lo), n_allowed, per_row
+            )
+            decided.append(_fuzzy_decided(scored, per_row, row_asset))
+        result = ModeResult.concat(decided).take(codes)
+        return cls(pd.Index(batch.text), result, model, options.asset_class)
+
+    def __call__(
+        self, index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
+    ) -> ModeResult:
+        where = self.texts.get_indexer(pd.Index(batch.text))
+        if k or options.asset_class != self.asset_class or bool((where < 0).any()):
+            return match_fuzzy(index, batch, options, k, model=self.model)
+        return self.result.take(where)
+
+
+class ModeRecord:
+    """Stand-ins for the mode functions on a job's first pass: each mode's result is kept,
+    in call order, until mode fuzzy is called; fuzzy only notes its texts
+    (``FuzzyTexts``) and settles nothing. The second pass gives ``replayed`` the results."""
+
+    def __init__(self) -> None:
+        self.results: list[ModeResult] = []
+        self.fuzzy = FuzzyTexts()
+        self._fuzzy_called = False
+
+    def functions(self) -> dict[str, ModeFunction]:
+        def call(
+            name: str, index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
+        ) -> ModeResult:
+            if name == "fuzzy":
+                self._fuzzy_called = True
+                return self.fuzzy(index, batch, options, k)
+            result = MODE_FUNCTIONS[name](index, batch, options, k)
+            if not self._fuzzy_called:  # what follows fuzzy depends on it: run anew then
+                self.results.append(result)
+            return result
+
+        return {name: partial(call, name) for name in MODE_FUNCTIONS}
+
+
+def replayed(results: list[ModeResult], fuzzy: ModeFunction) -> dict[str, ModeFunction]:
+    """Stand-ins for the mode functions on a job's second pass over a part: each mode
+    called before fuzzy gives what it gave on the first pass (``ModeRecord``: the same
+    calls come in the same order, as nothing before fuzzy depends on it); fuzzy is
+    ``fuzzy``, and any mode after it runs anew."""
+    given = iter(results)
+    fuzzy_called = False
+
+    def call(
+        name: str, index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
+    ) -> ModeResult:
+        nonlocal fuzzy_called
+        if name == "fuzzy":
+            fuzzy_called = True
+            return fuzzy(index, batch, options, k)
+        if fuzzy_called:
+            return MODE_FUNCTIONS[name](index, batch, options, k)
+        result = next(given, None)
+        if result is None or len(result.asset) != len(batch):
+            raise RuntimeError(f"mode {name} was not called so on the first pass")
+        return result
+
+    return {name: partial(call, name) for name in MODE_FUNCTIONS}
+
+
 def _fuzzy_pairs(
     index: AssetIndex,
     batch: QueryBatch,
@@ -570,19 +715,43 @@ def match_fuzzy(
     best candidate's probability reaches ``LINK_PROBABILITY``; ties (two assets about
     equally likely) therefore never link. ``accuracy`` is that probability x 100.
     """
-    result = ModeResult.empty(len(batch))
-    side = index.fuzzy_side()
-    allowed = index.allowed(options.asset_class)
-    allowed_assets = np.flatnonzero(allowed)
-    row_asset = np.full(len(side.parsed), -1, dtype=np.int64)
-    row_asset[side.codes[allowed_assets]] = allowed_assets
     fitted = _fuzzy_pairs(index, batch, options, model)
     if fitted is None:
+        result = ModeResult.empty(len(batch))
         _no_match(result, NO_FUZZY_CANDIDATE)
         return result
     queries, codes, per_row, q, comparison, model = fitted
-    scored = probabilistic.score(q, comparison, model, len(queries), len(allowed_assets), per_row)
-    best = scored.best[codes]
+    side = index.fuzzy_side()
+    allowed = index.allowed(options.asset_class)
+    scored = probabilistic.score(q, comparison, model, len(queries), int(allowed.sum()), per_row)
+    result = _fuzzy_decided(scored, per_row, _row_assets(side, allowed)).take(codes)
+    if k:
+        result.candidates = _fuzzy_candidates(scored, codes, per_row, side, allowed, k)
+    return result
+
+
+def _row_assets(side: AssetSide, allowed: np.ndarray) -> np.ndarray:
+    """Per asset row (distinct name) of the fuzzy side, an allowed asset holding it (-1:
+    none)."""
+    allowed_assets = np.flatnonzero(allowed)
+    row_asset = np.full(len(side.parsed), -1, dtype=np.int64)
+    row_asset[side.codes[allowed_assets]] = allowed_assets
+    return row_asset
+
+
+def _fuzzy_decided(
+    scored: probabilistic.Scored, per_row: np.ndarray, row_asset: np.ndarray
+) -> ModeResult:
+    """Mode fuzzy's answer to each distinct query ``scored``: linked, or why not."""
+    n = len(scored.best)
+    result = ModeResult.empty(n)
+    if not len(scored.q):  # none of these queries has a candidate
+        result.explained = np.full(n, -1, dtype=np.int64)
+        result.probability = np.full(n, np.nan)
+        result.evidence = np.full((n, scored.bits.shape[1]), np.nan)
+        _no_match(result, NO_FUZZY_CANDIDATE)
+        return result
+    best = scored.best
     has = best >= 0
     safe = np.maximum(best, 0)
     p_best = np.where(has, scored.probability[safe], np.nan)
@@ -590,17 +759,17 @@ def match_fuzzy(
     result.probability = p_best
     result.evidence = np.where(has[:, None], scored.bits[safe], np.nan)
     n_same = np.where(has, per_row[scored.a[safe]], 0)
-    second = scored.second[codes]
+    second = scored.second
     p_second = np.where(second >= 0, scored.probability[np.maximum(second, 0)], 0.0)
     # Candidate assets worth a look: those within review distance.
     reviewable = scored.probability >= probabilistic.REVIEW_PROBABILITY
     per_query_near = np.bincount(
-        scored.q, weights=reviewable * per_row[scored.a], minlength=len(queries)
+        scored.q, weights=reviewable * per_row[scored.a], minlength=n
     ).astype(np.int64)
     link = has & (p_best >= probabilistic.LINK_PROBABILITY) & (n_same == 1)
     result.asset[link] = row_asset[scored.a[safe[link]]]
     result.accuracy[link] = np.round(100.0 * p_best[link], 1)
-    result.count[:] = np.where(link, np.maximum(per_query_near[codes], 1), per_query_near[codes])
+    result.count[:] = np.where(link, np.maximum(per_query_near, 1), per_query_near)
     shared = has & ~link & (n_same > 1)
     result.err[shared] = [
         f"{c} assets have this address ({p:.0%} likely); none chosen"
@@ -617,8 +786,6 @@ def match_fuzzy(
         f"{probabilistic.LINK_PROBABILITY:.0%} needed to link"
         for p in p_best[weak]
     ]
-    if k:
-        result.candidates = _fuzzy_candidates(scored, codes, per_row, side, allowed, k)
     _no_match(result, NO_FUZZY_CANDIDATE)
     return result
 

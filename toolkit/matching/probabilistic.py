@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -293,8 +294,12 @@ def compare(queries: Parsed, assets: Parsed, q: np.ndarray, a: np.ndarray) -> Co
     return Comparison(levels, a)
 
 
-# A batch of at least this many distinct queries is paired and compared in row ranges on
-# every core: numpy's sorts, gathers and hashing release the GIL, so threads share the work.
+# Queries paired and compared at once: a range's arrays stay in the CPU's caches (200,000
+# queries against a million assets: 4.2 s of CPU in ranges of 20,000 against 7.5 s at once;
+# each pair's comparison is its own, so the ranges give what one pass gives).
+RANGE_QUERIES = 20_000
+# A batch of at least this many distinct queries has its ranges paired and compared on every
+# core: numpy's sorts, gathers and hashing release the GIL, so threads share the work.
 PARALLEL_MIN_QUERIES = 20_000
 
 
@@ -304,19 +309,20 @@ def compared_candidates(
     """``candidate_pairs`` of every query and their ``compare``: query rows (sorted) and
     the comparison of each pair."""
     n = len(queries)
-    workers = min(os.cpu_count() or 1, 8)
-    if n < PARALLEL_MIN_QUERIES or workers < 2:
-        q, a = candidate_pairs(queries, groups, len(assets))
-        return q, compare(queries, assets, q, a)
-    # More ranges than threads: even work, and each range's pair tables stay small.
-    bounds = np.linspace(0, n, 2 * workers + 1).astype(np.int64)
+    bounds = np.append(np.arange(0, max(n, 1), RANGE_QUERIES), n).tolist()
 
     def work(first: int, end: int) -> tuple[np.ndarray, Comparison]:
         q, a = candidate_pairs(queries, groups, len(assets), rows=(first, end))
         return q, compare(queries, assets, q, a)
 
-    with ThreadPoolExecutor(workers) as pool:
-        parts = list(pool.map(work, bounds[:-1].tolist(), bounds[1:].tolist()))
+    workers = min(os.cpu_count() or 1, 8)
+    if n < PARALLEL_MIN_QUERIES or workers < 2:
+        parts = [work(first, end) for first, end in pairwise(bounds)]
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(work, bounds[:-1], bounds[1:]))
+    if len(parts) == 1:
+        return parts[0]
     q = np.concatenate([part[0] for part in parts])
     levels = np.concatenate([part[1].levels for part in parts])
     a = np.concatenate([part[1].a for part in parts])

@@ -67,13 +67,16 @@ def resolve(
     *,
     geocoder: Geocoder | None = None,
     fuzzy: ModeFunction | None = None,
+    modes: Mapping[str, ModeFunction] | None = None,
 ) -> pd.DataFrame:
     """Resolve every query; one row per query with the columns ``RESULT_COLUMNS``.
 
     ``queries`` has a ``query`` column (text), optionally ``reference`` (the caller's code;
     1-based row count when absent) and ``geometry`` (shapely objects for mode ``geo``).
     """
-    return resolve_with_candidates(index, queries, options, 0, geocoder=geocoder, fuzzy=fuzzy)[0]
+    return resolve_with_candidates(
+        index, queries, options, 0, geocoder=geocoder, fuzzy=fuzzy, modes=modes
+    )[0]
 
 
 def resolve_with_candidates(
@@ -85,6 +88,7 @@ def resolve_with_candidates(
     geocoder: Geocoder | None = None,
     progress: Progress = no_progress,
     fuzzy: ModeFunction | None = None,
+    modes: Mapping[str, ModeFunction] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``resolve`` plus, for review, the top ``k`` candidates of each query (long frame
     ``CANDIDATE_COLUMNS``, best first; ``row`` is the query's 0-based row). The answer is
@@ -92,7 +96,8 @@ def resolve_with_candidates(
     the queries settled: by the mode, then by the fallback mode. Every query is matched
     in one batch (fuzzy learns its weights from the whole batch), so this is as fine as
     it gets. ``fuzzy`` stands in for ``match_fuzzy`` (with a model fitted for the whole
-    job, or noting the texts to fit it on)."""
+    job, or noting the texts to fit it on); ``modes`` stand in for the mode functions they
+    name (a job's passes over a part: ``ModeRecord``, ``replayed``)."""
     options = _options(options)
     if k < 0:
         raise OptionError(f"the number of candidates is {k}; it must be 0 or more")
@@ -105,7 +110,7 @@ def resolve_with_candidates(
     geometry = _geometry(queries)
     batch = QueryBatch(text.fillna(""), geometry)
     result = ModeResult.empty(n)
-    modes = np.full(n, None, dtype=object)
+    settled_by = np.full(n, None, dtype=object)
     blank = text.fillna("").str.strip().eq("").to_numpy(dtype=bool)
     if geometry is not None:
         blank = blank & shapely.is_missing(geometry)
@@ -117,7 +122,11 @@ def resolve_with_candidates(
 
     rows = np.flatnonzero(~blank)
     progress("lookup", n - rows.size, n, unit="queries", detail=f"{rows.size:,} by {options.mode}")
-    _run(index, batch, options.mode, rows, options, k, result, modes, candidate_frames, fuzzy)
+    functions = {**MODE_FUNCTIONS, **({"fuzzy": fuzzy} if fuzzy else {}), **(modes or {})}
+    _run(
+        index, batch, options.mode, rows, options, k, result, settled_by, candidate_frames,
+        functions,
+    )  # fmt: skip
     if options.fallback_mode is not None:
         failed = rows[result.asset[rows] < 0]
         progress(
@@ -129,8 +138,8 @@ def resolve_with_candidates(
         )
         before = result.err[failed].copy()
         _run(
-            index, batch, options.fallback_mode, failed, options, k, result, modes,
-            candidate_frames, fuzzy,
+            index, batch, options.fallback_mode, failed, options, k, result, settled_by,
+            candidate_frames, functions,
         )  # fmt: skip
         still = result.asset[failed] < 0
         result.err[failed[still]] = [
@@ -138,7 +147,7 @@ def resolve_with_candidates(
             for first, second in zip(before[still], result.err[failed[still]], strict=True)
         ]
     external = _external(index, batch, rows[result.asset[rows] < 0], options, geocoder, result)
-    modes[external["matched"]] = "external"
+    settled_by[external["matched"]] = "external"
     progress("lookup", n, n, unit="queries")
 
     frame = pd.DataFrame(
@@ -147,7 +156,7 @@ def resolve_with_candidates(
             "query": text,
             "asset_position": result.asset,
             "asset_id": index.assets["id"].array.take(result.asset, allow_fill=True),
-            "mode": _text(modes),
+            "mode": _text(settled_by),
             "accuracy": result.accuracy,
             "candidates": result.count,
             "err": _text(result.err),
@@ -223,21 +232,22 @@ def _run(
     result: ModeResult,
     modes: np.ndarray,
     candidate_frames: list[pd.DataFrame],
-    fuzzy: ModeFunction | None = None,
+    functions: Mapping[str, ModeFunction] = MODE_FUNCTIONS,
 ) -> None:
-    """Run ``mode`` on batch ``rows`` and write what it settles into ``result``."""
+    """Run ``mode`` (its function in ``functions``) on batch ``rows`` and write what it
+    settles into ``result``."""
     if mode == "auto":
         # The spec: code when the trimmed input has no inner space, otherwise soundex.
         single_word = ~batch.text.iloc[rows].str.strip().str.contains(r"\s").to_numpy(dtype=bool)
-        _run(index, batch, "code", rows[single_word], options, k, result, modes, candidate_frames)
-        _run(
-            index, batch, "soundex", rows[~single_word], options, k, result, modes, candidate_frames
-        )
+        for way, chosen in (("code", single_word), ("soundex", ~single_word)):
+            _run(
+                index, batch, way, rows[chosen], options, k, result, modes, candidate_frames,
+                functions,
+            )  # fmt: skip
         return
     if not len(rows):
         return
-    function = fuzzy if mode == "fuzzy" and fuzzy is not None else MODE_FUNCTIONS[mode]
-    sub = function(index, batch.take(rows), options, k)
+    sub = functions[mode](index, batch.take(rows), options, k)
     result.asset[rows] = sub.asset
     result.count[rows] = sub.count
     result.accuracy[rows] = sub.accuracy
