@@ -97,10 +97,15 @@ def test_a_dump_gives_identical_answers_and_older_dumps_still_load() -> None:
     out = io.BytesIO()
     built.dump(out)
     loaded = AssetIndex.loads(out.getvalue(), "site.sqlite")
+    # Consumed: the buffer is let go once decoded, and the index answers the same.
+    held = bytearray(out.getvalue())
+    consumed = AssetIndex.loads(held, "site.sqlite", consume=True)
+    assert held == bytearray()
     for options in MODES_TO_COMPARE:
         expected = resolve(built, queries(*TEXTS), {**options, "useExternalLookups": False})
-        got = resolve(loaded, queries(*TEXTS), {**options, "useExternalLookups": False})
-        pd.testing.assert_frame_equal(got, expected)
+        for index in (loaded, consumed):
+            got = resolve(index, queries(*TEXTS), {**options, "useExternalLookups": False})
+            pd.testing.assert_frame_equal(got, expected)
     # A dump of the earlier encoding (Parquet tables, no "encoding" in the header) is read.
     older = parquet_dump(out.getvalue())
     got = resolve(AssetIndex.loads(older), queries(*TEXTS), {"mode": "fuzzy"})

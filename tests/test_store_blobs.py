@@ -49,6 +49,19 @@ def test_parts_read_back_as_the_bytes_in_any_range(connection: sqlite3.Connectio
     stored.close()
 
 
+def test_the_rest_read_into_one_buffer_from_any_position(connection: sqlite3.Connection) -> None:
+    data = bytes(range(256)) * 3
+    stored = _store(connection, 4, data, part_bytes=100)
+    whole = stored.read_whole()
+    assert isinstance(whole, bytearray) and whole == data
+    assert stored.tell() == len(data)
+    stored.seek(250)
+    assert stored.read_whole() == data[250:]
+    # Arrow reads the buffer in place.
+    assert pa.py_buffer(whole).to_pybytes() == data
+    assert stored.read_whole() == bytearray()
+
+
 def test_an_empty_string_is_one_empty_part_and_a_missing_key_is_none(
     connection: sqlite3.Connection,
 ) -> None:

@@ -567,9 +567,15 @@ class AssetIndex:
             out.write(memoryview(buffer))
 
     @classmethod
-    def loads(cls, data: bytes, place: str = "the site file") -> AssetIndex:
+    def loads(
+        cls, data: bytes | bytearray, place: str = "the site file", *, consume: bool = False
+    ) -> AssetIndex:
         """Read an index written by :meth:`dump`; a foreign or corrupt one is a
-        ``MatchingError`` naming ``place``."""
+        ``MatchingError`` naming ``place``.
+
+        With ``consume``, a bytearray ``data`` is emptied once its tables are decoded, so
+        its memory (200 MiB at a million assets) is let go before they become frames.
+        """
         if not data.startswith(_MAGIC):
             raise MatchingError(f"{place} holds no asset index")
         start = len(_MAGIC)
@@ -596,6 +602,9 @@ class AssetIndex:
                     later[name.partition(":")[2]] = partial(read, pa.py_buffer(part.to_pybytes()))
                 else:
                     tables[name] = read(part)
+            part = buffer = None
+            if consume and isinstance(data, bytearray):
+                _let_go(data)
         except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException) as exc:
             raise MatchingError(f"the asset index in {place} is corrupt: {exc}") from exc
         index = cls._from_tables(header, tables, place)
@@ -608,7 +617,7 @@ class AssetIndex:
             log.warning("rebuilding the fuzzy matching data: %s", exc)
         # Decoding left freed buffers in Arrow's allocator, which keeps them for reuse:
         # 200 MiB at a million assets, held by every process that loads an index.
-        del tables, side, buffer
+        del tables, side
         pa.default_memory_pool().release_unused()
         return index
 
@@ -668,7 +677,16 @@ class AssetIndex:
         return self._geometry is None and self._bounds is None
 
 
-def dump_encoding(data: bytes) -> str | None:
+def _let_go(data: bytearray) -> None:
+    """Empty ``data`` unless a decoded table still reads from it in place (Arrow keeps a
+    buffer that zstd does not shrink as it is, and reads it without a copy)."""
+    try:
+        data.clear()
+    except BufferError:
+        log.debug("the asset index's bytes are still read in place; kept")
+
+
+def dump_encoding(data: bytes | bytearray) -> str | None:
     """How the tables of a :meth:`AssetIndex.dump` are encoded (None: not a dump)."""
     if not data.startswith(_MAGIC):
         return None

@@ -80,13 +80,15 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
     stamp = stamp or store.assets.stamp()
     cached = store.index_cache.get(stamp)
     if cached is not None:
+        encoding = dump_encoding(cached)
         try:
-            index = AssetIndex.loads(cached, f"the site file {store.db.path}")
+            # Consumed: the cached bytes are let go before the tables become frames.
+            index = AssetIndex.loads(cached, f"the site file {store.db.path}", consume=True)
         except ToolkitError as exc:  # a damaged cache is rebuilt
             log.warning("rebuilding the asset index cache: %s", exc)
         else:
             # Kept again, quicker to read next time.
-            if dump_encoding(cached) != DUMP_ENCODING or index.outdated:
+            if encoding != DUMP_ENCODING or index.outdated:
                 _keep(store, stamp, index)
             return index
     frame, wkb = site_assets(store)

@@ -93,9 +93,21 @@ class BlobFile(io.RawIOBase):
 
     def readall(self) -> bytes:
         """The rest of the bytes in one read (io's default reads 8 KiB at a time)."""
+        return bytes(self.read_whole())
+
+    # (Not read_buffer: pyarrow calls a method of that name on a file with a size.)
+    def read_whole(self) -> bytearray:
+        """The rest of the bytes in one buffer, allocated once and filled in place.
+
+        :meth:`readall` must return immutable ``bytes``, which costs a second copy of
+        the whole string; a caller that only reads the bytes (Arrow wraps a bytearray
+        without copying it) keeps one copy of a few hundred MiB instead of two.
+        """
         buffer = bytearray(max(self.size - self._position, 0))
         done = self.readinto(buffer)
-        return bytes(buffer[:done]) if done < len(buffer) else bytes(buffer)
+        if done < len(buffer):  # the parts were shorter than their lengths said
+            del buffer[done:]
+        return buffer
 
     def _part(self, part: int) -> sqlite3.Blob | io.BytesIO:
         if part != self._open_part or self._blob is None:

@@ -27,8 +27,9 @@ class IndexCacheStore:
         self.db = db
         self.site_id = site_id
 
-    def get(self, stamp: str) -> bytes | None:
-        """The cached index's bytes, when it was built from assets of this ``stamp``."""
+    def get(self, stamp: str) -> bytearray | None:
+        """The cached index's bytes, when it was built from assets of this ``stamp``
+        (in one buffer, read once: see :meth:`BlobFile.read_whole`)."""
         row = self.db.connection.execute(
             "SELECT stamp FROM asset_index_cache WHERE site_id = ?", (self.site_id,)
         ).fetchone()
@@ -41,7 +42,7 @@ class IndexCacheStore:
             if stored is None:
                 return None
             with stored:
-                return stored.read()
+                return stored.read_whole()
         except self.db.errors as exc:  # replaced by another process as we read: build anew
             log.warning("cannot read the cached asset index of %s: %s", self.db.path, exc)
             return None
