@@ -13,11 +13,14 @@ import pytest
 import shapely
 from matching_assets import asset_frame, ipc_bytes, parquet_dump, queries, rewritten_dump
 
+from toolkit.engine import index_ref
+from toolkit.engine.index_ref import IndexRef, loaded_index
 from toolkit.errors import MatchingError
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching import index as index_module
 from toolkit.matching.address import Analysis
 from toolkit.matching.asset_side import AssetSide
+from toolkit.matching.boxes import BoxGrid
 from toolkit.matching.index import FORMAT_VERSION, KeyTable
 from toolkit.matching.parsed import ASSET_FIELDS, Parsed
 from toolkit.matching.probabilistic import estimate_u
@@ -292,3 +295,52 @@ def test_the_fuzzy_side_parses_readings_only_for_u_pairs_and_gets_the_same_u() -
         np.testing.assert_array_equal(side.parsed.codes[field], kept.codes[field])
     np.testing.assert_array_equal(side.parsed.keys, kept.keys)
     assert "alpha" in full.codes and "alpha" not in side.parsed.codes
+
+
+def test_mode_geo_builds_its_grid_of_boxes_once_per_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of an import and repeated lookups reuse the index's grid; the index a worker
+    keeps (by stamp) keeps it too; a changed index (new stamp) builds its own."""
+    built: list[np.ndarray] = []
+    real_of = BoxGrid.of.__func__  # type: ignore[attr-defined]  # the classmethod's function
+
+    def counted(cls: type[BoxGrid], bounds: np.ndarray) -> BoxGrid:
+        built.append(bounds)
+        grid: BoxGrid = real_of(cls, bounds)
+        return grid
+
+    monkeypatch.setattr(BoxGrid, "of", classmethod(counted))
+    geo = {"mode": "geo", "useExternalLookups": False}
+    parts = [
+        queries("-37.0105, 144.0105", "-37.0205, 144.0205"),
+        queries("-37.0305, 144.0305", "-1, 1"),
+        queries("-37.0605, 144.0605"),
+    ]
+    index = AssetIndex.from_frame(asset_frame())
+    ids = [resolve(index, part, geo)["asset_id"].fillna("-").tolist() for part in parts]
+    assert ids == [["A3", "A5"], ["A6", "-"], ["-"]]  # A9 is inactive
+    assert len(built) == 1
+
+    # A worker's index, loaded once per stamp, keeps its grid across tasks.
+    ref = IndexRef.publish(index, tmp_path)
+    monkeypatch.setattr(index_ref, "_LOADED", {})  # as in a fresh worker process
+    for part in parts:
+        resolve(loaded_index(ref), part, geo)
+    assert len(built) == 2 and loaded_index(ref) is loaded_index(ref)
+
+    # The assets change: parcel A3 moves; the new index's grid has it at its new place.
+    frame = asset_frame()
+    moved_a3 = shapely.box(144.100, -37.101, 144.101, -37.100)
+    frame.loc[2, "geometry"] = moved_a3  # type: ignore[call-overload]  # stubs: no shapely values
+    changed = IndexRef.publish(AssetIndex.from_frame(frame), tmp_path)
+    assert changed.stamp != ref.stamp
+    monkeypatch.setattr(index_ref, "_LOADED", {})
+    moved = queries("-37.0105, 144.0105", "-37.1005, 144.1005")
+    assert resolve(loaded_index(changed), moved, geo)["asset_id"].fillna("-").tolist() == [
+        "-",
+        "A3",
+    ]
+    assert len(built) == 3
+    assert resolve(index, moved, geo)["asset_id"].fillna("-").tolist() == ["A3", "-"]  # the old one
+    assert len(built) == 3

@@ -33,6 +33,7 @@ import shapely
 from toolkit.errors import MatchingError
 from toolkit.matching.address import TEXT_NAMES, Analysis, string_hashes
 from toolkit.matching.asset_side import KEY_TABLE, AssetSide
+from toolkit.matching.boxes import BoxGrid
 
 log = logging.getLogger(__name__)
 
@@ -314,6 +315,14 @@ class AssetIndex:
         if self._bounds is None:
             self._bounds = np.asarray(shapely.bounds(self.geometry), dtype=np.float64)
         return self._bounds
+
+    @property
+    def box_grid(self) -> BoxGrid:
+        """The grid of the assets' boxes that mode geo finds points' candidates through
+        (a box's row is the asset's position): built on first use, then kept with the
+        index, so every part of an import and every lookup reuses it."""
+        grid: BoxGrid = self.derived("box_grid", lambda: BoxGrid.of(self.bounds))
+        return grid
 
     def _build_tree(self) -> None:
         if self._geometry is None and self._bounds is not None:

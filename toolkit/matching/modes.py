@@ -23,7 +23,6 @@ from toolkit.errors import OptionError
 from toolkit.matching import accuracy, probabilistic
 from toolkit.matching.address import Analysis
 from toolkit.matching.asset_side import AssetSide
-from toolkit.matching.boxes import boxes_holding
 from toolkit.matching.index import (
     AssetIndex,
     KeyTable,
@@ -492,18 +491,16 @@ def _geo_pairs(
         points[:] = False
     point_rows = np.flatnonzero(points)
     found = (
-        boxes_holding(
-            index.bounds[with_geometry],
-            shapely.get_x(geometry[point_rows]),
-            shapely.get_y(geometry[point_rows]),
+        index.box_grid.holding(
+            shapely.get_x(geometry[point_rows]), shapely.get_y(geometry[point_rows])
         )
         if len(point_rows)
         else None
     )
     if found is not None:
-        # Fewer points: the assets whose box holds each point, found through a grid of the
-        # saved boxes (no spatial tree to build), then the exact test.
-        keep_covered(point_rows[found[0]], with_geometry[found[1]])
+        # Fewer points: the assets whose box holds each point, found through the index's
+        # grid of the saved boxes (built once, no spatial tree), then the exact test.
+        keep_covered(point_rows[found[0]], found[1])
         located = located & ~points
     # Otherwise bounding-box candidates from the asset tree, then one vectorised test over
     # the pairs.
