@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyogrio
 
@@ -63,23 +64,27 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def raw_csv_points(path: Path) -> float:
-    """Seconds of pyarrow's read of ``path`` (text columns, as the toolkit reads), its
-    Latitude/Longitude as numbers and ``points_from_xy`` of them (NaN where empty)."""
-    import geopandas as gpd
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    started = time.perf_counter()
+def text_table(path: Path) -> pa.Table:
+    """pyarrow's read of the CSV ``path`` with every column as text, as the toolkit reads."""
     with path.open(encoding="utf-8") as handle:
         names = handle.readline().strip().split(",")
-    table = pa_csv.read_csv(
+    return pa_csv.read_csv(
         path,
         parse_options=pa_csv.ParseOptions(newlines_in_values=True),
         convert_options=pa_csv.ConvertOptions(
             column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=True
         ),
     )
+
+
+def raw_csv_points(path: Path) -> float:
+    """Seconds of pyarrow's read of ``path`` (text columns, as the toolkit reads), its
+    Latitude/Longitude as numbers and ``points_from_xy`` of them (NaN where empty)."""
+    import geopandas as gpd
+    import pyarrow.compute as pc
+
+    started = time.perf_counter()
+    table = text_table(path)
     lat = pc.cast(table.column("Latitude"), pa.float64()).to_numpy(zero_copy_only=False)
     lon = pc.cast(table.column("Longitude"), pa.float64()).to_numpy(zero_copy_only=False)
     gpd.GeoDataFrame(table.to_pandas(), geometry=gpd.points_from_xy(lon, lat), crs=4326)
@@ -94,20 +99,11 @@ def raw_csv_frame(path: Path) -> tuple[float, float]:
     Latitude/Longitude elsewhere, as a GeoDataFrame."""
     import geopandas as gpd
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
     import shapely
 
     started, cpu = time.perf_counter(), time.process_time()
-    with path.open(encoding="utf-8") as handle:
-        names = handle.readline().strip().split(",")
-    table = pa_csv.read_csv(
-        path,
-        parse_options=pa_csv.ParseOptions(newlines_in_values=True),
-        convert_options=pa_csv.ConvertOptions(
-            column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=True
-        ),
-    )
+    table = text_table(path)
     shapes = shapely.from_wkt(
         table.column("WKT").to_numpy(zero_copy_only=False), on_invalid="ignore"
     )
