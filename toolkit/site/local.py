@@ -334,6 +334,11 @@ class LocalSite(SiteWrites, SiteAdmin):
                 reindex,
             )
 
+    def unfinished_reports(self) -> int:
+        """How many of this user's report runs have not ended yet."""
+        with self.lock:
+            return self.store.reports.unfinished(self.user_id)
+
     def import_status(
         self, job_id: int | None = None, *, visibility: Visibility = EVERYTHING
     ) -> dict[str, Any] | list[dict[str, Any]]:
