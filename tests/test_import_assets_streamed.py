@@ -12,7 +12,7 @@ import io
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +206,7 @@ def test_stopping_early_closes_the_parts_and_ends_the_reader(tmp_path: Path, sto
     files: list[Any] = []
     closed_in: list[str] = []
 
-    def parts() -> Iterator[int]:
+    def parts() -> Generator[int, None, None]:
         try:
             with path.open(encoding="utf-8") as f:
                 files.append(f)
