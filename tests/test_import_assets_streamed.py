@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import inspect
 import io
 import json
 import sqlite3
@@ -228,4 +229,4 @@ def test_stopping_early_closes_the_parts_and_ends_the_reader(tmp_path: Path, sto
     assert files[0].closed
     assert closed_in == ["toolkit-read-ahead"]
     assert _readers() == []
-    assert source.gi_frame is None  # the generator is finished, not left suspended
+    assert inspect.getgeneratorstate(source) == "GEN_CLOSED"  # not left suspended
