@@ -370,7 +370,7 @@ def _result(
     places: Places | None = None,
 ) -> LinkResult:
     ids = pd.Series(pd.arrays.IntegerArray(asset_ids, ~linked), index=frame.index)
-    why = pd.Series(reasons, index=frame.index, dtype="string")
+    why = pd.Series(_strings(reasons), index=frame.index)
     reference = (
         prepared.values[reference_field].astype("string").to_numpy()
         if reference_field and reference_field in prepared.values
@@ -380,17 +380,28 @@ def _result(
         {
             "row": frame.index.to_numpy(),
             "reference": reference,
-            "query": pd.array(query, dtype="string"),
+            "query": _strings(query),
             "asset_id": ids.to_numpy(),
-            "mode": pd.array(mode, dtype="string"),
+            "mode": _strings(mode),
             "accuracy": accuracy,
             "candidates": candidates,
             "err": why.to_numpy(),
             "probability": probability,
-            "evidence": pd.array(evidence, dtype="string"),
+            "evidence": _strings(evidence),
         }
     )
     return LinkResult(asset_ids=ids, reasons=why, links=links, places=places)
+
+
+def _strings(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """An object array of str and missing values as a ``string`` column: through Arrow at
+    once (``pd.array`` converted a million links' four text columns value by value, 1.5 s
+    of CPU), the same dtype and values; anything but text goes the slow way."""
+    try:
+        arrow = pa.array(values, type=pa.large_string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pd.array(values, dtype="string")
+    return pd.arrays.ArrowStringArray(arrow)
 
 
 def _external_reasons(result: pd.DataFrame, options: Mapping[str, Any]) -> np.ndarray:

@@ -616,16 +616,17 @@ class FuzzyAnswers:
         return self.result.take(where)
 
 
-# A mode's answers on a job's first pass (``TextRecord``): its name, the distinct texts
-# it was given (None: it was given points, and answers by them) and its answer to each.
+# A mode's answers on a job's first pass (``TextRecord``): its name, the distinct texts it
+# left without an asset (None: it was given points, and answers by them), its answer to each.
 RecordedCall = tuple[str, pd.Index | None, ModeResult]
 
 
 class TextRecord:
     """Stand-ins for the mode functions of a way on a job's first pass: the answers of each
-    mode called before fuzzy are kept by text, in call order (a mode answers a text the
-    same in any batch); fuzzy only notes its texts (``FuzzyTexts``) and settles nothing.
-    The second pass gives ``replayed_by_text`` the calls."""
+    mode called before fuzzy to the texts it left without an asset are kept by text, in
+    call order (a mode answers a text the same in any batch); fuzzy only notes its texts
+    (``FuzzyTexts``) and settles nothing. The second pass, over the rows fuzzy was given,
+    gives ``replayed_by_text`` the calls."""
 
     def __init__(self) -> None:
         self.calls: list[RecordedCall] = []
@@ -645,9 +646,12 @@ class TextRecord:
             if batch.geometry is not None:
                 self.calls.append((name, None, result))
                 return result
-            codes, texts = pd.factorize(batch.text.to_numpy(dtype=object))
+            # Only what the mode left without an asset goes on to fuzzy: a second pass over
+            # the rows fuzzy was given asks the mode for nothing else.
+            left = np.flatnonzero(result.asset < 0)
+            codes, texts = pd.factorize(batch.text.to_numpy(dtype=object)[left])
             first = np.empty(len(texts), dtype=np.int64)
-            first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # each text's first row
+            first[codes[::-1]] = left[::-1]  # each text's first row
             self.calls.append((name, pd.Index(texts, dtype=object), result.take(first)))
             return result
 
