@@ -217,15 +217,25 @@ class AssetIndex:
     # --- building -----------------------------------------------------------------------
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, *, wkb: pa.Array | None = None) -> AssetIndex:
+    def from_frame(
+        cls,
+        frame: pd.DataFrame,
+        *,
+        wkb: pa.Array | None = None,
+        bounds: np.ndarray | None = None,
+    ) -> AssetIndex:
         """Index a (Geo)DataFrame of assets: ``id`` and ``name`` required, others optional.
 
         A geometry column (EPSG:4326) may be missing or hold missing geometries; any other
         column that is not an asset field is kept as an extraInfo code under its name.
         ``wkb``: the same geometries as WKB (binary, null when missing), when the caller
         has them (the site's store): kept as they are, and the decoded geometries are let
-        go once their boxes are taken, as in a loaded index.
+        go once their boxes are taken, as in a loaded index. ``bounds`` with ``wkb`` and no
+        geometry column: each WKB's box (xmin, ymin, xmax, ymax; NaN when missing or
+        empty), as the store keeps them: no geometry is decoded.
         """
+        if bounds is not None and (wkb is None or _geometry_column(frame) is not None):
+            raise MatchingError("boxes are given with WKB geometries, not a geometry column")
         missing = [name for name in REQUIRED_FIELDS if name not in frame.columns]
         if missing:
             raise MatchingError(
@@ -276,7 +286,11 @@ class AssetIndex:
         if wkb is not None:
             if len(wkb) != len(frame):
                 raise MatchingError(f"{len(wkb)} WKB geometries for {len(frame)} assets")
-            index._bounds = np.asarray(shapely.bounds(geometry), dtype=np.float64)
+            if bounds is None:
+                bounds = shapely.bounds(geometry)
+            elif bounds.shape != (len(frame), 4):
+                raise MatchingError(f"{len(bounds)} boxes for {len(frame)} assets")
+            index._bounds = np.asarray(bounds, dtype=np.float64)
             index._wkb, index._geometry = _binary(wkb), None
         return index
 
