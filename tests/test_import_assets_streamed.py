@@ -6,11 +6,14 @@ dry run, a rolled-back run with a bad row in a late part, and ids given by only 
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import inspect
 import io
 import json
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +190,43 @@ def test_a_part_that_fails_to_read_stops_the_reading_and_is_raised() -> None:
         if part == 3:
             break
     assert seen == [0, 1, 2, 3]
+
+
+def _readers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "toolkit-read-ahead" and t.is_alive()]
+
+
+@pytest.mark.parametrize("stop", ["error", "break"])
+def test_stopping_early_closes_the_parts_and_ends_the_reader(tmp_path: Path, stop: str) -> None:
+    """The caller fails (or refuses) on part 2: the source of the parts is closed in the
+    reader's thread (its file with it) and the thread has ended when the caller's
+    ``with closing(...)`` is left; the caller still holds the source, so nothing but
+    ``read_ahead`` could have closed it."""
+    path = tmp_path / "parts.txt"
+    path.write_text("".join(f"{i}\n" for i in range(100)), encoding="utf-8")
+    files: list[Any] = []
+    closed_in: list[str] = []
+
+    def parts() -> Generator[int, None, None]:
+        try:
+            with path.open(encoding="utf-8") as f:
+                files.append(f)
+                for line in f:
+                    yield int(line)
+        finally:
+            closed_in.append(threading.current_thread().name)
+
+    source = parts()
+    seen: list[int] = []
+    with contextlib.suppress(RuntimeError), contextlib.closing(read_ahead(source)) as reading:
+        for part in reading:
+            seen.append(part)
+            if part == 2:
+                if stop == "error":
+                    raise RuntimeError("refused")
+                break
+    assert seen == [0, 1, 2]
+    assert files[0].closed
+    assert closed_in == ["toolkit-read-ahead"]
+    assert _readers() == []
+    assert inspect.getgeneratorstate(source) == "GEN_CLOSED"  # not left suspended
