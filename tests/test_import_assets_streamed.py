@@ -248,6 +248,20 @@ def _site_counts(site: SiteStore) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def _fails_leaving_the_site_as_it_was(
+    site: SiteStore, source: Path
+) -> tuple[ImportRunner, dict[str, Any]]:
+    """Run the asset import of ``source``, which fails (500) leaving the site's records and
+    audit as they were and no reader thread behind; the runner and the job's summary."""
+    before = _site_counts(site)  # the site's event and its audit entry
+    runner = ImportRunner(site, rule_paths=[RULES], user_id="officer")
+    job = runner.run(ImportRequest("asset", "assets-csv", source))
+    assert (job["status"], job["code"]) == ("FAILED", 500)
+    assert _site_counts(site) == before
+    assert _readers() == []
+    return runner, dict(job["summary"])
+
+
 class _FullDiskPickle:
     """``pickle`` as the job's staged files see it, on a disk that fills up at the
     ``fails_at``-th file written: the write raises ENOSPC (a fault injected at the lowest
@@ -280,11 +294,7 @@ def test_a_full_disk_for_the_staged_files_fails_the_job_with_its_counts_and_writ
     monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "5")
     full = _FullDiskPickle(fails_at=3)
     monkeypatch.setattr(parts_module, "pickle", full)
-    before = _site_counts(sqlite_site)  # the site's event and its audit entry
-    runner = ImportRunner(sqlite_site, rule_paths=[RULES], user_id="officer")
-    job = runner.run(ImportRequest("asset", "assets-csv", source))
-    summary = job["summary"]
-    assert (job["status"], job["code"]) == ("FAILED", 500)
+    runner, summary = _fails_leaving_the_site_as_it_was(sqlite_site, source)
     assert summary["reason"].startswith("the disk is full: the import's working files")
     assert str(tmp_path) not in summary["reason"]  # no path of the machine's
     assert summary["counts"] == {"read": 15, "rejected": 3}
@@ -292,8 +302,6 @@ def test_a_full_disk_for_the_staged_files_fails_the_job_with_its_counts_and_writ
         "the import stopped in part 3 of 8 (15 rows read so far); nothing was written "
         "(the 12 rows inserted as read were rolled back)"
     ]
-    assert _site_counts(sqlite_site) == before
-    assert _readers() == []
     # With room again, the same import goes through.
     monkeypatch.setattr(parts_module, "pickle", pickle)
     job = runner.run(ImportRequest("asset", "assets-csv", source))
@@ -316,11 +324,7 @@ def test_a_full_site_disk_in_a_late_part_fails_the_job_with_its_counts(
     conn = sqlite_site.db.connection
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages + 250}")  # room for about two parts
-    before = _site_counts(sqlite_site)  # the site's event and its audit entry
-    runner = ImportRunner(sqlite_site, rule_paths=[RULES], user_id="officer")
-    job = runner.run(ImportRequest("asset", "assets-csv", many))
-    summary = job["summary"]
-    assert (job["status"], job["code"]) == ("FAILED", 500)
+    _, summary = _fails_leaving_the_site_as_it_was(sqlite_site, many)
     assert summary["reason"].startswith("the disk is full:")
     read = summary["counts"]["read"]
     assert summary["counts"] == {"read": read, "rejected": 0}
@@ -331,5 +335,3 @@ def test_a_full_site_disk_in_a_late_part_fails_the_job_with_its_counts(
         f"the import stopped in part {part} of 5 ({read} rows read so far); nothing was written"
     )
     assert note.endswith("rows inserted as read were rolled back)")
-    assert _site_counts(sqlite_site) == before
-    assert _readers() == []
