@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
@@ -182,6 +183,8 @@ class ImportRunner:
             if self.store.events.get(request.event_id) is None:
                 raise NotFoundError(f"eventId {request.event_id} is not an event of this site")
         matching_field(rule, request.matching_id)
+        if request.rejects_path is not None:
+            _check_rejects_path(request.rejects_path)
         return rule
 
     def _keep_own_account(self, plan: OverwritePlan, outcome: Outcome) -> OverwritePlan:
@@ -780,6 +783,22 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def _check_rejects_path(path: Path) -> None:
+    """Refuse a rejects file that cannot be written, before the job runs: it is written
+    after the import's transaction has committed, too late to undo the import (a job
+    whose rows were stored would be recorded FAILED)."""
+    if path.is_dir():
+        raise OptionError(f"rejects file {path} is a folder; name a file to write them to")
+    # The nearest folder that exists: the write makes the ones below it.
+    there = next((p for p in path.parents if p.exists()), None)
+    if there is not None and (not there.is_dir() or not os.access(there, os.W_OK | os.X_OK)):
+        raise OptionError(
+            f"rejects file {path} cannot be written: {there} is not a folder you may write in"
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OptionError(f"rejects file {path} cannot be written: it is read-only")
 
 
 def _failure_reason(exc: Exception) -> str:
