@@ -1,12 +1,14 @@
-"""A rejects file that cannot be written is refused before the import runs: it is written
-after the import's transaction commits, so finding out then left a job recorded FAILED
-("nothing was written") whose rows were stored."""
+"""A rejects file that cannot be written is refused before the import runs; one that fails
+as it is written (a full disk) fails the job with nothing kept: it is written inside the
+import's transaction, before the commit, whole or not at all."""
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -65,3 +67,27 @@ def test_a_rejects_file_in_a_new_folder_is_written(tmp_path: Path) -> None:
     code, err = _import(tmp_path, rejects)
     assert code == 0, err
     assert rejects.read_text(encoding="utf-8").splitlines()[1].startswith("2,F2,Pool,lots,")
+
+
+def test_a_rejects_file_that_fails_as_it_is_written_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rejects = tmp_path / "rejects.csv"
+    rejects.write_text("an older rejects file\n", encoding="utf-8")
+    real_to_csv = pd.DataFrame.to_csv
+
+    def disk_full(frame: pd.DataFrame, path: object, **kwargs: object) -> None:
+        real_to_csv(frame, path, **kwargs)  # type: ignore[call-overload]  # pandas' own keywords
+        if str(path).endswith(".partial"):  # the rejects file, half written, then the disk fills
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", disk_full)
+    code, err = _import(tmp_path, rejects)
+    assert code == 1
+    assert f"rejects file {rejects} could not be written (No space left on device)" in err
+    with sqlite3.connect(tmp_path / "site.sqlite") as conn:
+        assert conn.execute("SELECT status FROM import_job").fetchall() == [("FAILED",)]
+        assert conn.execute("SELECT count(*) FROM asset").fetchone() == (0,)
+    # The older file is as it was, and no half file is left beside it.
+    assert rejects.read_text(encoding="utf-8") == "an older rejects file\n"
+    assert [p.name for p in tmp_path.iterdir() if "rejects" in p.name] == ["rejects.csv"]

@@ -599,18 +599,21 @@ class ImportRunner:
         rejects_of: Callable[[set[int]], pd.DataFrame],
         geometry_source: str | None,
     ) -> None:
+
+        def rejects_file() -> None:
+            if request.rejects_path is not None:
+                wanted = set(outcome.rejections["row"].tolist())
+                write_rejects(
+                    request.rejects_path,
+                    rejects_of(wanted),
+                    outcome.rejections,
+                    with_geometry=geometry_source == "native",
+                )
+
         written = self._write(
             job_id, request, rule, prepared, kept, payload, linked, outcome,
-            dry_run=request.dry_run,
+            dry_run=request.dry_run, before_commit=rejects_file,
         )  # fmt: skip
-        if request.rejects_path is not None:
-            wanted = set(outcome.rejections["row"].tolist())
-            write_rejects(
-                request.rejects_path,
-                rejects_of(wanted),
-                outcome.rejections,
-                with_geometry=geometry_source == "native",
-            )
         self._summarise(job_id, request, rule, outcome, written)
 
     def _write(
@@ -625,18 +628,20 @@ class ImportRunner:
         outcome: Outcome,
         *,
         dry_run: bool,
+        before_commit: Callable[[], None],
     ) -> Written:
         """Plan and apply the overwrite rule in one transaction; a real run also records the
         job's outcome in it. A dry run writes for real and rolls back, so its counts are
         exactly a real run's; with more rejected rows than rollbackOnError or maxRejects
-        allow, nothing is written."""
+        allow, nothing is written. ``before_commit`` runs once the rows are written, inside
+        the transaction (the rejects file: if it cannot be written, nothing is kept)."""
         actor = self._actor(request, job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
         try:
             return self._write_in(
                 job_id, request, rule, prepared, kept, payload, linked, outcome, actor,
-                dry_run=dry_run,
+                dry_run=dry_run, before_commit=before_commit,
             )  # fmt: skip
         except _Refused:
             return Written(refused=True, dry_run=dry_run)
@@ -654,6 +659,7 @@ class ImportRunner:
         actor: Actor,
         *,
         dry_run: bool,
+        before_commit: Callable[[], None],
     ) -> Written:
         early = self._early
         with (
@@ -708,6 +714,7 @@ class ImportRunner:
                 written.finish()
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
+            before_commit()
             if refused:
                 raise _Refused  # leaves the transaction, rolling the updates back
             if not dry_run:
