@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from rapidfuzz.distance import OSA
 
 from toolkit.matching import AssetIndex, blocking, resolve
 from toolkit.matching import probabilistic as prob
@@ -299,37 +298,3 @@ def test_an_index_written_as_one_string_keeps_its_fuzzy_side(
     np.testing.assert_array_equal(side.groups.rows, index.fuzzy_side().groups.rows)
     assert after["asset_id"].tolist() == before["asset_id"].tolist()
     np.testing.assert_allclose(after["probability"], before["probability"])
-
-
-def test_near_miss_measures_only_texts_whose_lengths_allow_one_edit() -> None:
-    """A near miss is found among the pairs whose lengths differ by one at most (all a
-    single edit can do): the same pairs raised as measuring every pair below the band,
-    for letters, accents, transpositions, short and long words."""
-    words = [
-        "SMITH", "SMYTH", "SMIHT", "SMITHS", "SMIT", "KHAN", "KGAN", "CZOK", "COOK", "GREN",
-        "GREEN", "BAÑOS", "BANOS", "ÉCOLE", "ECOLE", "AB", "ABC", "RICHMOND", "RICHMODN",
-        "ST KILDA", "STKILDA", "X", "WENDOUREE", "WENDOREE", "BUNINYONG", "BUNNINYONG",
-    ]  # fmt: skip
-    rng = np.random.default_rng(5)
-    left = np.array(words, dtype=object)[rng.integers(0, len(words), 3000)]
-    right = np.array(words, dtype=object)[rng.integers(0, len(words), 3000)]
-    sim = rng.uniform(0.5, 1.0, 3000)
-    at = np.arange(3000)
-    measured = sim.copy()
-    prob.near_miss(left, right, measured, at)
-    # Every pair below the band measured, as before lengths were looked at.
-    below = np.flatnonzero(sim < prob.TEXT_BANDS[0])
-    expected = sim.copy()
-    for i in below:
-        one_edit = OSA.distance(left[i], right[i]) <= 1
-        if one_edit and max(len(left[i]), len(right[i])) >= prob.NEAR_MISS_MIN_LENGTH:
-            expected[i] = prob.TEXT_BANDS[0]
-    assert np.array_equal(measured, expected)
-    assert (measured != sim).sum() > 50
-    lengths = (
-        np.fromiter(map(len, left), np.int64, len(left)),
-        np.fromiter(map(len, right), np.int64, len(right)),
-    )
-    given = sim.copy()
-    prob.near_miss(left, right, given, at, lengths)
-    assert np.array_equal(given, expected)

@@ -181,11 +181,6 @@ class Parsed:
         return component
 
     @cached_property
-    def lengths(self) -> np.ndarray:
-        """The length in characters of each text of the vocabulary (int64)."""
-        return np.fromiter(map(len, self.vocabulary), np.int64, len(self.vocabulary))
-
-    @cached_property
     def vocabulary_index(self) -> pd.Index[str]:
         """The vocabulary as a hash index (text -> code), for translating other codes."""
         index: pd.Index[str] = pd.Index(self.vocabulary)

@@ -86,7 +86,6 @@ class _Texts:
 
     def __init__(self, queries: Parsed, assets: Parsed) -> None:
         self.left, self.right = queries.vocabulary, assets.vocabulary
-        self.left_lengths, self.right_lengths = queries.lengths, assets.lengths
         if queries is assets:
             self.translate = np.arange(len(self.left), dtype=np.int64)
             return
@@ -100,12 +99,13 @@ class _Texts:
         present = np.flatnonzero((left != 0) & (right != 0))
         if len(present):
             # The object arrays go in as they are: copying them to lists first cost as much.
-            left_texts, right_texts = self.left[left[present]], self.right[right[present]]
             sim[present] = process.cpdist(
-                left_texts, right_texts, scorer=JaroWinkler.normalized_similarity, workers=-1
+                self.left[left[present]],
+                self.right[right[present]],
+                scorer=JaroWinkler.normalized_similarity,
+                workers=-1,
             )
-            lengths = (self.left_lengths[left[present]], self.right_lengths[right[present]])
-            near_miss(left_texts, right_texts, sim, present, lengths)
+            near_miss(self.left[left[present]], self.right[right[present]], sim, present)
         return sim
 
     def jaro_winkler_many(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
@@ -156,37 +156,21 @@ class _Texts:
 NEAR_MISS_MIN_LENGTH = 4
 
 
-def near_miss(
-    left: np.ndarray,
-    right: np.ndarray,
-    sim: np.ndarray,
-    at: np.ndarray,
-    lengths: tuple[np.ndarray, np.ndarray] | None = None,
-) -> None:
+def near_miss(left: np.ndarray, right: np.ndarray, sim: np.ndarray, at: np.ndarray) -> None:
     """Raise ``sim[at]`` to the first band where the texts ``left``/``right`` (one pair per
-    position of ``at``) are one edit apart and the longer at least NEAR_MISS_MIN_LENGTH long;
-    ``lengths``: the texts' lengths, when known."""
-    if lengths is None:
-        lengths = (_lengths(left), _lengths(right))
-    # One edit apart needs lengths at most one apart: only those pairs are measured (of a
-    # million assets' candidates, a fraction).
-    longer = np.maximum(lengths[0], lengths[1])
-    below = np.flatnonzero(
-        (sim[at] < TEXT_BANDS[0])
-        & (longer >= NEAR_MISS_MIN_LENGTH)
-        & (np.abs(lengths[0] - lengths[1]) <= 1)
-    )
+    position of ``at``) are one edit apart and the longer at least NEAR_MISS_MIN_LENGTH long."""
+    below = np.flatnonzero(sim[at] < TEXT_BANDS[0])
     if not len(below):
         return
     distance = process.cpdist(
         left[below], right[below], scorer=OSA.distance, score_cutoff=1, workers=-1
     )
-    sim[at[below[distance <= 1]]] = TEXT_BANDS[0]
-
-
-def _lengths(texts: np.ndarray) -> np.ndarray:
-    """The length of each text, in characters."""
-    return np.fromiter(map(len, texts), np.int64, len(texts))
+    lengths = np.maximum(
+        np.fromiter(map(len, left[below]), np.int64, len(below)),
+        np.fromiter(map(len, right[below]), np.int64, len(below)),
+    )
+    near = below[(distance <= 1) & (lengths >= NEAR_MISS_MIN_LENGTH)]
+    sim[at[near]] = TEXT_BANDS[0]
 
 
 def _text_level(sim: np.ndarray) -> np.ndarray:
