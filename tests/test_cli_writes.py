@@ -159,15 +159,21 @@ def test_add_update_and_retire_store_the_values_and_the_audit_messages(
     assert after_patch["damageLevel"] == "Minor"
     assert after_patch["notes"] == notes and after_patch["occupants"] == 3  # untouched
 
+    # The same change again changes nothing: no entry, the date of the last change kept.
+    same = ok(run(world, face, "item", "update", str(item["id"]), "--field", "damageLevel=Minor"))
+    assert same.stdout.startswith(f"Item {item['id']} updated (PATCH): no value changed\n")
+    assert stored(world, item["id"])["dateModified"] == after_patch["dateModified"]
+
     retired = ok(run(world, face, "item", "retire", str(item["id"]), "--message", "duplicate"))
     assert retired.stdout.startswith(f"Retired item {item['id']} (status 1 -> 0)\n")
     assert stored(world, item["id"])["status"] == 0
 
+    # Setting an inactive status is the API's way to retire, and is audited as one.
     entries = audit(world, item["id"])
     assert [(e["action"], e["message"]) for e in entries] == [
         ("create", "phoned in by the SES"),
         ("update", "re-inspected"),
-        ("update", "duplicate"),
+        ("retire", "duplicate"),
     ]
     who = "writer" if face == "remote" else entries[0]["userId"]
     assert {e["userId"] for e in entries} == {who}

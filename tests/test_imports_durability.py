@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from toolkit.scratch import SWEEP_AFTER_S
 from toolkit.store import Database
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ def _assets_csv(path: Path, rows: int, seed: int = 0) -> Path:
     return path
 
 
-def _import(store: Path, source: Path) -> subprocess.Popen[str]:
+def _import(store: Path, source: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -56,6 +57,7 @@ def _import(store: Path, source: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -63,7 +65,10 @@ def test_an_import_killed_mid_write_leaves_the_site_as_it_was(tmp_path: Path) ->
     store = tmp_path / "site.sqlite"
     wal = tmp_path / "site.sqlite-wal"
     source = _assets_csv(tmp_path / "poles.csv", 300_000)
-    process = _import(store, source)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "TOOLKIT_WORK_DIR": str(work)}
+    process = _import(store, source, env)
     deadline = time.monotonic() + 120
     # Wait until the job's data is being written (the write-ahead log grows past a few MB),
     # then kill the process without warning.
@@ -82,6 +87,16 @@ def test_an_import_killed_mid_write_leaves_the_site_as_it_was(tmp_path: Path) ->
     assert status == "FAILED"
     assert "stopped before it finished" in result
     assert tuple(counts) == (0, 0)
+
+    # Its job folder could not be removed; the next import (once the folder is older than
+    # the time a new folder takes to be locked) removes it.
+    (left,) = work.glob("toolkit-import-*")
+    past = time.time() - SWEEP_AFTER_S - 5
+    os.utime(left, (past, past))
+    again = _import(store, _assets_csv(tmp_path / "few.csv", 100), env)
+    assert again.wait(120) == 0, again.communicate()[1]
+    assert not left.exists()
+    assert list(work.iterdir()) == []
 
 
 def test_two_imports_at_once_finish_one_after_the_other(tmp_path: Path) -> None:

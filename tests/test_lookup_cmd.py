@@ -234,3 +234,28 @@ def test_a_lookup_on_a_server_exits_with_the_same_statuses(tmp_path: Path) -> No
         assert bad.exit_code == 1
         assert "HTTP 400: --code-field is 'nope'; this asset index has" in bad.stderr
         assert "codeField" not in bad.stderr
+
+        # A long list goes in batches, each numbered on from the last; progress moves a
+        # batch at a time, counting queries.
+        from toolkit.remote.client import Credentials, Profile
+        from toolkit.remote.site import LOOKUP_BATCH, RemoteSite
+
+        shown: list[tuple[str, int, int | None]] = []
+
+        def record(stage: str, done: int, total: int | None, **_: object) -> None:
+            shown.append((stage, done, total))
+
+        queries = [{"str": FOUND if i % 2 else NOT_FOUND} for i in range(2 * LOOKUP_BATCH + 7)]
+        with RemoteSite(Profile(url, "staging", Credentials(api_key=key))) as remote_site:
+            document = remote_site.asset_lookup(queries, {"mode": "soundex"}, progress=record)
+        n = len(queries)
+        assert list(document) == [str(i) for i in range(1, n + 1)]
+        assert [bool(document[str(i + 1)]["asset"]) for i in range(n)] == [
+            i % 2 == 1 for i in range(n)
+        ]
+        assert shown == [
+            ("lookup", 0, n),
+            ("lookup", LOOKUP_BATCH, n),
+            ("lookup", 2 * LOOKUP_BATCH, n),
+            ("lookup", n, n),
+        ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -312,6 +313,31 @@ def test_a_burst_of_report_runs_waits_for_the_one_worker(world: World) -> None:
         assert started >= completed
     assert most_running <= 1
     assert "QUEUED" in seen  # the waiting runs were seen waiting
+
+
+def test_a_user_with_as_many_runs_unfinished_as_allowed_is_told_to_wait(world: World) -> None:
+    cap = ServerSettings().max_unfinished_reports
+    assert cap is not None
+    # Runs of fickle's queued by another process that has not run them yet (this test's,
+    # alive, so they are not taken for orphans): fickle has as many unfinished as allowed.
+    with LocalSite(
+        world.path, "alpha", user_id="fickle", report_executor=lambda _task: os.getpid()
+    ) as site:
+        queued = [site.report_run({"reportId": 5})["id"] for _ in range(cap)]
+        with world.client("fickle") as fickle, world.client("api") as api:
+            refused = _run(fickle, reportId=5)
+            message = _error(refused, 429)
+            assert message == (
+                f"you have {cap} report runs not yet ended, as many as this server allows at "
+                f"once ({cap}); retry after 10 s, or when one has ended"
+            )
+            assert refused.headers["retry-after"] == "10"
+            assert _run(api, reportId=5).status_code == 200  # another user's runs are theirs
+            # One of them ends: fickle may run one more.
+            assert site.report_work(queued[0])["status"] == "COMPLETED"
+            assert _run(fickle, reportId=5).status_code == 200
+        for instance in queued[1:]:
+            assert site.report_work(instance)["status"] == "COMPLETED"
 
 
 # --- the report formats beyond the spec's, over HTTP ---------------------------------------

@@ -681,7 +681,15 @@ def test_items_put_nulls_missing_fields_and_patch_changes_only_some(
     )
     entries = _envelope(api.get("/api/json/audit-log", params={"itemId": item_id}))
     actions = [e["action"] for e in entries["models"].values()]
-    assert actions[-2:] == ["update", "update"]
+    assert actions[-2:] == ["update", "retire"]  # the PUT set an inactive status
+    # The same PUT again changes nothing: no entry.
+    again = api.put(
+        f"/api/json/item/id/{item_id}",
+        json={"eventId": world.event, "status": 0, "reference": before["reference"]},
+    )
+    assert again.json() == put
+    entries = _envelope(api.get("/api/json/audit-log", params={"itemId": item_id}))
+    assert [e["action"] for e in entries["models"].values()] == actions
     assert _error(api.delete(f"/api/json/item/id/{item_id}"), 405)
     other_item = _envelope(
         api.get("/api/json/audit-log", params={"limit": 1000})

@@ -56,6 +56,13 @@ def test_events_are_created_searched_and_updated(local, tmp_path) -> None:  # ty
     assert (replaced["name"], replaced["description"], replaced["tags"]) == ("Flood 2026", None, [])
     with pytest.raises(OptionError, match=r"unknown event field.*colour"):
         local.update_event(event["id"], {"colour": "red"})
+    # The same PUT again changes nothing: no audit entry, no new dateModified.
+    again = local.update_event(event["id"], {"name": "Flood 2026", "status": 1}, replace=True)
+    assert again == replaced
+    entries = local.list_audit_logs({"eventId": str(event["id"]), "limit": "1000"})["models"]
+    mine = [e for e in entries.values() if e["recordType"] == "event"]
+    # Setting an inactive status is how a record is retired, and is audited as that.
+    assert [e["action"] for e in mine] == ["create", "retire", "update"]
     with pytest.raises(OptionError, match="fulltext_operator 'like' is not one of"):
         local.list_events({"fulltext": "x", "fulltext_operator": "like"})
 

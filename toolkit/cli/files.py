@@ -9,7 +9,6 @@ says what a file is when its name does not; ``--encoding``, ``--delimiter`` and
 from __future__ import annotations
 
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, BinaryIO, TypeVar
 import click
 
 from toolkit.names import DATA_TYPES
+from toolkit.scratch import scratch_folder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,7 +94,7 @@ def input_file(path: Path, file_format: str | None) -> Iterator[tuple[Path, str 
     from toolkit.sources import ReadLimits
 
     limit = ReadLimits().max_file_bytes
-    with tempfile.TemporaryDirectory(prefix="toolkit-stdin-") as folder:
+    with scratch_folder("toolkit-stdin-") as folder:
         spool = Path(folder) / f"{STDIN_NAME}.{file_format or STDIN_FORMAT}"
         with spool.open("wb") as out:
             copied = 0

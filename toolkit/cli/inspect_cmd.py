@@ -74,15 +74,14 @@ def inspect(
       toolkit inspect --engine dask --scheduler tcp://10.0.0.5:8786 \\
           sample_data/damage_assessments.csv
     """
-    import tempfile
-
+    from toolkit.scratch import scratch_folder
     from toolkit.sources.chunks import read_chunks
 
     with (
         input_file(file, file_format) as (source, name),
         progress_bar() as progress,
         chosen_engine(engine, scheduler) as dask,
-        tempfile.TemporaryDirectory(prefix="toolkit-inspect-") as folder,
+        scratch_folder("toolkit-inspect-") as folder,
     ):
         chunked = read_chunks(
             source,

@@ -390,8 +390,9 @@ def _remote_lookup(frame: Any, options: dict[str, Any], output: str, out_file: P
     else:
         # Without codes the server keys the answers by a 1-based count, as the spec says.
         queries = [{"str": str(text)} for text in texts]
-    with open_site() as site:
-        document = site.asset_lookup(queries, options, output)  # batched by the remote site
+    with open_site() as site, progress_bar() as progress:
+        # Batched by the remote site, the bar moving a batch at a time.
+        document = site.asset_lookup(queries, options, output, progress=progress)
     entries = list(document.values())
     matched = sum(1 for e in entries if e["asset"])
     ambiguous = sum(1 for e in entries if is_ambiguous(e))

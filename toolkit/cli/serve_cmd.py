@@ -67,6 +67,14 @@ from toolkit.names import GEOCODER_PROTOCOLS
     help="Import jobs, and report runs, each at most this many at once in the background.",
 )
 @click.option(
+    "--max-unfinished-reports",
+    type=click.IntRange(0, 100_000),
+    default=16,
+    show_default=True,
+    help="Report runs a user may have queued or running, over all its tokens; more are "
+    "answered 429 (0: no cap).",
+)
+@click.option(
     "--processes",
     type=click.IntRange(1, 64),
     default=1,
@@ -103,6 +111,7 @@ def serve(
     max_connections: int,
     max_connections_per_client: int,
     workers: int,
+    max_unfinished_reports: int,
     processes: int,
     base_url: str | None,
     geocoder: str | None,
@@ -153,6 +162,7 @@ def serve(
         rate_limit=rate_limit,
         auth_rate_limit=auth_rate_limit,
         workers=workers,
+        max_unfinished_reports=max_unfinished_reports or None,
         rule_paths=current.rule_paths,
         base_url=base_url,
         header_timeout_s=header_timeout,

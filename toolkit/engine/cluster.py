@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from toolkit.matching.lookup import LookupResult, run_lookup
 from toolkit.matching.modes import FuzzyTexts, fuzzy_model, match_fuzzy
 from toolkit.matching.probabilistic import Model
 from toolkit.progress import Progress
+from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceProblem
 from toolkit.sources.chunks import ChunkedSource, CsvPart, Part, PartRead, read_part
 
@@ -362,15 +362,14 @@ def dask_engine(
 
     # Saved indexes go where every worker can read them: TOOLKIT_WORK_DIR for a cluster
     # of several machines (a shared folder), else this machine's temporary folder.
-    base = os.environ.get("TOOLKIT_WORK_DIR") or None
-    with tempfile.TemporaryDirectory(prefix="toolkit-dask-", dir=base) as work:
+    with scratch_folder("toolkit-dask-") as work:
         if scheduler:
             try:
                 client = Client(scheduler, timeout="10s")
             except (OSError, TimeoutError, ValueError) as exc:
                 raise OptionError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from exc
             with client:
-                yield DaskEngine(client, Path(work))
+                yield DaskEngine(client, work)
             return
         cluster = LocalCluster(
             n_workers=workers or os.cpu_count() or 1,
@@ -387,7 +386,7 @@ def dask_engine(
             ),
         )
         with cluster, Client(cluster) as client:
-            engine = DaskEngine(client, Path(work))
+            engine = DaskEngine(client, work)
             if on_start is not None:
                 on_start(engine)
             yield engine

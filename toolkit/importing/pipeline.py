@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -82,6 +80,7 @@ from toolkit.model.fieldjson import as_python, fields_json, id_list
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.query.filters import Page
+from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceProblem, SourceReport
 from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
@@ -655,9 +654,7 @@ class ImportRunner:
     ) -> None:
         """read → rule → link → prepare, part by part → plan + write (one transaction) →
         summarise. The parts and their prepared rows wait in a job folder, removed after."""
-        base = os.environ.get("TOOLKIT_WORK_DIR") or None
-        with tempfile.TemporaryDirectory(prefix="toolkit-import-", dir=base) as work:
-            folder = Path(work)
+        with scratch_folder("toolkit-import-") as folder:
             # On an engine every import is read in partitions (its workers read them);
             # locally, an import that cannot be read in parts is read as one, and an
             # asset import in parts inserted as they come (_EarlyAssets).

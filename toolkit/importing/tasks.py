@@ -10,7 +10,6 @@ recovery the next time the file is opened.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +21,7 @@ from toolkit.geocoding import LazyGeocoder, site_sources
 from toolkit.importing.pipeline import ImportRequest, ImportRunner
 from toolkit.importing.rules import load_rule
 from toolkit.model.location import StoreLocation
+from toolkit.scratch import ScratchFolder
 from toolkit.store import Database, SiteStore
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class ImportTask:
     user_id: str | None = None
     rule_paths: tuple[str | Path, ...] = ()
     rule_names_only: bool = False  # scheduled by a server: the rule is a name, never a path
-    folder: Path | None = None  # temporary data of the job, removed when it ends
+    folder: ScratchFolder | None = None  # temporary data of the job, removed when it ends
     done: Callable[[ImportTask], None] | None = field(default=None, compare=False)
     # External lookups for rules that ask for them: the scheduling site's geocoding
     # service, and its gazetteers in memory (``toolkit serve`` shares them); the job reads
@@ -79,7 +79,7 @@ def run_import_task(task: ImportTask) -> None:
         log.exception("import job %s could not run", task.job_id)
     finally:
         if task.folder is not None:
-            shutil.rmtree(task.folder, ignore_errors=True)
+            task.folder.remove()
         if task.done is not None:
             task.done(task)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -24,6 +23,7 @@ import shapely
 
 from toolkit.errors import OptionError
 from toolkit.reports.snapshot import Snapshot
+from toolkit.scratch import scratch_folder
 
 CRS = "EPSG:4326"
 SPATIAL_FORMATS = ("gpkg", "geojson", "parquet")
@@ -64,7 +64,7 @@ def write_spatial(
     if format == "parquet":
         layer.to_parquet(out, index=False)
         return
-    with tempfile.TemporaryDirectory(prefix="toolkit-report-") as folder:
+    with scratch_folder("toolkit-report-") as folder:
         path = Path(folder) / f"{layer_name(header)}.{format}"
         pyogrio.write_dataframe(layer, path, layer=layer_name(header), driver=DRIVERS[format])
         with path.open("rb") as handle:

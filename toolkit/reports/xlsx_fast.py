@@ -27,7 +27,6 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -39,6 +38,7 @@ from toolkit.reports.csv_file import header_zone, labels
 from toolkit.reports.map_png import RESOLUTION, MapImage
 from toolkit.reports.snapshot import Snapshot
 from toolkit.reports.times import local_time
+from toolkit.scratch import scratch_folder
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def write_fast(
             "footer": "&R&8Page &P of &N",
         }
 
-    with tempfile.TemporaryDirectory(prefix="toolkit-xlsx-") as folder:
+    with scratch_folder("toolkit-xlsx-") as folder:
         target = Path(folder) / "report.xlsx"
         book = FastExcel(str(target), output_format="xlsx").freeze(row=1)
         sheets = []

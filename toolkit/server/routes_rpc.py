@@ -10,11 +10,12 @@ from starlette.routing import Route
 from toolkit.errors import OptionError
 from toolkit.query.filters import format_time, parse_int
 from toolkit.server.calls import Call, client_of, endpoint
-from toolkit.server.errors import ApiError
+from toolkit.server.errors import ApiError, RateLimited
 
 LOOKUP_FIELDS = ("options", "query", "output")
 REPORT_MODES = ("run", "status", "fetch")
 IMPORT_MODES = ("schedule", "status")
+UNFINISHED_RETRY_S = 10.0  # a guess: runs take seconds to minutes; the client asks again
 
 
 def ping(call: Call) -> dict[str, Any]:
@@ -102,6 +103,7 @@ def report_command(call: Call) -> Any:
     if not hasattr(site, "report_run"):
         raise ApiError(501, "reports are not available in this build of the toolkit")
     if mode == "run":
+        _check_unfinished(call)
         return site.report_run(
             {k: v for k, v in body.items() if k != "mode"}, visibility=call.visibility()
         )
@@ -121,6 +123,21 @@ def report_command(call: Call) -> Any:
             visibility=call.visibility(),
         )
     raise OptionError(f"mode {mode!r} is not one of: {', '.join(REPORT_MODES)}")
+
+
+def _check_unfinished(call: Call) -> None:
+    """429 when the user has as many report runs not yet ended as the server allows
+    (``--max-unfinished-reports``); counted in the site file, so over every process."""
+    cap = call.state.settings.max_unfinished_reports
+    if cap is None:
+        return
+    unfinished = call.local.unfinished_reports()
+    if unfinished >= cap:
+        raise RateLimited(
+            UNFINISHED_RETRY_S,
+            f"you have {unfinished} report runs not yet ended, as many as this server allows "
+            f"at once ({cap}); retry after {{seconds}} s, or when one has ended",
+        )
 
 
 def _body_object(call: Call) -> dict[str, Any]:

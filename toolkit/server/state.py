@@ -57,6 +57,10 @@ class ServerSettings:
     forwarded_allow_ips: str | None = None  # peers whose X-Forwarded-For/-Proto are believed
     token_ttl_s: int = TOKEN_TTL_S
     workers: int = 2  # background import jobs at once, and report runs at once
+    # A user's report runs not yet ended, over all its tokens; more are 429. None: no cap.
+    # Without one, one user's queue of runs could keep every other user's waiting. (Imports
+    # have none: a push sends all its chunks before it awaits them.)
+    max_unfinished_reports: int | None = 16
     rule_paths: tuple[str | Path, ...] = ()
     # Epoch milliseconds, the store's clock type; injected by tests to expire tokens.
     clock: Callable[[], int] = field(default=now_ms)

@@ -247,8 +247,11 @@ class LocalSite(SiteWrites, SiteAdmin):
         queries: str | list[dict[str, Any]],
         options: dict[str, Any] | None = None,
         output: str = "asset",
+        *,
+        progress: Progress = no_progress,
     ) -> dict[str, Any]:
-        """The spec's asset lookup (4.3): one query string, or ``[{code, str}, ...]``."""
+        """The spec's asset lookup (4.3): one query string, or ``[{code, str}, ...]``;
+        ``progress`` counts the queries answered (all in one batch here)."""
         import pandas as pd
 
         from toolkit.matching import checked_options, queries_from_spec, resolve, to_spec_result
@@ -261,8 +264,10 @@ class LocalSite(SiteWrites, SiteAdmin):
         else:
             frame = queries_from_spec(queries)
             checked = checked_options(index, options)
+        progress("lookup", 0, len(frame), unit="queries")
         resolved = resolve(index, frame, checked, geocoder=self.geocoder())
         index, resolved = self.upgrade_places(index, resolved, checked)
+        progress("lookup", len(frame), len(frame), unit="queries")
         return mark_ties(to_spec_result(index, resolved, output), resolved)
 
     def geocoder(self) -> Geocoder:
@@ -328,6 +333,11 @@ class LocalSite(SiteWrites, SiteAdmin):
                 Actor(self.user_id, upgrade_message(options)),
                 reindex,
             )
+
+    def unfinished_reports(self) -> int:
+        """How many of this user's report runs have not ended yet."""
+        with self.lock:
+            return self.store.reports.unfinished(self.user_id)
 
     def import_status(
         self, job_id: int | None = None, *, visibility: Visibility = EVERYTHING

@@ -70,7 +70,11 @@ class Site(Protocol):
         queries: str | list[dict[str, Any]],
         options: dict[str, Any] | None = None,
         output: str = "asset",
-    ) -> dict[str, Any]: ...
+        *,
+        progress: Progress = no_progress,
+    ) -> dict[str, Any]:
+        """The spec's asset lookup (4.3); ``progress`` counts the queries answered."""
+        ...
 
     def import_schedule(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import mimetypes
-import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +19,7 @@ from toolkit.lazy import lazy
 from toolkit.model.fieldtypes import convert_value
 from toolkit.model.shapes import ITEM_OUTPUT_ONLY_FIELDS, ITEM_OWN_FIELDS
 from toolkit.query.filters import format_time, listing, parse_int, shown
+from toolkit.scratch import ScratchFolder
 from toolkit.store import Actor, Database, SiteStore
 from toolkit.store.items import NewItems
 
@@ -388,9 +387,9 @@ class SiteWrites:
         from toolkit.importing.pipeline import ImportRunner, materialise_data, request_from_spec
         from toolkit.importing.tasks import ImportTask
 
-        folder = Path(tempfile.mkdtemp(prefix="toolkit-import-"))
+        scratch = ScratchFolder("toolkit-import-")
         try:
-            source, source_name = materialise_data(body, folder)
+            source, source_name = materialise_data(body, scratch.path)
             request = request_from_spec(body, source, source_name)
             runner = ImportRunner(
                 self.store,
@@ -403,7 +402,7 @@ class SiteWrites:
                 self.require_account_admin("an import of type user")
             job_id = runner.record(request, rule)
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            scratch.remove()
             raise
         self.import_executor(
             ImportTask(
@@ -414,7 +413,7 @@ class SiteWrites:
                 self.user_id,
                 self.rule_paths,
                 self.rule_names_only,
-                folder,
+                scratch,
                 geocoding_service=self.geocoding_service,
                 gazetteers=self.gazetteer_cache,
             )

@@ -9,7 +9,6 @@ because the sizes in a zip's headers can lie.
 from __future__ import annotations
 
 import re
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from toolkit.errors import SourceError
+from toolkit.scratch import scratch_folder
 from toolkit.sources.report import MIB, ReadLimits
 
 _CHUNK = 1 * MIB
@@ -109,7 +109,7 @@ def extracted_zip(path: Path, suffixes: frozenset[str], limits: ReadLimits) -> I
     """
     if not zipfile.is_zipfile(path):
         raise SourceError(f"{path}: not a zip archive, although its name says so")
-    with tempfile.TemporaryDirectory(prefix="toolkit-zip-") as tmp:
+    with scratch_folder("toolkit-zip-") as tmp:
         root = Path(tmp).resolve()
         extract_zip(path, suffixes, limits, root)
         yield root

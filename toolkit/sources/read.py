@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ import shapely
 
 from toolkit.errors import OptionError, SourceError, ToolkitError
 from toolkit.progress import Progress, no_progress
+from toolkit.scratch import scratch_folder
 from toolkit.sources.csv import CsvDialect, add_lines, csv_dialect, read_csv_table
 from toolkit.sources.geometry import (
     NOT_FINITE,
@@ -96,7 +96,7 @@ def _readable_as(path: Path, fmt: SourceFormat) -> Iterator[Path]:
     if fmt == "csv" or _SUFFIXES.get(path.suffix.lower()) == fmt or not path.is_file():
         yield path
         return
-    with tempfile.TemporaryDirectory(prefix="toolkit-source-") as folder:
+    with scratch_folder("toolkit-source-") as folder:
         link = Path(folder) / f"{path.stem or 'source'}{_READ_AS[fmt]}"
         try:
             link.symlink_to(path.absolute())

@@ -8,7 +8,6 @@ coordinates mean nothing, so the user must say what they are.
 from __future__ import annotations
 
 import codecs
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from pyproj import CRS
 from pyproj.exceptions import CRSError
 
 from toolkit.errors import SourceError
+from toolkit.scratch import scratch_folder
 from toolkit.sources.archive import extracted_zip
 from toolkit.sources.curves import can_linearise, count_curves, is_curve_error, linear_geometries
 from toolkit.sources.encoding import check_encoding, guess_single_byte
@@ -293,7 +293,7 @@ def _read_without_prj(
 ) -> tuple[gpd.GeoDataFrame, list[SourceProblem]]:
     """Read ``shp`` as if it had no .prj (the user gave --crs for a broken one), without
     touching the user's files: its other parts are linked into a folder of their own."""
-    with tempfile.TemporaryDirectory(prefix="toolkit-noprj-") as folder:
+    with scratch_folder("toolkit-noprj-") as folder:
         for part in shp.parent.iterdir():
             if part.stem == shp.stem and part.suffix.lower() in SHAPEFILE_PARTS - {".prj"}:
                 (Path(folder) / part.name).symlink_to(part.absolute())

@@ -51,26 +51,32 @@ class EventStore:
         changes: Mapping[str, object],
         actor: Actor,
         now: int,
-    ) -> None:
+    ) -> bool:
+        """Set ``changes``, audited; setting an active event's status inactive is audited
+        as a retirement. A change that changes nothing is neither written nor audited.
+        Returns whether the event changed."""
         unknown = set(changes) - set(EVENT_COLUMNS)
         if unknown:
             raise ValueError(f"not event columns: {sorted(unknown)}")
-        before = conn.execute(
-            f"SELECT {', '.join(changes)} FROM event WHERE id = ?", (event_id,)
+        row = conn.execute(
+            f"SELECT {', '.join(changes)} FROM event WHERE id = ? AND site_id = ?",
+            (event_id, self.site_id),
         ).fetchone()
+        if row is None:
+            return False
+        before = dict(zip(changes, row, strict=True))
+        if before == dict(changes):
+            return False
         sets = ", ".join(f"{c} = ?" for c in changes)
         conn.execute(
             f"UPDATE event SET {sets}, date_modified = ? WHERE id = ? AND site_id = ?",
             [*changes.values(), now, event_id, self.site_id],
         )
-        self._audit(
-            conn,
-            event_id,
-            "update",
-            {"before": dict(zip(changes, before, strict=True)), "after": dict(changes)},
-            actor,
-            now,
-        )
+        status, was = changes.get("status"), before.get("status")
+        retiring = isinstance(status, int) and isinstance(was, int) and was > 0 >= status
+        action = "retire" if retiring else "update"
+        self._audit(conn, event_id, action, {"before": before, "after": dict(changes)}, actor, now)
+        return True
 
     def _audit(
         self,

@@ -119,9 +119,10 @@ class ItemStore:
         columns: Mapping[str, object],
         actor: Actor,
         now: int,
-    ) -> None:
-        """Patch one item's fields and set its own columns exactly (None clears), audited."""
-        self.table.update_one(conn, item_id, fields_patch, columns, actor, now)
+    ) -> bool:
+        """Patch one item's fields and set its own columns exactly (None clears), audited;
+        whether it changed (a change that changes nothing is neither written nor audited)."""
+        return self.table.update_one(conn, item_id, fields_patch, columns, actor, now)
 
     def retire_many(
         self, conn: sqlite3.Connection, ids: Sequence[int], actor: Actor, now: int

@@ -387,17 +387,37 @@ class RecordTable:
         columns: Mapping[str, object],
         actor: Actor,
         now: int,
-    ) -> None:
+    ) -> bool:
         """Patch the JSON column (RFC 7396) and set ``columns`` exactly, None included.
 
         Unlike :meth:`update_many` a None here clears the column (a REST PUT or PATCH
-        that unlinks an asset). Audited like :meth:`update_many`.
+        that unlinks an asset). Audited like :meth:`update_many`, except that a change
+        setting an active record's status inactive is audited as a retirement (the API's
+        only way to retire a record). A change that changes nothing is left alone: no
+        audit entry, no new dateModified. Returns whether the record changed.
         """
         kind = self.kind
         names = list(columns)
-        patch_parts = [f"'{kind.json_column}', json(?)"] + [
-            f"'{kind.audit_columns.get(n, n)}', ?" for n in names
-        ]
+        j = kind.json_column
+        same = [f"json_patch(r.{j}, json(?)) = json(r.{j})"] + [f"? IS r.{n}" for n in names]
+        retiring = "FALSE"
+        if "status" in columns and columns["status"] is not None:
+            retiring = f"(r.status > {INACTIVE_STATUS} AND ? <= {INACTIVE_STATUS})"
+        found = conn.execute(
+            f"SELECT {' AND '.join(same)}, {retiring} FROM {kind.table} r "
+            "WHERE r.id = ? AND r.site_id = ?",
+            (
+                patch,
+                *columns.values(),
+                *([columns["status"]] if retiring != "FALSE" else []),
+                record_id,
+                self.site_id,
+            ),
+        ).fetchone()
+        if found is None or bool(found[0]):
+            return False
+        action = "retire" if found[1] else "update"
+        patch_parts = [f"'{j}', json(?)"] + [f"'{kind.audit_columns.get(n, n)}', ?" for n in names]
         changes = (
             f"json_object('before', {_audit_object(kind, 'r')}, "
             f"'patch', json_object({', '.join(patch_parts)}))"
@@ -407,7 +427,7 @@ class RecordTable:
         conn.execute(
             "INSERT INTO audit_log (site_id, date_created, user_id, action, record_type, "
             "record_id, item_id, event_id, changes, message, import_job_id) "
-            f"SELECT r.site_id, ?, ?, 'update', '{kind.record_type}', r.id, {item_id}, "
+            f"SELECT r.site_id, ?, ?, '{action}', '{kind.record_type}', r.id, {item_id}, "
             f"{event_id}, {changes}, ?, ? FROM {kind.table} r WHERE r.id = ? AND r.site_id = ?",
             (
                 now,
@@ -420,13 +440,14 @@ class RecordTable:
                 self.site_id,
             ),
         )
-        sets = [f"{kind.json_column} = json_patch({kind.json_column}, ?)"]
+        sets = [f"{j} = json_patch({j}, ?)"]
         sets += [f"{n} = ?" for n in names]
         conn.execute(
             f"UPDATE {kind.table} SET {', '.join(sets)}, date_modified = ? "
             "WHERE id = ? AND site_id = ?",
             (patch, *columns.values(), now, record_id, self.site_id),
         )
+        return True
 
     def retire_many(
         self, conn: sqlite3.Connection, ids: Sequence[int], actor: Actor, now: int

@@ -191,6 +191,15 @@ class ReportStore:
             )
         )
 
+    def unfinished(self, user_id: str | None) -> int:
+        """How many of ``user_id``'s instances have not ended (``QUEUED`` or ``RUNNING``)."""
+        row = self.db.connection.execute(
+            "SELECT count(*) FROM report_instance WHERE site_id = ? AND user_id IS ? "
+            "AND status IN ('QUEUED', 'RUNNING')",
+            (self.site_id, user_id),
+        ).fetchone()
+        return int(row[0])
+
     # --- report data: chunks of rows, gathered set-wise -----------------------------------
 
     def _chunks(self, sql: str, params: Sequence[Any]) -> Iterator[pd.DataFrame]:
