@@ -11,6 +11,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import geopandas as gpd
 import numpy as np
 import pandas as pd
 import pytest
@@ -122,14 +123,30 @@ def test_an_index_built_from_the_store_keeps_its_wkb_and_answers_as_one_from_the
     with LocalSite(tmp_path / "site.sqlite", "default") as site:
         parcels = ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip")
         assert site.run_import(parcels)["status"] == "COMPLETE"
+        # Boxes the store lacks (as an older writer might have left) and an empty shape
+        # (no box): read from the geometries themselves.
+        with site.db.transaction() as conn:
+            ids = [r[0] for r in conn.execute("SELECT id FROM asset ORDER BY id LIMIT 4")]
+            conn.execute(
+                f"UPDATE asset SET min_x = NULL, min_y = NULL, max_x = NULL, max_y = NULL "
+                f"WHERE id IN ({', '.join(map(str, ids))})"
+            )
+            empty = shapely.to_wkb(shapely.Polygon())
+            conn.execute("UPDATE asset SET geometry = ? WHERE id = ?", (empty, ids[0]))
         built = site_asset_index(site.store)
-        frame, wkb = index_cache_module.site_assets(site.store)
+        frame, wkb, bounds = index_cache_module.site_assets(site.store)
+        assert np.isnan(bounds[0]).all() and not np.isnan(bounds[1:4]).any()
     # The store's WKB is kept as it is and no geometry stays decoded.
     assert built._geometry is None and built._wkb is not None
     assert built._wkb.equals(wkb.cast(built._wkb.type))
-    from_frame = AssetIndex.from_frame(frame)
+    geometry = shapely.from_wkb(wkb.to_numpy(zero_copy_only=False))
+    # The boxes read from the store are the decoded geometries' boxes.
+    np.testing.assert_array_equal(bounds, shapely.bounds(geometry))
+    from_frame = AssetIndex.from_frame(gpd.GeoDataFrame(frame, geometry=geometry, crs=4326))
     assert from_frame._geometry is not None
     np.testing.assert_array_equal(built.bounds, from_frame.bounds)
+    pd.testing.assert_frame_equal(built.assets, from_frame.assets)
+    pd.testing.assert_frame_equal(built.name_keys, from_frame.name_keys)
     points = [
         f"{y}, {x}" for x, y in shapely.get_coordinates(shapely.centroid(from_frame.geometry[:40]))
     ]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import shapely
 
@@ -68,6 +69,26 @@ def test_assets_keep_given_ids_geometry_and_types(site) -> None:  # type: ignore
     frame = assets.frame()
     assert frame["id"].tolist() == [100001, 100002, 100003]
     assert json.loads(frame["extra_info"][0]) == {"propnum": "005123"}
+
+
+def test_the_frame_for_an_index_holds_every_column_and_the_stored_boxes(site) -> None:  # type: ignore[no-untyped-def]
+    _db, assets = site
+    frame = assets.frame(bounds=True)
+    rows = assets.connection.execute(
+        f"SELECT {', '.join(assets.FRAME_COLUMNS)} FROM asset ORDER BY id"
+    ).fetchall()
+    for i, name in enumerate(assets.FRAME_COLUMNS):
+        expected = [r[i] for r in rows]
+        got = [None if v is None or v is pd.NA or v != v else v for v in frame[name].tolist()]
+        if name == "geometry":  # PostGIS gives hex WKB, kept as its bytes: the same shapes
+            assert shapely.equals(shapely.from_wkb(got[:2]), [WEST, EAST]).all()
+            assert got[2] is None
+        else:
+            assert got == expected, name
+    boxes = frame[list(assets.BOUNDS_COLUMNS)].to_numpy(dtype=np.float64)
+    np.testing.assert_array_equal(boxes, shapely.bounds(np.array([WEST, EAST, None])))
+    empty = assets.frame(active_only=True, bounds=True).iloc[:0]
+    assert list(empty.columns) == [*assets.FRAME_COLUMNS, *assets.BOUNDS_COLUMNS]
 
 
 def test_search_filters(site) -> None:  # type: ignore[no-untyped-def]

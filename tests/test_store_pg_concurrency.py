@@ -35,16 +35,16 @@ def _csv(path: Path, level: str) -> Path:
 _PAUSING_TOOLKIT = """
 import os, sys, time
 from pathlib import Path
-from toolkit.importing.pipeline import ImportRunner
-write_items = ImportRunner._write_items
-def paused(self, *args, **kwargs):
-    written = write_items(self, *args, **kwargs)
+import toolkit.importing.pipeline as pipeline
+write_items = pipeline.write_items  # the item writer the runner calls (item_writes)
+def paused(*args, **kwargs):
+    written = write_items(*args, **kwargs)
     Path(os.environ["PAUSE_WRITTEN"]).touch()
     deadline = time.monotonic() + 120
     while not Path(os.environ["PAUSE_UNTIL"]).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     return written
-ImportRunner._write_items = paused
+pipeline.write_items = paused
 from toolkit.cli import main
 sys.argv[0] = "toolkit"
 main()

@@ -4,7 +4,7 @@ Owns the cluster (a ``distributed.LocalCluster`` started and closed by the comma
 running scheduler by address), the partitioning of rows with their global row numbers,
 the reference by which workers load the asset index once per process, and the progress
 of partitions done. The stages themselves are the local engine's, unchanged
-(``toolkit.importing.pipeline.partition_stages``, ``toolkit.matching.lookup.run_lookup``):
+(``toolkit.importing.partitions.partition_stages``, ``toolkit.matching.lookup.run_lookup``):
 they are pure functions of a partition, so the parts give exactly what the whole gives.
 Planning and writing stay one transaction in the calling process.
 

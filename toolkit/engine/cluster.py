@@ -23,7 +23,7 @@ import pandas as pd
 
 from toolkit.engine.index_ref import IndexRef, loaded_index
 from toolkit.errors import OptionError
-from toolkit.importing.pipeline import (
+from toolkit.importing.partitions import (
     PartitionWork,
     PartStages,
     partition_fuzzy_texts,
@@ -178,7 +178,7 @@ class DaskEngine:
             for part in source.parts
         ]
 
-    # --- import (toolkit.importing.pipeline.StageEngine) ------------------------------------
+    # --- import (toolkit.importing.partitions.StageEngine) ------------------------------------
 
     def run_partitions(
         self,

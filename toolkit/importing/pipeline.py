@@ -16,29 +16,46 @@ name of the stage it happened in; the job's message is the same as ever.
 
 from __future__ import annotations
 
-import json
+import errno
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from contextlib import ExitStack, closing, contextmanager
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
-from toolkit.geocoding import make_assets
-from toolkit.importing.linking import LinkResult, link_rows
-from toolkit.importing.overwrite import (
-    OverwritePlan,
-    check_overwrite_rule,
-    normalised_keys,
-    plan_overwrite,
+from toolkit.importing.asset_writes import EarlyAssets, Unstreamable, insert_early, write_assets
+from toolkit.importing.first_pass import FirstPass, fuzzy_first_pass, part_shown
+from toolkit.importing.item_writes import register_fields, write_items
+from toolkit.importing.link_stage import IndexProvider, link_assets, linked_rows, make_places
+from toolkit.importing.outcome import (
+    NO_ROWS,
+    Kept,
+    Linked,
+    Outcome,
+    WriteJob,
+    WriteProgress,
+    Written,
+    job_summary,
+    no_problems,
+    problem_rows,
+    refusal_reason,
+)
+from toolkit.importing.overwrite import OverwritePlan, check_overwrite_rule
+from toolkit.importing.partitions import (
+    PartitionWork,
+    PartStages,
+    StageEngine,
+    job_fuzzy_answers,
+    job_fuzzy_model,
+    partition_fuzzy_texts,
+    partition_stages,
 )
 from toolkit.importing.parts import (
     RowNumbers,
@@ -47,7 +64,8 @@ from toolkit.importing.parts import (
     map_large_arrays,
     release_unused,
 )
-from toolkit.importing.reject_limit import refusal
+from toolkit.importing.payload import Payload, prepare_payload
+from toolkit.importing.plan import compact_keys, keys_frame, plan_rows
 from toolkit.importing.request import (
     DATA_ENCODINGS,
     DATA_TYPES,
@@ -55,42 +73,24 @@ from toolkit.importing.request import (
     materialise_data,
     request_from_spec,
 )
-from toolkit.importing.results import MAX_ERRORS_IN_RESULT, job_object, result_html, write_rejects
-from toolkit.importing.rules import (
-    ImportRule,
-    Prepared,
-    apply_rule,
-    load_rule,
-    numbers_for_text,
-)
+from toolkit.importing.results import job_object, result_html, write_rejects
+from toolkit.importing.rules import ImportRule, Prepared, apply_rule, load_rule, numbers_for_text
+from toolkit.importing.scope import existing_keys, import_scope, matching_field, scope_has_records
 from toolkit.importing.streamed import EarlyTransaction, read_ahead
-from toolkit.matching.modes import (
-    FuzzyAnswers,
-    FuzzyTexts,
-    ModeFunction,
-    ModeRecord,
-    ModeResult,
-    fuzzy_model,
-    match_fuzzy,
-    replayed,
-)
-from toolkit.matching.options import LookupOptions
-from toolkit.matching.probabilistic import Model
-from toolkit.model.fieldjson import as_python, fields_json, id_list
+from toolkit.matching.modes import replayed
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
-from toolkit.query.filters import Page
 from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceProblem, SourceReport
 from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
-from toolkit.store.assets import NewAssets, geometry_columns
-from toolkit.store.items import ItemChanges, NewItems
 
 if TYPE_CHECKING:
-    from toolkit.matching import AssetIndex, Geocoder
+    from toolkit.matching import Geocoder
 
-# The request and the results are part of this module's API, defined beside it.
+# The runner orchestrates the stages, each in a module of its own (see their docstrings);
+# the request, the results, the per-partition stages and the plan stay importable from here,
+# where the engines, the server, the CLI and the tests import them.
 __all__ = [
     "DATA_ENCODINGS",
     "DATA_TYPES",
@@ -99,394 +99,28 @@ __all__ = [
     "PartStages",
     "PartitionWork",
     "StageEngine",
+    "job_fuzzy_answers",
+    "job_fuzzy_model",
     "job_object",
+    "matching_field",
     "materialise_data",
+    "partition_fuzzy_texts",
+    "partition_stages",
+    "plan_rows",
+    "prepare_payload",
+    "register_fields",
     "request_from_spec",
     "result_html",
+    "streamable",
     "write_rejects",
 ]
 
 log = logging.getLogger(__name__)
 
-ITEM_RECORD_FIELDS = ("status", "isTemplate", "assetId")
-ASSET_RECORD_FIELDS = ("id", "name", "code", "type", "friendly", "regionId", "status")
-USER_RECORD_FIELDS = (
-    "username",
-    "firstName",
-    "lastName",
-    "email",
-    "phone",
-    "organisation",
-    "positions",
-    "status",
-)
-
-
-# Gives the matching index of the site's assets; called only when a rule links assets.
-IndexProvider = Callable[[], "AssetIndex"]
-# What a job's first pass keeps of a part (on disk): its rule's result, and the results of
-# the modes tried before fuzzy, in call order (``ModeRecord``).
-_FirstPass = tuple[Prepared, list[ModeResult]]
-
-
-@dataclass(frozen=True)
-class PartitionWork:
-    """What every partition's stages need besides its rows; small and picklable (an
-    engine sends it to its workers once per job)."""
-
-    rule: ImportRule
-    path: str
-    geometry_columns: tuple[str, ...]
-    decisions: pd.DataFrame | None
-    may_update: bool
-    links: bool
-    # Mode fuzzy's model, fitted once for the whole job (None: each partition fits its own).
-    fuzzy_model: Model | None = None
-
-
-@dataclass(frozen=True)
-class PartStages:
-    """One partition's rule, link and payload results, over all of its rows (the rows
-    rejected anywhere are set aside once every partition is back)."""
-
-    prepared: Prepared
-    link: LinkResult | None
-    payload: _Payload
-
-
-class StageEngine(Protocol):
-    """Runs :func:`partition_stages` over the partitions of a source (``toolkit.engine``),
-    its workers reading them; the parts come back in row order, each with its row numbers
-    and the reader's problems of its rows. The plan and the write stay here, one
-    transaction."""
-
-    @property
-    def partition_rows(self) -> int: ...
-
-    def run_parts(
-        self,
-        work: PartitionWork,
-        source: ChunkedSource,
-        index: AssetIndex | None,
-        progress: Progress,
-    ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]: ...
-
-    def fuzzy_texts(
-        self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
-    ) -> list[pd.Series]: ...
-
-
-def partition_stages(
-    work: PartitionWork, frame: pd.DataFrame, index: AssetIndex | None
-) -> PartStages:
-    """Rule, link and payload of one partition: pure, row by row, so the parts of a
-    frame give exactly what the whole frame gives (``frame``'s index: row numbers)."""
-    rule = work.rule
-    prepared = apply_rule(rule, frame, path=work.path, geometry_columns=list(work.geometry_columns))
-    link = None
-    if work.links:
-        assert index is not None
-        fuzzy: ModeFunction | None = None
-        if work.fuzzy_model is not None:
-            fuzzy = partial(match_fuzzy, model=work.fuzzy_model)
-        link = link_rows(
-            index,
-            frame,
-            prepared,
-            rule,
-            reference_field=rule.matching_id,
-            decisions=work.decisions,
-            fuzzy=fuzzy,
-        )
-    payload = prepare_payload(
-        rule, prepared.values, prepared.cleared, frame, may_update=work.may_update
-    )
-    return PartStages(prepared=prepared, link=link, payload=payload)
-
-
-def partition_fuzzy_texts(work: PartitionWork, frame: pd.DataFrame, index: AssetIndex) -> pd.Series:
-    """The distinct texts (first-occurrence order) that mode fuzzy is given in one
-    partition: the first pass of a job whose fuzzy model is fitted once for all of it."""
-    prepared = apply_rule(
-        work.rule, frame, path=work.path, geometry_columns=list(work.geometry_columns)
-    )
-    texts = FuzzyTexts()
-    link_rows(
-        index, frame, prepared, work.rule, reference_field=work.rule.matching_id,
-        decisions=work.decisions, fuzzy=texts,
-    )  # fmt: skip
-    return texts.distinct()
-
-
-def job_fuzzy_model(
-    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
-) -> Model | None:
-    """Mode fuzzy's model for a whole job from its partitions' texts (in row order): the
-    model the job read as one part fits, so every partition links as that part would."""
-    return fuzzy_model(index, *_job_texts(rule, texts))
-
-
-def job_fuzzy_answers(
-    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
-) -> FuzzyAnswers:
-    """``job_fuzzy_model`` and mode fuzzy's answer with it to each text of the job."""
-    return FuzzyAnswers.of(index, *_job_texts(rule, texts))
-
-
-def _job_texts(rule: ImportRule, texts: Sequence[pd.Series]) -> tuple[pd.Series, LookupOptions]:
-    """The distinct texts of a job's partitions (in row order), and its lookup options."""
-    assert rule.asset_link is not None
-    options = LookupOptions.from_dict({"useExternalLookups": False, **rule.asset_link.options})
-    every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
-    return pd.Series(pd.unique(every)), options
-
-
-_PROBLEM_COLUMNS = ["row", "column", "value", "reason"]
-_NO_ROWS = np.empty(0, dtype=np.int64)
-
-
-class _Unstreamable(Exception):
-    """An asset import inserted as it is read cannot go on as one part would: the
-    parts inserted so far are rolled back and the import is run again as one part."""
-
-
-@dataclass
-class _EarlyAssets:
-    """An asset import's parts inserted as they are read, in the import's one write
-    transaction (begun at the first part): each part's inserts are planned against the
-    keys of the rows before it, which decide them as the whole file's plan does (a key
-    repeating an earlier row is refused, the earlier row kept). Its updates wait for the
-    end, so records are written in the order one part writes them."""
-
-    transaction: EarlyTransaction[Any]
-    existing: pd.DataFrame | None = None
-    now: int = 0
-    kept: int = 0  # kept rows of the parts so far
-    inserted: list[np.ndarray] = field(default_factory=list)  # positions of all kept rows
-    retired: np.ndarray = field(default_factory=lambda: _NO_ROWS)
-    # The parts whose rows update records: their first position and payload.
-    updating: list[tuple[int, _Payload]] = field(default_factory=list)
-    given_ids: bool | None = None  # decided by the first part that inserts
-    keys: list[Any] = field(default_factory=list)  # each part's keys (pa.Array, trimmed)
-
 
 class _Refused(Exception):
     """More rows were rejected than rollbackOnError or maxRejects allow: the write
     transaction is rolled back."""
-
-
-def _no_problems() -> pd.DataFrame:
-    return pd.DataFrame(columns=_PROBLEM_COLUMNS)
-
-
-# --- stage results: small, frozen, one per stage --------------------------------------------
-
-
-@dataclass(frozen=True)
-class Linked:
-    """The link stage: each row's asset id (None when the import links none), problems,
-    and what the write stage still has to link: places to make assets of, then record."""
-
-    asset_ids: pd.Series | None
-    problems: pd.DataFrame
-    result: LinkResult | None = None
-
-
-@dataclass(frozen=True)
-class Kept:
-    """The rows left to write once every rejected row is set aside."""
-
-    rejected: pd.DataFrame
-    keep: np.ndarray
-    values: pd.DataFrame
-    cleared: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class Planned:
-    """The plan stage: what the overwrite rule does, and every rejection so far."""
-
-    plan: OverwritePlan
-    rejections: pd.DataFrame
-    rejected_count: int
-
-
-@dataclass(frozen=True)
-class Written:
-    """The write stage: whether it refused to write (rollbackOnError, maxRejects), and
-    whether it rolled back."""
-
-    refused: bool
-    dry_run: bool
-
-
-def _problem_rows(problems: Sequence[SourceProblem]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [{"row": p.row, "column": p.column, "value": p.value, "reason": p.message}
-         for p in problems if p.row is not None],
-        columns=_PROBLEM_COLUMNS,
-    )  # fmt: skip
-
-
-def _merged_counts(counts: dict[str, int], more: dict[str, int]) -> dict[str, int]:
-    """Link counts of two parts together: the ways by rows linked (most first), then
-    ``external`` and ``unlinked``, as one part's counts are."""
-    total = dict(counts)
-    for key, value in more.items():
-        total[key] = total.get(key, 0) + value
-    last = ("external", "unlinked")
-    ways = sorted((k for k in total if k not in last), key=lambda k: -total[k])
-    return {k: total[k] for k in [*ways, *last] if k in total}
-
-
-def _part_progress(progress: Progress, start: int, rows: int, every: int, name: str) -> Progress:
-    """``progress`` of one part (``name``) of ``rows`` rows from row ``start``, told as rows
-    of all ``every`` rows (each stage counts in its own unit within a part)."""
-
-    def report(
-        label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
-    ) -> None:
-        share = done / total if total else 1.0
-        words = f"{name}: {detail}" if detail else name
-        progress(label, start + round(share * rows), every, detail=words)
-
-    return report
-
-
-def plan_rows(
-    values: pd.DataFrame,
-    existing: pd.DataFrame,
-    overwrite: str,
-    *,
-    matching_id: str,
-    column: str,
-    rejected: pd.DataFrame,
-) -> Planned:
-    """Plan the overwrite rule for the kept rows against the existing keys (pure); the
-    rows it refuses join ``rejected``, reported under the source ``column``."""
-    keys = (
-        values[matching_id]
-        if matching_id in values
-        else pd.Series(pd.NA, index=values.index, dtype="string")
-    )
-    plan = plan_overwrite(keys, existing, overwrite, key_name=matching_id)
-    if len(plan.rejected.positions):
-        refused = pd.DataFrame(
-            {
-                "row": values.index[plan.rejected.positions],
-                "column": column,
-                "value": keys.iloc[plan.rejected.positions].astype("string").to_numpy(),
-                "reason": plan.rejected.reasons,
-            }
-        )
-        rejected = pd.concat([rejected, refused], ignore_index=True)
-    return Planned(
-        plan=plan,
-        rejections=rejected.sort_values(["row", "column"], kind="stable"),
-        rejected_count=int(rejected["row"].nunique()),
-    )
-
-
-@dataclass
-class _Payload:
-    """What an import writes, built before the write lock: values with defaults, and the
-    JSON of every row both as a new record and as a merge patch."""
-
-    filled: pd.DataFrame
-    cleared: pd.DataFrame
-    values: pd.DataFrame
-    json_columns: list[str]
-    insert_json: pd.Series
-    patch_json: pd.Series | None
-    geometry_wkb: list[bytes | None] | None = None
-    bounds: np.ndarray | None = None
-    # An item part's asset ids (of its kept rows), staged with it rather than kept for
-    # every row of the file until the write; None: the write is given them whole.
-    asset_ids: pd.Series | None = None
-
-    @classmethod
-    def concat(cls, parts: Sequence[_Payload]) -> _Payload:
-        """The payloads of consecutive partitions as one (same rule, same columns)."""
-        first = parts[0]
-        wkb = (
-            None if first.geometry_wkb is None else [w for p in parts for w in p.geometry_wkb or []]
-        )
-        return cls(
-            filled=pd.concat([p.filled for p in parts]),
-            cleared=pd.concat([p.cleared for p in parts]),
-            values=pd.concat([p.values for p in parts]),
-            json_columns=first.json_columns,
-            insert_json=pd.concat([p.insert_json for p in parts]),
-            patch_json=None
-            if first.patch_json is None
-            else pd.concat([p.patch_json for p in parts if p.patch_json is not None]),
-            geometry_wkb=wkb,
-            bounds=None if first.bounds is None else np.concatenate([p.bounds for p in parts]),
-        )
-
-    def take(self, keep: np.ndarray) -> _Payload:
-        """The payload of the rows ``keep`` marks (a boolean mask in row order)."""
-        return _Payload(
-            filled=self.filled[keep],
-            cleared=self.cleared[keep],
-            values=self.values[keep],
-            json_columns=self.json_columns,
-            insert_json=self.insert_json[keep],
-            patch_json=None if self.patch_json is None else self.patch_json[keep],
-            geometry_wkb=None
-            if self.geometry_wkb is None
-            else [w for w, k in zip(self.geometry_wkb, keep, strict=True) if k],
-            bounds=None if self.bounds is None else self.bounds[keep],
-        )
-
-    def patches(self, positions: np.ndarray) -> list[str]:
-        """Merge patches of the rows at ``positions`` (built now if not built ahead)."""
-        if self.patch_json is not None:
-            return self.patch_json.iloc[positions].tolist()
-        columns = self.json_columns
-        return fields_json(
-            self.values.iloc[positions][columns], self.cleared.iloc[positions][columns]
-        ).tolist()
-
-
-@dataclass
-class _Outcome:
-    counts: dict[str, int] = field(default_factory=dict)
-    rejections: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=["row", "column", "value", "reason"])
-    )
-    timings: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    # What the read did to the data that its user must know (see SourceReport.warnings).
-    warnings: list[str] = field(default_factory=list)
-    linking: dict[str, int] = field(default_factory=dict)
-    failed_stage: str | None = None
-
-
-class _Written:
-    """The write stage's progress: rows of the plan written (retirements, then inserts as
-    they go, then updates), of every row the plan writes."""
-
-    def __init__(self, progress: Progress, plan: OverwritePlan) -> None:
-        self.progress = progress
-        self.retirements = len(plan.retirements)
-        self.inserts = len(plan.inserts)
-        self.total = self.retirements + self.inserts + len(plan.updates)
-        self.done = 0
-        self.report(0)
-
-    def report(self, done: int, detail: str = "") -> None:
-        self.done = done
-        self.progress("write", done, self.total, detail=detail)
-
-    def retired(self) -> None:
-        self.report(self.retirements, "inserting" if self.inserts else "updating")
-
-    def inserted(self, rows: int) -> None:
-        self.report(self.retirements + rows, "inserting")
-
-    def finish(self) -> None:
-        self.report(self.total)
 
 
 class ImportRunner:
@@ -516,7 +150,7 @@ class ImportRunner:
         # Runs the per-partition stages elsewhere (toolkit.engine); None: in this process.
         self.engine = engine
         # The running asset import's parts inserted as they are read, if it is.
-        self._early: _EarlyAssets | None = None
+        self._early: EarlyAssets | None = None
 
     # --- checking the request -------------------------------------------------------------
 
@@ -550,7 +184,7 @@ class ImportRunner:
         matching_field(rule, request.matching_id)
         return rule
 
-    def _keep_own_account(self, plan: OverwritePlan, outcome: _Outcome) -> OverwritePlan:
+    def _keep_own_account(self, plan: OverwritePlan, outcome: Outcome) -> OverwritePlan:
         """A user import never retires the account running it (``deleteAndInsert``)."""
         own = self.store.users.by_username(self.user_id) if self.user_id else None
         if own is None or not len(plan.retirements):
@@ -576,14 +210,14 @@ class ImportRunner:
             import_rule=rule.name,
             user_id=self.user_id,
             params=request.spec_params(),
-            summary=self._summary(request, rule, _Outcome(), status="NOT_STARTED"),
+            summary=job_summary(request, rule, Outcome(), status="NOT_STARTED"),
         )
 
     def run_job(self, job_id: int, request: ImportRequest, rule: ImportRule) -> dict[str, Any]:
         """Run a job already recorded as ``NOT_STARTED`` (the server schedules first)."""
         jobs = self.store.jobs
         jobs.start(job_id)
-        outcome = _Outcome()
+        outcome = Outcome()
         try:
             self._pipeline(job_id, request, rule, outcome)
         except ToolkitError as exc:
@@ -599,14 +233,7 @@ class ImportRunner:
                 exc,
             )
             log.debug("traceback of import job %s", job_id, exc_info=True)
-            self._fail(
-                job_id,
-                request,
-                rule,
-                outcome,
-                f"internal error ({type(exc).__name__}); nothing was written",
-                code=500,
-            )
+            self._fail(job_id, request, rule, outcome, _failure_reason(exc), code=500)
         return self.job_object(job_id)
 
     def _fail(
@@ -614,7 +241,7 @@ class ImportRunner:
         job_id: int,
         request: ImportRequest,
         rule: ImportRule,
-        outcome: _Outcome,
+        outcome: Outcome,
         reason: str,
         *,
         code: int,
@@ -622,18 +249,18 @@ class ImportRunner:
         if "inserted" in outcome.counts and not any("nothing was" in n for n in outcome.notes):
             # The plan was made before the write failed: its counts did not happen.
             outcome.notes.append("nothing was written; the counts say what the job would do")
-        summary = self._summary(request, rule, outcome, status="FAILED", reason=reason)
+        summary = job_summary(request, rule, outcome, status="FAILED", reason=reason)
         self.store.jobs.finish(
             job_id, status="FAILED", code=code, summary=summary, result=result_html(summary)
         )
 
-    def _timed(self, outcome: _Outcome, stage: str, started: float) -> None:
+    def _timed(self, outcome: Outcome, stage: str, started: float) -> None:
         # A stage run once per part adds up.
         spent = outcome.timings.get(stage, 0.0) + time.perf_counter() - started
         outcome.timings[stage] = round(spent, 3)
 
     @contextmanager
-    def _stage(self, outcome: _Outcome, name: str) -> Iterator[None]:
+    def _stage(self, outcome: Outcome, name: str) -> Iterator[None]:
         """Time one stage; a failure in it is recorded under the stage's name (the innermost
         stage wins) and passes on unchanged, so the store still turns a full disk into a
         ``DiskFullError`` and the job's message stays the one the error gives. Each stage
@@ -650,24 +277,24 @@ class ImportRunner:
         self._timed(outcome, name, started)
 
     def _pipeline(
-        self, job_id: int, request: ImportRequest, rule: ImportRule, outcome: _Outcome
+        self, job_id: int, request: ImportRequest, rule: ImportRule, outcome: Outcome
     ) -> None:
         """read → rule → link → prepare, part by part → plan + write (one transaction) →
         summarise. The parts and their prepared rows wait in a job folder, removed after."""
         with scratch_folder("toolkit-import-") as folder:
             # On an engine every import is read in partitions (its workers read them);
             # locally, an import that cannot be read in parts is read as one, and an
-            # asset import in parts inserted as they come (_EarlyAssets).
+            # asset import in parts inserted as they come (EarlyAssets).
             rows = self.engine.partition_rows if self.engine is not None else None
             early = self.engine is None and rule.import_type == "asset"
             if rows is None and not streamable(rule) and not early:
                 rows = _ONE_PART
             try:
                 self._read_and_write(job_id, request, rule, folder, rows, outcome)
-            except _Unstreamable:
+            except Unstreamable:
                 # Some rows give asset ids and others do not: every row gets a new id, as
                 # one part decides; the parts inserted with theirs are rolled back.
-                outcome.__dict__.update(_Outcome().__dict__)
+                outcome.__dict__.update(Outcome().__dict__)
                 self._read_and_write(job_id, request, rule, folder, _ONE_PART, outcome)
 
     def _read_and_write(
@@ -677,7 +304,7 @@ class ImportRunner:
         rule: ImportRule,
         folder: Path,
         rows: int | None,
-        outcome: _Outcome,
+        outcome: Outcome,
     ) -> None:
         with self._stage(outcome, "read"):
             chunked = read_chunks(
@@ -689,11 +316,12 @@ class ImportRunner:
                 **request.read_options(),
             )
         if rule.import_type == "asset" and self.engine is None and chunked.count > 1:
-            self._early = _EarlyAssets(
+            self._early = EarlyAssets(
                 EarlyTransaction(lambda: self.store.db.transaction(commit=not request.dry_run))
             )
         try:
-            self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
+            with ExitStack() as stack:
+                self._pipeline_parts(job_id, request, rule, chunked, folder, outcome, stack)
         except BaseException as exc:
             if self._early is not None:
                 self._early.transaction.abort(exc)  # nothing of the import is kept
@@ -708,7 +336,8 @@ class ImportRunner:
         rule: ImportRule,
         chunked: ChunkedSource,
         folder: Path,
-        outcome: _Outcome,
+        outcome: Outcome,
+        stack: ExitStack,
     ) -> None:
         """Rule, link and payload of each part in turn (the same functions as on the whole
         file: they are pure, row by row), here or on the engine's workers; what the plan
@@ -717,15 +346,15 @@ class ImportRunner:
         overwrite = request.overwrite_rule or rule.overwrite_rule
         # Patches are only needed for rows matching existing records; a first import into
         # an empty scope has none, so it skips building them (built later if one appears).
-        may_update = overwrite in ("updateOnly", "updateAndInsert") and self._scope_has_records(
-            rule, request
+        may_update = overwrite in ("updateOnly", "updateAndInsert") and scope_has_records(
+            self.store, rule, request
         )
         matching_id = matching_field(rule, request.matching_id)
-        staged: StagedParts[_Payload] = StagedParts(folder / "prepared")
+        staged: StagedParts[Payload] = StagedParts(folder / "prepared")
         if chunked.count > 1:
             map_large_arrays()
         # Asset and user imports write their rows at once: their parts are joined.
-        joined: list[_Payload] = []
+        joined: list[Payload] = []
         # What the plan needs of every part stays compact (issue 17: 5,000,000 rows beside a
         # 1,000,000-parcel index): each part's keys without an index, its row numbers as
         # runs, its rows set aside on disk; an item part's asset ids go with its payload.
@@ -735,13 +364,20 @@ class ImportRunner:
         rule_rejections = StagedFrames(folder / "rejected", "rule")
         link_problems = StagedFrames(folder / "rejected", "link")
         first: Prepared | None = None
-        linked = Linked(asset_ids=None, problems=_no_problems())
+        linked = Linked(asset_ids=None, problems=no_problems())
         parts = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
         early = self._early
         if early is not None:
             # The next part is read while this one is inserted.
             parts = read_ahead(parts)
+        # Left as soon as the parts' loop fails, however it fails (_read_and_write): a
+        # failed or refused import stops its reading (and the reader thread) before its
+        # transaction is rolled back, and its counts say how far it got.
+        so_far = _SoFar(chunked.count)
+        stack.enter_context(closing(parts))
+        stack.enter_context(self._stopped(outcome, so_far, early))
         for part, prepared, linked, payload in parts:
+            so_far.part(len(part), len(payload.filled))
             # The plan and the notes need the rule's headings only: not the first part's
             # rows, which would stay in memory until the write.
             # (Empty frames of their own: a slice of a frame keeps its arrays alive.)
@@ -759,11 +395,14 @@ class ImportRunner:
                 staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
             elif early is None:
                 joined.append(payload)
-            keys.append(_compact_keys(payload.values, matching_id))
+            keys.append(compact_keys(payload.values, matching_id))
             kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
             if early is not None:
                 with self._stage(outcome, "store"):
-                    self._insert_early(early, job_id, request, rule, payload, keys, kept_rows)
+                    insert_early(
+                        self.store, early, request, rule, payload, keys, kept_rows,
+                        actor=self._actor(request, job_id), progress=self.progress,
+                    )  # fmt: skip
             rule_rejections.add(prepared.rejections)
             link_problems.add(linked.problems)
             rows.append(RowNumbers(part))
@@ -772,11 +411,12 @@ class ImportRunner:
                 # The asset ids are the payload's now, the link problems are staged and
                 # the links recorded: nothing of this part's link result is kept while
                 # the next part is linked.
-                linked = Linked(asset_ids=None, problems=_no_problems())
+                linked = Linked(asset_ids=None, problems=no_problems())
             release_unused()
+            so_far.done += 1
         assert first is not None
         if joined:
-            staged.add(_Payload.concat(joined), sum(len(p.filled) for p in joined))
+            staged.add(Payload.concat(joined), sum(len(p.filled) for p in joined))
             del joined
         report = chunked.finish()
         # After every part: a layer's parts count the curves they made straight.
@@ -785,12 +425,12 @@ class ImportRunner:
             pd.Index(np.concatenate([r.array() for r in rows]))
         )
         self._note_rule(request, rule, report, first, outcome)
-        every = [_problem_rows(report.problems), *rule_rejections.frames(), *link_problems.frames()]
+        every = [problem_rows(report.problems), *rule_rejections.frames(), *link_problems.frames()]
         rejected = pd.concat([r for r in every if not r.empty] or [every[0]], ignore_index=True)
         kept = Kept(
             rejected=rejected,
             keep=np.empty(0, dtype=bool),
-            values=_keys_frame(keys, kept_rows, matching_id),
+            values=keys_frame(keys, kept_rows, matching_id),
             cleared=pd.DataFrame(),
         )
         self._plan_and_write(
@@ -807,8 +447,8 @@ class ImportRunner:
         chunked: ChunkedSource,
         folder: Path,
         may_update: bool,
-        outcome: _Outcome,
-    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, _Payload]]:
+        outcome: Outcome,
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
         """Each part in row order: its row numbers, the rule's result, the link stage's
         (links recorded with the job), and the payload of its kept rows (what a first
         pass kept of them is in ``folder``)."""
@@ -820,11 +460,14 @@ class ImportRunner:
         # One index and one set of decisions for every part: a provider may load the index
         # afresh on each call, and its caches (built as rows are matched) go with it.
         shared: dict[str, Any] = {}
-        first_pass: StagedParts[_FirstPass] | None = None
+        first_pass: StagedParts[FirstPass] | None = None
         if chunked.count > 1 and "fuzzy" in _link_ways(rule):
-            first_pass = self._first_pass(request, rule, chunked, folder, outcome, shared)
+            first_pass = fuzzy_first_pass(
+                self.store, self.asset_index, self.progress, partial(self._stage, outcome),
+                request, rule, chunked, folder, shared,
+            )  # fmt: skip
         for i in range(chunked.count):
-            shown = self._part_shown(chunked, i)
+            shown = part_shown(self.progress, chunked, i)
             with self._stage(outcome, "read"):
                 part = chunked.read(i)
             frame = part.frame
@@ -842,11 +485,12 @@ class ImportRunner:
                     prepared, results = first_pass.load(i)
                     modes = replayed(results, shared["answers"])
                     del results
-            linked = Linked(asset_ids=None, problems=_no_problems())
+            linked = Linked(asset_ids=None, problems=no_problems())
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
-                    linked = self._link_assets(
-                        job_id, frame, prepared, rule, outcome, progress=shown, append=i > 0,
+                    linked = link_assets(
+                        self.store, self.asset_index, self.geocoder, job_id, frame, prepared, rule,
+                        outcome, progress=shown, append=i > 0,
                         shared=shared, modes=modes,
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
@@ -870,69 +514,6 @@ class ImportRunner:
             # of the first pass's results for it.
             del part, frame, prepared, linked, payload, modes
 
-    def _part_shown(self, chunked: ChunkedSource, i: int) -> Progress:
-        """The progress of part ``i`` (the job's own when it is read as one part)."""
-        if chunked.count == 1:
-            return self.progress
-        start = sum(chunked.sizes[:i])
-        return _part_progress(
-            self.progress, start, chunked.sizes[i], chunked.rows, f"part {i + 1} of {chunked.count}"
-        )
-
-    def _first_pass(
-        self,
-        request: ImportRequest,
-        rule: ImportRule,
-        chunked: ChunkedSource,
-        folder: Path,
-        outcome: _Outcome,
-        shared: dict[str, Any],
-    ) -> StagedParts[_FirstPass]:
-        """Mode fuzzy fits its model (EM) on the texts it is given in the whole import: a
-        first pass reads each part, applies its rule and tries its links with fuzzy only
-        noting its texts (``ModeRecord``); the model is fitted once and fuzzy's answer to
-        each text found (``FuzzyAnswers``, in ``shared``). What the rule and the modes
-        before fuzzy gave is kept on disk, part by part, so the second pass links each
-        part with those answers and replays the rest: memory follows the part, the links
-        are the one part's (and the Dask engine's), and nothing is done twice."""
-        if self.asset_index is None:
-            raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        with self._stage(outcome, "link"):
-            self.progress(
-                "fuzzy texts", 0, chunked.count, unit="parts", detail="loading the asset index"
-            )
-            shared["index"] = self.asset_index()
-            shared["decisions"] = self.store.decisions.all()
-        staged: StagedParts[_FirstPass] = StagedParts(folder / "first-pass")
-        texts: list[pd.Series] = []
-        for i in range(chunked.count):
-            with self._stage(outcome, "read"):
-                part = chunked.read(i)
-            with self._stage(outcome, "validate"):
-                prepared = apply_rule(
-                    rule,
-                    part.frame,
-                    path=request.name,
-                    geometry_columns=part.geometry_columns,
-                    progress=self._part_shown(chunked, i),
-                )
-            with self._stage(outcome, "link"):
-                record = ModeRecord()
-                link_rows(
-                    shared["index"], part.frame, prepared, rule,
-                    reference_field=rule.matching_id, decisions=shared["decisions"],
-                    modes=record.functions(),
-                )  # fmt: skip
-                texts.append(record.fuzzy.distinct())
-                # Each part to disk at once, the last too: the second pass starts with the first.
-                staged.add((prepared, record.results), len(part.frame), keep=False)
-            del part, prepared, record
-            release_unused()
-            self.progress("fuzzy texts", i + 1, chunked.count, unit="parts")
-        with self._stage(outcome, "link"):
-            shared["answers"] = job_fuzzy_answers(shared["index"], rule, texts)
-        return staged
-
     def _parts_on(
         self,
         engine: StageEngine,
@@ -941,8 +522,8 @@ class ImportRunner:
         rule: ImportRule,
         chunked: ChunkedSource,
         may_update: bool,
-        outcome: _Outcome,
-    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, _Payload]]:
+        outcome: Outcome,
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
         """:meth:`_parts` with rule, link and payload run per partition by ``engine``'s
         workers, which read their partitions themselves."""
         links = rule.import_type == "item" and rule.asset_link is not None
@@ -967,9 +548,11 @@ class ImportRunner:
         for i in range(chunked.count):
             started = time.perf_counter()
             part_rows, problems, stages = next(done)
-            linked = Linked(asset_ids=None, problems=_no_problems())
+            linked = Linked(asset_ids=None, problems=no_problems())
             if rule.import_type == "item":
-                linked = self._linked(job_id, part_rows, rule, stages.link, outcome, append=i > 0)
+                linked = linked_rows(
+                    self.store, job_id, part_rows, rule, stages.link, outcome, append=i > 0
+                )
             keep = _kept(part_rows, problems, stages.prepared, linked)
             payload = stages.payload.take(keep)
             # Waiting for the workers counts as their stage, the rest as the client's.
@@ -982,7 +565,7 @@ class ImportRunner:
         rule: ImportRule,
         report: SourceReport,
         prepared: Prepared,
-        outcome: _Outcome,
+        outcome: Outcome,
     ) -> None:
         """The rule stage's warnings (text fields read as numbers) and unused columns."""
         outcome.warnings.extend(
@@ -1006,9 +589,9 @@ class ImportRunner:
         rule: ImportRule,
         prepared: Prepared,
         kept: Kept,
-        payload: StagedParts[_Payload],
+        payload: StagedParts[Payload],
         linked: Linked,
-        outcome: _Outcome,
+        outcome: Outcome,
         *,
         rejects_of: Callable[[set[int]], pd.DataFrame],
         geometry_source: str | None,
@@ -1034,9 +617,9 @@ class ImportRunner:
         rule: ImportRule,
         prepared: Prepared,
         kept: Kept,
-        payload: StagedParts[_Payload],
+        payload: StagedParts[Payload],
         linked: Linked,
-        outcome: _Outcome,
+        outcome: Outcome,
         *,
         dry_run: bool,
     ) -> Written:
@@ -1044,7 +627,7 @@ class ImportRunner:
         job's outcome in it. A dry run writes for real and rolls back, so its counts are
         exactly a real run's; with more rejected rows than rollbackOnError or maxRejects
         allow, nothing is written."""
-        actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
+        actor = self._actor(request, job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
         try:
@@ -1062,9 +645,9 @@ class ImportRunner:
         rule: ImportRule,
         prepared: Prepared,
         kept: Kept,
-        payload: StagedParts[_Payload],
+        payload: StagedParts[Payload],
         linked: Linked,
-        outcome: _Outcome,
+        outcome: Outcome,
         actor: Actor,
         *,
         dry_run: bool,
@@ -1077,13 +660,13 @@ class ImportRunner:
         ) as conn:
             # Two imports of the same keys at once (PostgreSQL): the second waits here,
             # then plans against the first one's records.
-            self.store.db.lock_scope(conn, self._scope(rule, request))
+            self.store.db.lock_scope(conn, import_scope(self.store, rule, request))
             with self._stage(outcome, "plan"):
                 self.progress("plan", 0, len(kept.values))
                 matching_id = matching_field(rule, request.matching_id)
                 planned = plan_rows(
                     kept.values,
-                    self._existing_keys(rule, request, matching_id)
+                    existing_keys(self.store, rule, request, matching_id)
                     if early is None or early.existing is None
                     else early.existing,
                     request.overwrite_rule or rule.overwrite_rule,
@@ -1098,38 +681,34 @@ class ImportRunner:
                 outcome.counts["rejected"] = planned.rejected_count
                 outcome.rejections = planned.rejections
                 self.progress("plan", len(kept.values), len(kept.values))
-            refused = _refusal(request, outcome.counts) is not None
+            refused = refusal_reason(request, outcome.counts) is not None
             if refused:
                 # Nothing will be kept, but the updates are written (then rolled back) so
                 # that rows already as asked count as unchanged, exactly as a run of the
                 # good rows would count them; inserts and retirements need no writing.
-                plan = replace(plan, inserts=_NO_ROWS, retirements=_NO_ROWS)
+                plan = replace(plan, inserts=NO_ROWS, retirements=NO_ROWS)
             with self._stage(outcome, "store"):
-                asset_ids = self._make_places(conn, job_id, rule, linked, outcome, actor)
+                asset_ids = make_places(self.store, conn, job_id, rule, linked, outcome, actor)
                 writer = {
-                    "item": self._write_items,
-                    "asset": self._write_assets,
-                    "user": self._write_users,
+                    "item": partial(write_items, self.store),
+                    "asset": partial(write_assets, self.store, early),
+                    "user": partial(_write_users, self.store),
                 }[rule.import_type]
-                written = _Written(self.progress, plan)
+                written = WriteProgress(self.progress, plan)
                 changed = writer(
-                    conn,
-                    rule,
-                    request,
-                    plan,
-                    payload,
-                    asset_ids,
-                    actor,
-                    self.store.db.clock() if early is None else early.now,
-                    written,
-                )
+                    WriteJob(
+                        conn, rule, request, plan, payload, asset_ids, actor,
+                        now=self.store.db.clock() if early is None else early.now,
+                        written=written,
+                    )
+                )  # fmt: skip
                 written.finish()
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
             if refused:
                 raise _Refused  # leaves the transaction, rolling the updates back
             if not dry_run:
-                summary = self._summary(request, rule, outcome, status="COMPLETE")
+                summary = job_summary(request, rule, outcome, status="COMPLETE")
                 self.store.jobs.finish(
                     job_id,
                     status="COMPLETE",
@@ -1145,11 +724,11 @@ class ImportRunner:
         job_id: int,
         request: ImportRequest,
         rule: ImportRule,
-        outcome: _Outcome,
+        outcome: Outcome,
         written: Written,
     ) -> None:
         """Record the job's outcome where the write stage did not (refused, dry run)."""
-        reason = _refusal(request, outcome.counts) if written.refused else None
+        reason = refusal_reason(request, outcome.counts) if written.refused else None
         if reason is not None:
             outcome.notes.append(
                 "rollbackOnError: a row was rejected, so nothing was written"
@@ -1162,481 +741,38 @@ class ImportRunner:
             return
         if written.dry_run:
             outcome.notes.append("dry run: nothing was written")
-            summary = self._summary(request, rule, outcome, status="COMPLETE")
+            summary = job_summary(request, rule, outcome, status="COMPLETE")
             self.store.jobs.finish(
                 job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
             )
 
-    # --- stages -----------------------------------------------------------------------------
-
-    def _link_assets(
-        self,
-        job_id: int,
-        frame: pd.DataFrame,
-        prepared: Prepared,
-        rule: ImportRule,
-        outcome: _Outcome,
-        *,
-        progress: Progress,
-        append: bool = False,
-        shared: dict[str, Any] | None = None,
-        modes: Mapping[str, ModeFunction] | None = None,
-    ) -> Linked:
-        """Link a part's rows; ``shared`` keeps the index and the reviewers' decisions
-        between the parts of one import; ``modes`` stand in for mode functions
-        (``link_rows``)."""
-        empty = _no_problems()
-        if rule.asset_link is None:
-            return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
-        if self.asset_index is None:
-            raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-        shared = {} if shared is None else shared
-        if "index" not in shared:
-            progress("link", 0, len(frame), detail="loading the asset index")
-            shared["index"] = self.asset_index()
-            shared["decisions"] = self.store.decisions.all()
-        linked = link_rows(
-            shared["index"],
-            frame,
-            prepared,
-            rule,
-            reference_field=rule.matching_id,
-            decisions=shared["decisions"],
-            progress=progress,
-            geocoder=self.geocoder,
-            modes=modes,
-        )
-        return self._linked(job_id, frame.index, rule, linked, outcome, append=append)
-
-    def _linked(
-        self,
-        job_id: int,
-        rows: pd.Index,
-        rule: ImportRule,
-        linked: LinkResult | None,
-        outcome: _Outcome,
-        *,
-        append: bool = False,
-    ) -> Linked:
-        """The link stage's result: the links recorded with the job (``append``: a later
-        part's, beside the earlier parts'), their counts, and a problem for each row a
-        required link left without an asset."""
-        empty = _no_problems()
-        if linked is None or rule.asset_link is None:
-            return Linked(pd.Series(pd.NA, index=rows, dtype="Int64"), empty)
-        self.store.jobs.record_links(job_id, linked.links, append=append)
-        outcome.linking = _merged_counts(outcome.linking, linked.counts())
-        if not rule.asset_link.required:
-            return Linked(linked.asset_ids, empty, linked)
-        # A row whose place is to become an asset will have one.
-        missing = linked.asset_ids.isna().to_numpy() & ~linked.waiting()
-        return Linked(
-            linked.asset_ids,
-            pd.DataFrame(
-                {
-                    "row": rows[missing],
-                    "column": "asset",
-                    "value": pd.NA,
-                    "reason": linked.reasons[missing].fillna("no asset was found").to_numpy(),
-                }
-            ),
-            linked,
-        )
-
-    def _make_places(
-        self,
-        conn: Any,
-        job_id: int,
-        rule: ImportRule,
-        linked: Linked,
-        outcome: _Outcome,
-        actor: Actor,
-    ) -> pd.Series | None:
-        """The rows' asset ids once the places the link stage found outside are assets
-        (made in the import's transaction, so a dry run or a refusal makes none); their
-        links are recorded again with the new ids."""
-        result = linked.result
-        if result is None or result.places is None or rule.asset_link is None:
-            return linked.asset_ids
-        places = result.places
-        asset_class = str(rule.asset_link.options["assetClass"])
-        ids = make_assets(self.store, places, asset_class, actor, conn=conn)
-        waiting = np.flatnonzero(places.row_place >= 0)
-        asset_ids = result.asset_ids.copy()
-        asset_ids.iloc[waiting] = ids[places.row_place[waiting]]
-        links = result.links.copy()
-        links["asset_id"] = asset_ids.to_numpy()
-        links.loc[waiting, "err"] = None
-        self.store.jobs.record_links(job_id, links, conn=conn)
-        outcome.notes.append(
-            f"{len(places)} places found outside became assets of {asset_class} "
-            f"({len(waiting)} rows linked to them)"
-        )
-        return asset_ids
-
-    def _scope_has_records(self, rule: ImportRule, request: ImportRequest) -> bool:
-        """Whether the import's scope holds any record: a count, not the keys themselves
-        (those are read once, under the write lock, to plan)."""
-        one = Page(limit=1)
-        if rule.import_type == "item":
-            assert rule.register is not None
-            _, total = self.store.items.query(
-                page=one, register_id=rule.register, event_id=request.event_id
-            )
-        elif rule.import_type == "asset":
-            _, total = self.store.assets.query(page=one, active=True)
-        else:
-            return bool(self.store.users.all())
-        return total > 0
-
-    def _existing_keys(
-        self, rule: ImportRule, request: ImportRequest, matching_id: str
-    ) -> pd.DataFrame:
-        if rule.import_type == "item":
-            assert rule.register is not None
-            return self.store.items.active_keys(rule.register, request.event_id, matching_id)
-        if rule.import_type == "asset":
-            return self.store.assets.active_keys(matching_id)
-        return self.store.users.active_keys(matching_id)
-
-    def _write_items(
-        self,
-        conn: Any,
-        rule: ImportRule,
-        request: ImportRequest,
-        plan: OverwritePlan,
-        parts: StagedParts[_Payload],
-        asset_ids: pd.Series | None,
-        actor: Actor,
-        now: int,
-        written: _Written,
-    ) -> int:
-        """Retirements, then the inserts part by part, then the updates part by part: the
-        order one payload of every row would write them in (positions are ascending)."""
-        assert rule.register is not None
-        self.store.registers.upsert(
-            conn, rule.register, rule.register_name or rule.register, register_fields(rule)
-        )
-        tags = json.dumps([request.import_tag] if request.import_tag else [])
-        self.store.items.retire_many(conn, id_list(plan.retirements), actor, now)
-        written.retired()
-
-        def links_of(payload: _Payload) -> pd.Series:
-            filled = payload.filled
-            if asset_ids is not None:
-                return asset_ids.reindex(filled.index)
-            if payload.asset_ids is not None:
-                return payload.asset_ids
-            return pd.Series(pd.NA, index=filled.index, dtype="Int64")
-
-        done = 0
-        for payload, inserts, _ in parts.select(plan.inserts):
-            filled = payload.filled
-            rows = filled.iloc[inserts]
-
-            def on_rows(n: int, before: int = done) -> None:
-                written.inserted(before + n)  # the rows of earlier parts count too
-
-            self.store.items.insert_many(
-                conn,
-                NewItems(
-                    register_id=rule.register,
-                    event_id=request.event_id,
-                    region_id=request.region_id,
-                    asset_id=as_python(links_of(payload).iloc[inserts]),
-                    status=_int_column(rows, "status", 1),
-                    is_template=_int_column(rows, "isTemplate", 0),
-                    tags=tags,
-                    fields=payload.insert_json.iloc[inserts].tolist(),
-                ),
-                actor,
-                now,
-                on_rows=on_rows,
-            )
-            done += len(inserts)
-        changed = 0
-        for payload, updates, (ids,) in parts.select(plan.updates, plan.update_ids):
-            rows = payload.filled.iloc[updates]
-            update_ids = id_list(ids)
-            changed += self.store.items.update_many(
-                conn,
-                ItemChanges(
-                    ids=update_ids,
-                    fields_patch=payload.patches(updates),
-                    asset_id=as_python(links_of(payload).iloc[updates]),
-                    status=as_python(rows["status"]) if "status" in rows else [None] * len(rows),
-                ),
-                actor,
-                now,
-            )
-            if request.import_tag:
-                self.store.items.table.add_tag(conn, update_ids, request.import_tag)
-        return changed
-
-    def _write_assets(
-        self,
-        conn: Any,
-        rule: ImportRule,
-        request: ImportRequest,
-        plan: OverwritePlan,
-        parts: StagedParts[_Payload],
-        asset_ids: pd.Series | None,
-        actor: Actor,
-        now: int,
-        written: _Written,
-    ) -> int:
-        """Retirements, inserts, then updates; the parts of an import inserted as they were
-        read (``_EarlyAssets``) have had their retirements and inserts written already."""
-        early = self._early
-        if early is None:
-            payload = parts.only()  # read as one part
-            self.store.assets.retire_many(conn, id_list(plan.retirements), actor, now)
-            written.retired()
-            if len(plan.inserts):
-                self._insert_assets(
-                    conn, rule, request, payload, plan.inserts, actor, now,
-                    ids_given=_gives_ids(payload.filled, plan.inserts),
-                    on_rows=written.inserted,
-                )  # fmt: skip
-            return self._update_assets(conn, [(payload, plan.updates, plan.update_ids)], actor, now)
-        done = np.concatenate(early.inserted) if early.inserted else _NO_ROWS
-        # The whole file's plan (empty when refused: all is rolled back) is what was done.
-        if (len(plan.inserts) and not np.array_equal(done, plan.inserts)) or (
-            len(plan.retirements) and not np.array_equal(early.retired, plan.retirements)
-        ):
-            raise RuntimeError("the parts inserted as read differ from the import's plan")
-        written.retired()
-        written.inserted(len(plan.inserts))
-        pieces = []
-        for start, payload in early.updating:
-            lo, hi = np.searchsorted(plan.updates, [start, start + len(payload.filled)])
-            pieces.append((payload, plan.updates[lo:hi] - start, plan.update_ids[lo:hi]))
-        return self._update_assets(conn, pieces, actor, now)
-
-    def _insert_assets(
-        self,
-        conn: Any,
-        rule: ImportRule,
-        request: ImportRequest,
-        payload: _Payload,
-        positions: np.ndarray,
-        actor: Actor,
-        now: int,
-        *,
-        ids_given: bool,
-        on_rows: Callable[[int], None],
-    ) -> None:
-        """Insert the rows of ``payload`` at ``positions``; with ``ids_given``, under the
-        ids of their ``id`` column (refused if a record has one already)."""
-        assets = self.store.assets
-        filled = payload.filled
-        tags = json.dumps([request.import_tag] if request.import_tag else [])
-        wkb = payload.geometry_wkb or [None] * len(filled)
-        bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
-        inserts = filled.iloc[positions]
-        given_ids = None
-        if ids_given:
-            given_ids = [int(v) for v in as_python(inserts["id"])]
-            taken = assets.ids_taken(given_ids)
-            if taken and self._early is not None:
-                raise _Unstreamable  # the error names the whole file's first ten, as one part
-            if taken:
-                raise OptionError(
-                    f"asset id(s) already used: {', '.join(map(str, sorted(taken)[:10]))}; "
-                    "import with matchingId id to update them"
+    @contextmanager
+    def _stopped(
+        self, outcome: Outcome, so_far: _SoFar, early: EarlyAssets | None
+    ) -> Iterator[None]:
+        """The parts' loop: when it fails, the job's counts say how far it got (the plan's
+        counts come after every part), and a note that nothing of it was kept."""
+        try:
+            yield
+        except Unstreamable:
+            raise  # run again as one part, with an outcome of its own
+        except BaseException:
+            if not outcome.counts and so_far.done < so_far.count:
+                outcome.counts.update(read=so_far.read, rejected=so_far.read - so_far.kept)
+                inserted = sum(len(done) for done in early.inserted) if early else 0
+                undone = f" (the {inserted} rows inserted as read were rolled back)"
+                outcome.notes.append(
+                    f"the import stopped in part {so_far.done + 1} of {so_far.count} "
+                    f"({so_far.read} rows read so far); nothing was written"
+                    + (undone if inserted else "")
                 )
-        assets.insert_many(
-            conn,
-            NewAssets(
-                type=_text_column(inserts, "type", rule.asset_type or "Asset"),
-                name=as_python(inserts["name"]),
-                code=_text_column(inserts, "code", None),
-                friendly=_text_column(inserts, "friendly", None),
-                region_id=(
-                    as_python(inserts["regionId"]) if "regionId" in inserts else request.region_id
-                ),
-                status=_int_column(inserts, "status", 1),
-                extra_info=payload.insert_json.iloc[positions].tolist(),
-                geometry=_taken(wkb, positions),
-                bounds=bounds[positions],
-                source=request.name,
-                tags=tags,
-            ),
-            actor,
-            now,
-            ids=given_ids,
-            on_rows=on_rows,
-        )
+            raise
 
-    def _update_assets(
-        self,
-        conn: Any,
-        pieces: Sequence[tuple[_Payload, np.ndarray, np.ndarray]],
-        actor: Actor,
-        now: int,
-    ) -> int:
-        """Update the records ``ids`` from the rows of each payload at its positions, in
-        one statement set (the order one part writes them); how many changed."""
-        ids: list[int] = []
-        patches: list[str] = []
-        columns: dict[str, list[object]] = {}
-        for payload, positions, update_ids in pieces:
-            if not len(positions):
-                continue
-            updates = payload.filled.iloc[positions]
-            for name in ("name", "code", "type", "friendly", "status"):
-                if name in updates:
-                    columns.setdefault(name, []).extend(as_python(updates[name]))
-            if payload.geometry_wkb is not None:
-                wkb = payload.geometry_wkb
-                columns.setdefault("geometry", []).extend(wkb[i] for i in positions.tolist())
-                assert payload.bounds is not None
-                for i, name in enumerate(("min_x", "min_y", "max_x", "max_y")):
-                    column = as_python(pd.Series(payload.bounds[positions, i]))
-                    columns.setdefault(name, []).extend(column)
-            patches.extend(payload.patches(positions))
-            ids.extend(id_list(update_ids))
-        if not ids:
-            return 0
-        return self.store.assets.update_many(conn, ids, patches, dict(columns), actor, now)
-
-    def _insert_early(
-        self,
-        early: _EarlyAssets,
-        job_id: int,
-        request: ImportRequest,
-        rule: ImportRule,
-        payload: _Payload,
-        keys: Sequence[Any],
-        kept_rows: Sequence[RowNumbers],
-    ) -> None:
-        """Insert the rows of the part just read (``payload``, the last of ``keys`` and
-        ``kept_rows``) that the whole file's plan inserts, as it is read."""
-        conn = early.transaction.conn
-        actor = Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
-        overwrite = request.overwrite_rule or rule.overwrite_rule
-        matching_id = matching_field(rule, request.matching_id)
-        if early.existing is None:  # the first part: the transaction has just begun
-            self.store.db.lock_scope(conn, self._scope(rule, request))
-            early.existing = self._existing_keys(rule, request, matching_id)
-            early.now = self.store.db.clock()
-            if overwrite == "deleteAndInsert":
-                early.retired = early.existing["id"].to_numpy(dtype=np.int64)
-                self.store.assets.retire_many(conn, id_list(early.retired), actor, early.now)
-        start, early.kept = early.kept, early.kept + len(payload.filled)
-        plan = self._part_plan(early, keys, kept_rows, overwrite, matching_id, start)
-        inserts = plan.inserts[plan.inserts >= start]
-        if len(plan.updates) and plan.updates[-1] >= start:
-            early.updating.append((start, payload))
-        if not len(inserts):
-            return
-        ids_given = _gives_ids(payload.filled, inserts - start)
-        if early.given_ids is None:
-            early.given_ids = ids_given
-        elif early.given_ids and not ids_given:
-            raise _Unstreamable
-        before = sum(len(done) for done in early.inserted)
-        self._insert_assets(
-            conn, rule, request, payload, inserts - start, actor, early.now,
-            ids_given=bool(early.given_ids),
-            on_rows=lambda n: self.progress("write", before + n, None, detail="inserting"),
-        )  # fmt: skip
-        early.inserted.append(inserts)
-
-    @staticmethod
-    def _part_plan(
-        early: _EarlyAssets,
-        keys: Sequence[Any],
-        kept_rows: Sequence[RowNumbers],
-        overwrite: str,
-        matching_id: str,
-        start: int,
-    ) -> OverwritePlan:
-        """The whole file's plan as far as the last part (its rows from ``start``, in
-        positions of every kept row): a key repeating an earlier row is refused, the
-        earlier row kept, so the rows so far decide it. The part is planned alone when no
-        key of it is in an earlier part (the usual case: time follows the part); else
-        with every row so far."""
-        assert early.existing is not None
-        text = None if keys[-1] is None else normalised_keys(pd.Series(keys[-1]))
-        repeats = False
-        if text is not None and early.keys:
-            earlier = pa.concat_arrays(early.keys).drop_null()
-            repeats = pc.any(pc.is_in(text, value_set=earlier, skip_nulls=True)).as_py()
-        if text is not None:
-            early.keys.append(text)
-        if repeats:
-            return plan_rows(
-                _keys_frame(keys, kept_rows, matching_id), early.existing, overwrite,
-                matching_id=matching_id, column=matching_id, rejected=_no_problems(),
-            ).plan  # fmt: skip
-        plan = plan_rows(
-            _keys_frame(keys[-1:], kept_rows[-1:], matching_id), early.existing, overwrite,
-            matching_id=matching_id, column=matching_id, rejected=_no_problems(),
-        ).plan  # fmt: skip
-        return replace(plan, inserts=plan.inserts + start, updates=plan.updates + start)
-
-    def _scope(self, rule: ImportRule, request: ImportRequest) -> str:
-        """What an import's transaction holds (``Database.lock_scope``)."""
-        return f"import/{self.store.site_id}/{rule.import_type}/{rule.register}/{request.event_id}"
-
-    def _write_users(
-        self,
-        conn: Any,
-        rule: ImportRule,
-        request: ImportRequest,
-        plan: OverwritePlan,
-        parts: StagedParts[_Payload],
-        asset_ids: pd.Series | None,
-        actor: Actor,
-        now: int,
-        written: _Written,
-    ) -> int:
-        payload = parts.only()  # a user import is not read in parts
-        return self.store.users.write_import(
-            conn, plan, payload.filled, payload.cleared, actor, now, tag=request.import_tag
-        )
+    def _actor(self, request: ImportRequest, job_id: int) -> Actor:
+        """Who the job's writes are by, and why (the audit's entry)."""
+        return Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
 
     # --- reporting --------------------------------------------------------------------------
-
-    def _summary(
-        self,
-        request: ImportRequest,
-        rule: ImportRule,
-        outcome: _Outcome,
-        *,
-        status: str,
-        reason: str | None = None,
-    ) -> dict[str, Any]:
-        rejections = outcome.rejections
-        first = rejections.head(MAX_ERRORS_IN_RESULT)
-        return {
-            "status": status,
-            "reason": reason,
-            "source": request.name,
-            "importRule": rule.name,
-            "importType": rule.import_type,
-            "overwriteRule": request.overwrite_rule or rule.overwrite_rule,
-            "matchingId": matching_field(rule, request.matching_id),
-            "dryRun": request.dry_run,
-            "counts": outcome.counts,
-            "linking": outcome.linking or None,
-            "errors": [
-                {
-                    "row": int(row),
-                    "column": _text(column),
-                    "value": _text(value),
-                    "reason": str(why),
-                }
-                for row, column, value, why in zip(
-                    *(first[c].tolist() for c in ("row", "column", "value", "reason")), strict=True
-                )
-            ],
-            "errorCount": len(rejections),
-            "notes": outcome.notes,
-            "warnings": outcome.warnings,
-            "timings": outcome.timings,
-        }
 
     def job_object(self, job_id: int) -> dict[str, Any]:
         """The spec's job object (2.7), plus ``summary`` with the same facts as data."""
@@ -1646,113 +782,49 @@ class ImportRunner:
         return job_object(row)
 
 
-def prepare_payload(
-    rule: ImportRule,
-    values: pd.DataFrame,
-    cleared: pd.DataFrame,
-    frame: pd.DataFrame | None,
-    *,
-    may_update: bool,
-) -> _Payload:
-    """The payload of some rows: values with defaults, each row's JSON as a new record
-    and (``may_update``) as a merge patch, an asset's geometry as WKB with its bounds
-    (from ``frame``, the rows as read; None for a payload with no geometry)."""
-    record_fields = {
-        "item": ITEM_RECORD_FIELDS,
-        "asset": ASSET_RECORD_FIELDS,
-        "user": USER_RECORD_FIELDS,
-    }[rule.import_type]
-    json_columns = [c for c in values.columns if c not in record_fields]
-    defaults = {k: v for k, v in rule.defaults().items() if k in values}
-    filled = values.fillna(defaults) if defaults else values
-    payload = _Payload(
-        filled=filled,
-        cleared=cleared,
-        values=values,
-        json_columns=json_columns,
-        insert_json=fields_json(filled[json_columns]),
-        patch_json=fields_json(values[json_columns], cleared[json_columns]) if may_update else None,
-    )
-    if rule.import_type == "asset" and frame is not None and "geometry" in frame.columns:
-        payload.geometry_wkb, payload.bounds = geometry_columns(np.asarray(frame.geometry.values))
-    return payload
+def _failure_reason(exc: Exception) -> str:
+    """The job's message for a failure that is not the request's. A file the import could
+    not read or write (its working files on a full disk, above all) says so, without the
+    file's path (a server's folders are its own; the log names it); anything else is an
+    internal error."""
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ENOSPC:
+            return (
+                "the disk is full: the import's working files could not be written, so "
+                "nothing was written and the site is as it was; free some space (or set "
+                "TOOLKIT_WORK_DIR to a folder on a disk with room) and try again"
+            )
+        why = exc.strerror or type(exc).__name__
+        return f"a file of the import could not be read or written ({why}); nothing was written"
+    return f"internal error ({type(exc).__name__}); nothing was written"
 
 
-def matching_field(rule: ImportRule, matching_id: str | None) -> str:
-    """The field a request matches records on: the rule's, or the one ``matching_id``
-    names by its field name or by the file's heading for it (``Reference`` for
-    ``reference``); any other is an :class:`OptionError` listing both."""
-    if matching_id is None:
-        return rule.matching_id
-    field = rule.matching_field(matching_id)
-    if field is None:
-        fields = ", ".join(sorted({f.name for f in rule.fields} | {"id"}))
-        headings = ", ".join(f.column for f in rule.fields)
-        raise OptionError(
-            f"matchingId {matching_id!r} is neither a field of rule {rule.name!r} ({fields}) "
-            f"nor a heading of one ({headings})"
-        )
-    return field
+class _SoFar:
+    """How far the parts' loop got: the parts done (of ``count``), the rows read, and the
+    rows kept of them."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.done = 0
+        self.read = 0
+        self.kept = 0
+
+    def part(self, rows: int, kept: int) -> None:
+        """A part has come, of ``rows`` rows, ``kept`` of them kept."""
+        self.read += rows
+        self.kept += kept
 
 
-def _refusal(request: ImportRequest, counts: dict[str, int]) -> str | None:
-    """Why the job writes nothing for its rejected rows (rollbackOnError, or more of them
-    than maxRejects allows), or None when it writes its good rows."""
-    return refusal(
-        request.reject_limit(),
-        counts.get("rejected", 0),
-        counts.get("read", 0),
-        rollback_on_error=request.rollback_on_error,
-    )
-
-
-def register_fields(rule: ImportRule) -> list[dict[str, object]]:
-    """The register's field definitions, as the rule declares them."""
-    return [
-        {
-            "name": f.name,
-            "type": f.type,
-            "label": f.column,
-            "choices": list(f.choices),
-            **({"role": f.role} if f.role else {}),
-        }
-        for f in rule.fields
-        if f.name not in ITEM_RECORD_FIELDS
-    ]
-
-
-def _int_column(frame: pd.DataFrame, name: str, default: int) -> list[int]:
-    if name not in frame:
-        return [default] * len(frame)
-    column = frame[name]
-    if column.dtype == "boolean":
-        column = column.astype("Int64")
-    return [int(v) for v in column.fillna(default).to_numpy()]
-
-
-@overload
-def _text_column(frame: pd.DataFrame, name: str, default: str) -> list[str]: ...
-
-
-@overload
-def _text_column(frame: pd.DataFrame, name: str, default: None) -> list[str | None]: ...
-
-
-def _text_column(
-    frame: pd.DataFrame, name: str, default: str | None
-) -> list[str] | list[str | None]:
-    """A text column's values, missing ones as ``default`` (so none are missing if given)."""
-    if name not in frame:
-        return [default] * len(frame)
-    return as_python(frame[name].fillna(default) if default is not None else frame[name])
-
-
-def _text(value: object) -> str | None:
-    return (
-        None
-        if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
-        else str(value)
-    )
+def _write_users(
+    store: SiteStore,
+    job: WriteJob,
+) -> int:
+    """The write stage of a user import (the store writes the accounts and their roles)."""
+    payload = job.parts.only()  # a user import is not read in parts
+    return store.users.write_import(
+        job.conn, job.plan, payload.filled, payload.cleared, job.actor, job.now,
+        tag=job.request.import_tag,
+    )  # fmt: skip
 
 
 # A part size no file reaches: the import is read as one part.
@@ -1777,21 +849,6 @@ def _link_ways(rule: ImportRule) -> set[str]:
     return {str(options.get(k)) for k in ("mode", "fallbackMode")}
 
 
-def _gives_ids(filled: pd.DataFrame, positions: np.ndarray) -> bool:
-    """Whether the rows at ``positions`` all give their asset's id (kept as given)."""
-    return "id" in filled and bool(filled["id"].iloc[positions].notna().all())
-
-
-def _taken(values: list[bytes | None], positions: np.ndarray) -> list[bytes | None]:
-    """``values`` at ``positions``; the list itself when those are all of it in order (a
-    first import inserts every row)."""
-    if len(positions) == len(values) and bool(
-        (positions == np.arange(len(values), dtype=positions.dtype)).all()
-    ):
-        return values
-    return [values[i] for i in positions.tolist()]
-
-
 def _release_arrow_memory() -> None:
     """Give the blocks Arrow's allocator keeps for reuse back to the system. A stage's
     temporary arrays are freed when it ends, but mimalloc holds on to their pages, so they
@@ -1800,31 +857,6 @@ def _release_arrow_memory() -> None:
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-
-
-def _compact_keys(values: pd.DataFrame, matching_id: str) -> Any:
-    """The matching column of a part's values, kept until the plan: its array alone (not a
-    slice keeping the part's other columns alive, nor an index of row numbers), text as
-    Arrow text (a python-storage string column would hold a Python object per row); None
-    when the rule has no such column."""
-    if matching_id not in values:
-        return None
-    column = values[matching_id]
-    if isinstance(column.dtype, pd.StringDtype) and column.dtype.storage != "pyarrow":
-        column = column.astype(pd.StringDtype("pyarrow", na_value=column.dtype.na_value))
-    return column.array.copy()
-
-
-def _keys_frame(keys: Sequence[Any], rows: Sequence[RowNumbers], matching_id: str) -> pd.DataFrame:
-    """The kept rows' keys of every part as one frame indexed by row number (the plan's
-    input), from what :func:`_compact_keys` kept of each part."""
-    index = pd.Index(
-        np.concatenate([r.array() for r in rows]) if rows else np.empty(0, np.int64), name="row"
-    )
-    if any(k is None for k in keys):
-        return pd.DataFrame(index=index)
-    column = pd.concat([pd.Series(k) for k in keys], ignore_index=True)
-    return pd.DataFrame({matching_id: column.set_axis(index)})
 
 
 def _rows_of(chunked: ChunkedSource, rows: Sequence[RowNumbers], wanted: set[int]) -> pd.DataFrame:

@@ -9,9 +9,10 @@ anywhere in between rolls every part back, so the import stays all or nothing.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, Generic, TypeVar
 
@@ -20,11 +21,16 @@ C = TypeVar("C")
 
 _END = object()
 
+log = logging.getLogger(__name__)
 
-def read_ahead(items: Iterator[T]) -> Iterator[T]:
+
+def read_ahead(items: Iterator[T]) -> Generator[T, None, None]:
     """``items`` in order, each made in a thread of its own while the caller works on the
     one before (at most one waits). An exception making an item is raised here, where
-    the caller asks for it; the thread ends when the caller stops asking."""
+    the caller asks for it. When the caller stops asking (it is done, failed, or refused
+    the import) and closes this generator, the thread ends and ``items`` is closed in it
+    (a generator's ``finally`` and ``with`` blocks run: its files are closed), and this
+    returns only once that thread has ended: nothing is left reading."""
     ready: queue.Queue[tuple[object, BaseException | None]] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
@@ -41,11 +47,14 @@ def read_ahead(items: Iterator[T]) -> Iterator[T]:
         try:
             for item in items:
                 if not put((item, None)):
-                    return
+                    break  # the caller stopped asking
+            else:
+                put((_END, None))
+                return
         except BaseException as exc:  # handed to the caller, who raises it
             put((_END, exc))
             return
-        put((_END, None))
+        _close(items)
 
     thread = threading.Thread(target=run, name="toolkit-read-ahead", daemon=True)
     thread.start()
@@ -60,6 +69,20 @@ def read_ahead(items: Iterator[T]) -> Iterator[T]:
     finally:
         stop.set()
         thread.join()
+
+
+def _close(items: Iterator[object]) -> None:
+    """Close a source its reader stopped early (a generator's ``finally`` and ``with``
+    blocks run: its files are closed), in the thread that ran it (a generator cannot be
+    closed while another thread runs it). Its caller has gone on to its own error or
+    refusal, so a failure to close is logged, not raised."""
+    close = getattr(items, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except Exception:
+        log.warning("closing the parts read ahead failed", exc_info=True)
 
 
 class EarlyTransaction(Generic[C]):

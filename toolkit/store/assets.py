@@ -6,10 +6,11 @@ import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
+from toolkit.store.gc_pause import collector_paused
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, id_key_frame, json_path, one_row, page_sql
 
@@ -226,34 +227,43 @@ class AssetStore:
         "extra_info",
         "geometry",
     )
+    BOUNDS_COLUMNS = ("min_x", "min_y", "max_x", "max_y")
 
-    def frame(self, *, active_only: bool = True) -> pd.DataFrame:
-        """Every asset of the site as columns (geometry as WKB), to build a matching index."""
+    def frame(self, *, active_only: bool = True, bounds: bool = False) -> pd.DataFrame:
+        """Every asset of the site as columns (geometry as WKB), to build a matching index;
+        ``bounds`` adds each geometry's box as stored (float, NaN where NULL)."""
         status = "AND status > 0" if active_only else ""
-        rows = self.connection.execute(
-            f"SELECT {', '.join(self.FRAME_COLUMNS)} FROM asset WHERE site_id = ? {status} "
-            "ORDER BY id",
-            (self.site_id,),
-        ).fetchall()
-        # Columns straight from the tuples into Arrow: far cheaper than pandas' row-wise reader.
-        # The tuples as one object array, then each of its columns: numpy and Arrow do in C
-        # what ``zip(*rows)`` and Arrow's reading of tuples did element by element (2.4 s
-        # -> 1.4 s at a million assets).
-        grid = np.array(rows, dtype=object) if rows else None
-        table = pa.table(
-            {
-                name: pa.array(
-                    grid[:, i], type=pa.binary() if name == "geometry" else None, from_pandas=True
-                )
-                if grid is not None
-                else pa.array([], type=pa.binary() if name == "geometry" else pa.string())
-                for i, name in enumerate(self.FRAME_COLUMNS)
-            }
-        )
+        names = self.FRAME_COLUMNS + (self.BOUNDS_COLUMNS if bounds else ())
+        # A million rows make a million tuples, each of which would set off the cyclic
+        # collector's scans of everything tracked (a third of the read's CPU); they hold
+        # no cycles.
+        cursor: Any = self.connection
+        if isinstance(cursor, sqlite3.Connection):
+            # Plain tuples, which Arrow reads as structs (the site's rows are mappings).
+            cursor = cursor.cursor()
+            cursor.row_factory = None
+        with collector_paused():
+            rows = cursor.execute(
+                f"SELECT {', '.join(names)} FROM asset WHERE site_id = ? {status} ORDER BY id",
+                (self.site_id,),
+            ).fetchall()
+            table = _rows_table(rows, names)
+            del rows
         frame: pd.DataFrame = table.to_pandas(
             types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get
         )
         return frame
+
+    def names(self) -> pd.Series:
+        """The names of the site's active assets, in the order of :meth:`frame`."""
+        with collector_paused():
+            rows = self.connection.execute(
+                "SELECT name FROM asset WHERE site_id = ? AND status > 0 ORDER BY id",
+                (self.site_id,),
+            ).fetchall()
+            names = pa.array([r[0] for r in rows], type=pa.string())
+            del rows
+        return pd.Series(names, dtype=pd.StringDtype("pyarrow"))
 
     def query(
         self,
@@ -354,3 +364,23 @@ _IMPACTED = (
     "CASE WHEN EXISTS (SELECT 1 FROM item WHERE item.asset_id = asset.id "
     "AND item.site_id = asset.site_id AND item.status > 0) THEN 1 ELSE 0 END"
 )
+
+
+# The Arrow type of each column ``AssetStore.frame`` reads: the rows become one struct
+# array in one pass of Arrow's converter over the tuples (0.9 s of CPU at a million
+# assets, against 1.6 s for an object grid of them and then each of its columns).
+_FRAME_TYPES = {
+    "id": "int64",
+    "region_id": "int64",
+    "status": "int64",
+    "geometry": "binary",
+    **dict.fromkeys(AssetStore.BOUNDS_COLUMNS, "float64"),
+}
+
+
+def _rows_table(rows: list[Any], names: tuple[str, ...]) -> pa.Table:
+    """The result rows of ``names`` as an Arrow table, one column each."""
+    fields = [(n, getattr(pa, _FRAME_TYPES.get(n, "string"))()) for n in names]
+    if not rows:
+        return pa.schema(fields).empty_table()
+    return pa.Table.from_struct_array(pa.array(rows, type=pa.struct(fields)))

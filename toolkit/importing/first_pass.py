@@ -1,0 +1,114 @@
+"""The local engine's first pass for mode fuzzy, and the progress of one part.
+
+Mode fuzzy fits its model (EM) on every text of the import: a job read in parts reads
+each part once to gather them (:func:`first_pass`), keeping what the rule and the modes
+before fuzzy gave on disk for the second pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.errors import OptionError
+from toolkit.importing.link_stage import IndexProvider
+from toolkit.importing.linking import link_rows
+from toolkit.importing.partitions import job_fuzzy_answers
+from toolkit.importing.parts import StagedParts, release_unused
+from toolkit.importing.request import ImportRequest
+from toolkit.importing.rules import ImportRule, Prepared, apply_rule
+from toolkit.matching.modes import (
+    ModeRecord,
+    ModeResult,
+)
+from toolkit.progress import Progress
+from toolkit.sources.chunks import ChunkedSource
+from toolkit.store import SiteStore
+
+# What a job's first pass keeps of a part (on disk): its rule's result, and the results of
+# the modes tried before fuzzy, in call order (``ModeRecord``).
+FirstPass = tuple[Prepared, list[ModeResult]]
+
+
+def part_progress(progress: Progress, start: int, rows: int, every: int, name: str) -> Progress:
+    """``progress`` of one part (``name``) of ``rows`` rows from row ``start``, told as rows
+    of all ``every`` rows (each stage counts in its own unit within a part)."""
+
+    def report(
+        label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+    ) -> None:
+        share = done / total if total else 1.0
+        words = f"{name}: {detail}" if detail else name
+        progress(label, start + round(share * rows), every, detail=words)
+
+    return report
+
+
+def part_shown(progress: Progress, chunked: ChunkedSource, i: int) -> Progress:
+    """The progress of part ``i`` (the job's own when it is read as one part)."""
+    if chunked.count == 1:
+        return progress
+    start = sum(chunked.sizes[:i])
+    return part_progress(
+        progress, start, chunked.sizes[i], chunked.rows, f"part {i + 1} of {chunked.count}"
+    )
+
+
+def fuzzy_first_pass(
+    store: SiteStore,
+    asset_index: IndexProvider | None,
+    progress: Progress,
+    stage: Callable[[str], AbstractContextManager[None]],
+    request: ImportRequest,
+    rule: ImportRule,
+    chunked: ChunkedSource,
+    folder: Path,
+    shared: dict[str, Any],
+) -> StagedParts[FirstPass]:
+    """Mode fuzzy fits its model (EM) on the texts it is given in the whole import: a
+    first pass reads each part, applies its rule and tries its links with fuzzy only
+    noting its texts (``ModeRecord``); the model is fitted once and fuzzy's answer to
+    each text found (``FuzzyAnswers``, in ``shared``). What the rule and the modes
+    before fuzzy gave is kept on disk, part by part, so the second pass links each
+    part with those answers and replays the rest: memory follows the part, the links
+    are the one part's (and the Dask engine's), and nothing is done twice. ``stage``
+    times a stage of the job (``ImportRunner._stage``)."""
+    if asset_index is None:
+        raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
+    with stage("link"):
+        progress("fuzzy texts", 0, chunked.count, unit="parts", detail="loading the asset index")
+        shared["index"] = asset_index()
+        shared["decisions"] = store.decisions.all()
+    staged: StagedParts[FirstPass] = StagedParts(folder / "first-pass")
+    texts: list[pd.Series] = []
+    for i in range(chunked.count):
+        with stage("read"):
+            part = chunked.read(i)
+        with stage("validate"):
+            prepared = apply_rule(
+                rule,
+                part.frame,
+                path=request.name,
+                geometry_columns=part.geometry_columns,
+                progress=part_shown(progress, chunked, i),
+            )
+        with stage("link"):
+            record = ModeRecord()
+            link_rows(
+                shared["index"], part.frame, prepared, rule,
+                reference_field=rule.matching_id, decisions=shared["decisions"],
+                modes=record.functions(),
+            )  # fmt: skip
+            texts.append(record.fuzzy.distinct())
+            # Each part to disk at once, the last too: the second pass starts with the first.
+            staged.add((prepared, record.results), len(part.frame), keep=False)
+        del part, prepared, record
+        release_unused()
+        progress("fuzzy texts", i + 1, chunked.count, unit="parts")
+    with stage("link"):
+        shared["answers"] = job_fuzzy_answers(shared["index"], rule, texts)
+    return staged

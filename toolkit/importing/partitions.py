@@ -1,0 +1,147 @@
+"""An import's per-partition stages, as an engine runs them (``toolkit.engine``).
+
+:func:`partition_stages` is rule, link and payload of one partition (pure, row by row);
+:class:`StageEngine` is what runs it over a source's partitions; mode fuzzy's model is
+fitted once per job from every partition's texts (``job_fuzzy_*``). The plan and the write
+stay with the runner (``pipeline``), one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+import pandas as pd
+
+from toolkit.importing.linking import LinkResult, link_rows
+from toolkit.importing.payload import Payload, prepare_payload
+from toolkit.importing.rules import ImportRule, Prepared, apply_rule
+from toolkit.matching.modes import (
+    FuzzyAnswers,
+    FuzzyTexts,
+    ModeFunction,
+    fuzzy_model,
+    match_fuzzy,
+)
+from toolkit.matching.options import LookupOptions
+from toolkit.matching.probabilistic import Model
+from toolkit.progress import Progress
+from toolkit.sources import SourceProblem
+from toolkit.sources.chunks import ChunkedSource
+
+if TYPE_CHECKING:
+    from toolkit.matching import AssetIndex
+
+
+@dataclass(frozen=True)
+class PartitionWork:
+    """What every partition's stages need besides its rows; small and picklable (an
+    engine sends it to its workers once per job)."""
+
+    rule: ImportRule
+    path: str
+    geometry_columns: tuple[str, ...]
+    decisions: pd.DataFrame | None
+    may_update: bool
+    links: bool
+    # Mode fuzzy's model, fitted once for the whole job (None: each partition fits its own).
+    fuzzy_model: Model | None = None
+
+
+@dataclass(frozen=True)
+class PartStages:
+    """One partition's rule, link and payload results, over all of its rows (the rows
+    rejected anywhere are set aside once every partition is back)."""
+
+    prepared: Prepared
+    link: LinkResult | None
+    payload: Payload
+
+
+class StageEngine(Protocol):
+    """Runs :func:`partition_stages` over the partitions of a source (``toolkit.engine``),
+    its workers reading them; the parts come back in row order, each with its row numbers
+    and the reader's problems of its rows. The plan and the write stay here, one
+    transaction."""
+
+    @property
+    def partition_rows(self) -> int: ...
+
+    def run_parts(
+        self,
+        work: PartitionWork,
+        source: ChunkedSource,
+        index: AssetIndex | None,
+        progress: Progress,
+    ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]: ...
+
+    def fuzzy_texts(
+        self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
+    ) -> list[pd.Series]: ...
+
+
+def partition_stages(
+    work: PartitionWork, frame: pd.DataFrame, index: AssetIndex | None
+) -> PartStages:
+    """Rule, link and payload of one partition: pure, row by row, so the parts of a
+    frame give exactly what the whole frame gives (``frame``'s index: row numbers)."""
+    rule = work.rule
+    prepared = apply_rule(rule, frame, path=work.path, geometry_columns=list(work.geometry_columns))
+    link = None
+    if work.links:
+        assert index is not None
+        fuzzy: ModeFunction | None = None
+        if work.fuzzy_model is not None:
+            fuzzy = partial(match_fuzzy, model=work.fuzzy_model)
+        link = link_rows(
+            index,
+            frame,
+            prepared,
+            rule,
+            reference_field=rule.matching_id,
+            decisions=work.decisions,
+            fuzzy=fuzzy,
+        )
+    payload = prepare_payload(
+        rule, prepared.values, prepared.cleared, frame, may_update=work.may_update
+    )
+    return PartStages(prepared=prepared, link=link, payload=payload)
+
+
+def partition_fuzzy_texts(work: PartitionWork, frame: pd.DataFrame, index: AssetIndex) -> pd.Series:
+    """The distinct texts (first-occurrence order) that mode fuzzy is given in one
+    partition: the first pass of a job whose fuzzy model is fitted once for all of it."""
+    prepared = apply_rule(
+        work.rule, frame, path=work.path, geometry_columns=list(work.geometry_columns)
+    )
+    texts = FuzzyTexts()
+    link_rows(
+        index, frame, prepared, work.rule, reference_field=work.rule.matching_id,
+        decisions=work.decisions, fuzzy=texts,
+    )  # fmt: skip
+    return texts.distinct()
+
+
+def job_fuzzy_model(
+    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
+) -> Model | None:
+    """Mode fuzzy's model for a whole job from its partitions' texts (in row order): the
+    model the job read as one part fits, so every partition links as that part would."""
+    return fuzzy_model(index, *_job_texts(rule, texts))
+
+
+def job_fuzzy_answers(
+    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
+) -> FuzzyAnswers:
+    """``job_fuzzy_model`` and mode fuzzy's answer with it to each text of the job."""
+    return FuzzyAnswers.of(index, *_job_texts(rule, texts))
+
+
+def _job_texts(rule: ImportRule, texts: Sequence[pd.Series]) -> tuple[pd.Series, LookupOptions]:
+    """The distinct texts of a job's partitions (in row order), and its lookup options."""
+    assert rule.asset_link is not None
+    options = LookupOptions.from_dict({"useExternalLookups": False, **rule.asset_link.options})
+    every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
+    return pd.Series(pd.unique(every)), options
