@@ -242,6 +242,53 @@ def test_fuzzy_links_on_dask_are_the_local_engines(
     assert b"fuzzy" in local[2]
 
 
+def test_a_required_link_rejects_the_same_rows_on_dask(
+    world: Path, scheduler: str, tmp_path: Path
+) -> None:
+    """Workers cut each partition to the rows nothing rejected (the reader, the rule, a
+    required link) and pickle them for the client: with a link required, the rows left
+    without an asset are rejected and the others stored with their assets, as locally."""
+    rules = tmp_path / "world" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "damage_required.py").write_text(
+        RULE.replace('name="damage-soundex"', 'name="damage-required"').replace(
+            "asset_link=AssetLink(", "asset_link=AssetLink(\n        required=True,"
+        ),
+        encoding="utf-8",
+    )
+    engines = {
+        "local": ["--engine", "local"],
+        "dask": ["--engine", "dask", "--scheduler", scheduler],
+    }
+    out: dict[str, tuple[dict[str, object], list[tuple[object, ...]], bytes]] = {}
+    for name, engine in engines.items():
+        site = _site(tmp_path / f"{name}.sqlite")
+        code, _, err = _run(
+            rules.parent, site, engine, "import", str(SAMPLE / "parcels.zip"),
+            "--type", "asset", "--rule", "property-assets", partition_rows="700",
+        )  # fmt: skip
+        assert code == 0, err
+        rejects = tmp_path / f"rejects-{name}.csv"
+        code, text, err = _run(
+            rules.parent, site, engine, "--json", "import", str(world / "damage.csv"),
+            "--type", "item", "--rule", "damage-required", "--event-id", "1",
+            "--region-id", "1", "--rejects", str(rejects),
+        )  # fmt: skip
+        assert code == 0, err
+        out[name] = (_summary(text), _rows(site, STORED_ITEMS), rejects.read_bytes())
+    local, dask = out["local"], out["dask"]
+    assert dask == local
+    counts, linking = local[0]["counts"], local[0]["linking"]
+    assert isinstance(counts, dict) and isinstance(linking, dict)
+    # The 9 rows rejected without the requirement, and the rows it left without an asset
+    # (a row the rule rejected may be one of them).
+    assert linking["unlinked"] > 0 and 9 < counts["rejected"] <= 9 + linking["unlinked"]
+    assert counts["inserted"] == len(local[1]) == 391 - counts["rejected"]
+    assert all(row[4] is not None for row in local[1])  # every stored item has its asset
+    rejected = list(csv.DictReader(local[2].decode("utf-8").splitlines(keepends=True)))
+    assert len(rejected) == counts["rejected"]
+
+
 def _parcel_layers(folder: Path) -> dict[str, Path]:
     """The sample's parcels as a zipped Shapefile and a GeoPackage, with two rows the
     rule rejects in the last partitions: a postcode that is not one (row 2500) and no
