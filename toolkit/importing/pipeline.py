@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
@@ -184,6 +185,8 @@ class ImportRunner:
             if self.store.events.get(request.event_id) is None:
                 raise NotFoundError(f"eventId {request.event_id} is not an event of this site")
         matching_field(rule, request.matching_id)
+        if request.rejects_path is not None:
+            _check_rejects_path(request.rejects_path)
         return rule
 
     def _keep_own_account(self, plan: OverwritePlan, outcome: Outcome) -> OverwritePlan:
@@ -613,18 +616,21 @@ class ImportRunner:
         rejects_of: Callable[[set[int]], pd.DataFrame],
         geometry_source: str | None,
     ) -> None:
+
+        def rejects_file() -> None:
+            if request.rejects_path is not None:
+                wanted = set(outcome.rejections["row"].tolist())
+                write_rejects(
+                    request.rejects_path,
+                    rejects_of(wanted),
+                    outcome.rejections,
+                    with_geometry=geometry_source == "native",
+                )
+
         written = self._write(
             job_id, request, rule, prepared, kept, payload, linked, outcome,
-            dry_run=request.dry_run,
+            dry_run=request.dry_run, before_commit=rejects_file,
         )  # fmt: skip
-        if request.rejects_path is not None:
-            wanted = set(outcome.rejections["row"].tolist())
-            write_rejects(
-                request.rejects_path,
-                rejects_of(wanted),
-                outcome.rejections,
-                with_geometry=geometry_source == "native",
-            )
         self._summarise(job_id, request, rule, outcome, written)
 
     def _write(
@@ -639,18 +645,20 @@ class ImportRunner:
         outcome: Outcome,
         *,
         dry_run: bool,
+        before_commit: Callable[[], None],
     ) -> Written:
         """Plan and apply the overwrite rule in one transaction; a real run also records the
         job's outcome in it. A dry run writes for real and rolls back, so its counts are
         exactly a real run's; with more rejected rows than rollbackOnError or maxRejects
-        allow, nothing is written."""
+        allow, nothing is written. ``before_commit`` runs once the rows are written, inside
+        the transaction (the rejects file: if it cannot be written, nothing is kept)."""
         actor = self._actor(request, job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
         try:
             return self._write_in(
                 job_id, request, rule, prepared, kept, payload, linked, outcome, actor,
-                dry_run=dry_run,
+                dry_run=dry_run, before_commit=before_commit,
             )  # fmt: skip
         except _Refused:
             return Written(refused=True, dry_run=dry_run)
@@ -668,6 +676,7 @@ class ImportRunner:
         actor: Actor,
         *,
         dry_run: bool,
+        before_commit: Callable[[], None],
     ) -> Written:
         early = self._early
         with (
@@ -722,6 +731,7 @@ class ImportRunner:
                 written.finish()
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
+            before_commit()
             if refused:
                 raise _Refused  # leaves the transaction, rolling the updates back
             if not dry_run:
@@ -797,6 +807,22 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def _check_rejects_path(path: Path) -> None:
+    """Refuse a rejects file that cannot be written, before the job runs: it is written
+    after the import's transaction has committed, too late to undo the import (a job
+    whose rows were stored would be recorded FAILED)."""
+    if path.is_dir():
+        raise OptionError(f"rejects file {path} is a folder; name a file to write them to")
+    # The nearest folder that exists: the write makes the ones below it.
+    there = next((p for p in path.parents if p.exists()), None)
+    if there is not None and (not there.is_dir() or not os.access(there, os.W_OK | os.X_OK)):
+        raise OptionError(
+            f"rejects file {path} cannot be written: {there} is not a folder you may write in"
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OptionError(f"rejects file {path} cannot be written: it is read-only")
 
 
 def _failure_reason(exc: Exception) -> str:
