@@ -322,7 +322,9 @@ class ImportRunner:
             )
         if rule.import_type == "asset" and self.engine is None and chunked.count > 1:
             self._early = EarlyAssets(
-                EarlyTransaction(lambda: self.store.db.transaction(commit=not request.dry_run))
+                EarlyTransaction(
+                    lambda: self.store.db.transaction(commit=not request.dry_run, bulk=True)
+                )
             )
         try:
             with ExitStack() as stack:
@@ -680,7 +682,7 @@ class ImportRunner:
     ) -> Written:
         early = self._early
         with (
-            self.store.db.transaction(commit=not dry_run)
+            self.store.db.transaction(commit=not dry_run, bulk=True)
             if early is None
             else early.transaction.finish()
         ) as conn:
