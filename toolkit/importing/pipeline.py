@@ -44,6 +44,7 @@ from toolkit.importing.outcome import (
     WriteProgress,
     Written,
     job_summary,
+    kept_mask,
     no_problems,
     problem_rows,
     refusal_reason,
@@ -59,6 +60,7 @@ from toolkit.importing.partitions import (
     partition_stages,
 )
 from toolkit.importing.parts import (
+    PackedPart,
     RowNumbers,
     StagedFrames,
     StagedParts,
@@ -81,7 +83,7 @@ from toolkit.importing.streamed import EarlyTransaction, read_ahead
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.scratch import scratch_folder
-from toolkit.sources import SourceProblem, SourceReport
+from toolkit.sources import SourceReport
 from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
 
@@ -319,7 +321,9 @@ class ImportRunner:
             )
         if rule.import_type == "asset" and self.engine is None and chunked.count > 1:
             self._early = EarlyAssets(
-                EarlyTransaction(lambda: self.store.db.transaction(commit=not request.dry_run))
+                EarlyTransaction(
+                    lambda: self.store.db.transaction(commit=not request.dry_run, bulk=True)
+                )
             )
         try:
             with ExitStack() as stack:
@@ -379,7 +383,10 @@ class ImportRunner:
         stack.enter_context(closing(parts))
         stack.enter_context(self._stopped(outcome, so_far, early))
         for part, prepared, linked, payload in parts:
-            so_far.part(len(part), len(payload.filled))
+            packed = payload if isinstance(payload, PackedPart) else None
+            so_far.part(
+                len(part), len(payload.rows if isinstance(payload, PackedPart) else payload.filled)
+            )
             # The plan and the notes need the rule's headings only: not the first part's
             # rows, which would stay in memory until the write.
             # (Empty frames of their own: a slice of a frame keeps its arrays alive.)
@@ -389,26 +396,34 @@ class ImportRunner:
                 cleared=pd.DataFrame(columns=prepared.cleared.columns),
                 rejections=pd.DataFrame(columns=prepared.rejections.columns),
             )
-            if rule.import_type == "item":
-                if linked.asset_ids is not None and chunked.count > 1:
-                    payload.asset_ids = linked.asset_ids.reindex(payload.filled.index)
-                # Every part but the last goes to disk at once: it need not stay in memory
-                # beside the next part while that one is read, ruled, linked and prepared.
-                staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
-            elif early is None:
-                joined.append(payload)
-            keys.append(compact_keys(payload.values, matching_id))
-            kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
-            if early is not None:
-                with self._stage(outcome, "store"):
-                    insert_early(
-                        self.store, early, request, rule, payload, keys, kept_rows,
-                        actor=self._actor(request, job_id), progress=self.progress,
-                    )  # fmt: skip
+            if packed is not None:
+                # An item part cut to its kept rows, given their asset ids and pickled by
+                # a worker: staged as it came.
+                staged.add_pickled(packed.data, len(packed.rows))
+                keys.append(packed.keys)
+                kept_rows.append(RowNumbers(packed.rows))
+            else:
+                assert isinstance(payload, Payload)
+                if rule.import_type == "item":
+                    if linked.asset_ids is not None and chunked.count > 1:
+                        payload.asset_ids = linked.asset_ids.reindex(payload.filled.index)
+                    # Every part but the last goes to disk at once: it need not stay in memory
+                    # beside the next part while that one is read, ruled, linked and prepared.
+                    staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
+                elif early is None:
+                    joined.append(payload)
+                keys.append(compact_keys(payload.values, matching_id))
+                kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
+                if early is not None:
+                    with self._stage(outcome, "store"):
+                        insert_early(
+                            self.store, early, request, rule, payload, keys, kept_rows,
+                            actor=self._actor(request, job_id), progress=self.progress,
+                        )  # fmt: skip
             rule_rejections.add(prepared.rejections)
             link_problems.add(linked.problems)
             rows.append(RowNumbers(part))
-            del payload, prepared
+            del payload, prepared, packed
             if chunked.count > 1 and rule.import_type == "item":
                 # The asset ids are the payload's now, the link problems are staged and
                 # the links recorded: nothing of this part's link result is kept while
@@ -450,7 +465,7 @@ class ImportRunner:
         folder: Path,
         may_update: bool,
         outcome: Outcome,
-    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
         """Each part in row order: its row numbers, the rule's result, the link stage's
         (links recorded with the job), and the payload of its kept rows (what a first
         pass kept of them is in ``folder``)."""
@@ -495,7 +510,7 @@ class ImportRunner:
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
-            keep = _kept(frame.index, part.problems, prepared, linked)
+            keep = kept_mask(frame.index, part.problems, prepared, linked)
             with self._stage(outcome, "prepare"):
                 kept_rows = int(keep.sum())
                 shown("prepare", 0, kept_rows)
@@ -523,7 +538,7 @@ class ImportRunner:
         chunked: ChunkedSource,
         may_update: bool,
         outcome: Outcome,
-    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
         """:meth:`_parts` with rule, link and payload run per partition by ``engine``'s
         workers, which read their partitions themselves."""
         links = rule.import_type == "item" and rule.asset_link is not None
@@ -536,6 +551,9 @@ class ImportRunner:
             decisions=self.store.decisions.all() if links else None,
             may_update=may_update,
             links=links,
+            matching_id=(
+                matching_field(rule, request.matching_id) if rule.import_type == "item" else None
+            ),
         )
         with self._stage(outcome, "partitions"):
             index = self.asset_index() if links and self.asset_index is not None else None
@@ -553,8 +571,9 @@ class ImportRunner:
                 linked = linked_rows(
                     self.store, job_id, part_rows, rule, stages.link, outcome, append=i > 0
                 )
-            keep = _kept(part_rows, problems, stages.prepared, linked)
-            payload = stages.payload.take(keep)
+            payload = stages.payload
+            if not isinstance(payload, PackedPart):
+                payload = payload.take(kept_mask(part_rows, problems, stages.prepared, linked))
             # Waiting for the workers counts as their stage, the rest as the client's.
             self._timed(outcome, "partitions", started)
             yield part_rows.to_numpy(), stages.prepared, linked, payload
@@ -660,7 +679,7 @@ class ImportRunner:
     ) -> Written:
         early = self._early
         with (
-            self.store.db.transaction(commit=not dry_run)
+            self.store.db.transaction(commit=not dry_run, bulk=True)
             if early is None
             else early.transaction.finish()
         ) as conn:
@@ -900,15 +919,3 @@ def _rows_kept(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
     """The rows of ``frame`` that ``keep`` marks: ``frame`` itself when it marks every row
     (nothing rejected: no copy of the part)."""
     return frame if bool(keep.all()) else frame[keep]
-
-
-def _kept(
-    rows: pd.Index, problems: Sequence[SourceProblem], prepared: Prepared, linked: Linked
-) -> np.ndarray:
-    """Mask of a part's rows that nothing rejected: not the reader (a geometry value), the
-    rule, nor a required link."""
-    rejected = [p.row for p in problems if p.row is not None]
-    rejected.extend(prepared.rejections["row"].tolist())
-    rejected.extend(linked.problems["row"].tolist())
-    keep: np.ndarray = ~rows.isin(list(set(rejected)))
-    return keep
