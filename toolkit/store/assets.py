@@ -254,17 +254,6 @@ class AssetStore:
         )
         return frame
 
-    def names(self) -> pd.Series:
-        """The names of the site's active assets, in the order of :meth:`frame`."""
-        with collector_paused():
-            rows = self.connection.execute(
-                "SELECT name FROM asset WHERE site_id = ? AND status > 0 ORDER BY id",
-                (self.site_id,),
-            ).fetchall()
-            names = pa.array([r[0] for r in rows], type=pa.string())
-            del rows
-        return pd.Series(names, dtype=pd.StringDtype("pyarrow"))
-
     def query(
         self,
         *,
