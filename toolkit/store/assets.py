@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolkit.gc_pause import collector_paused
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.gc_pause import collector_paused
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, id_key_frame, json_path, one_row, page_sql
 
