@@ -235,15 +235,7 @@ class _Linker:
             self.address_rows = np.flatnonzero(mask & ~self.arrays["linked"])
             if record is not None:
                 self.before = {k: v.copy() for k, v in self.arrays.items()}
-            self.attempt(
-                mask,
-                address,
-                self.options,
-                reviewed=self.decisions,
-                external=self.geocoder if self.options.get("useExternalLookups") else None,
-                fuzzy=fuzzy,
-                modes=None if record is None else record.functions(),
-            )
+            self.address_way(mask, address, fuzzy, None if record is None else record.functions())
 
     def address(self) -> pd.Series | None:
         """The address of each row (``join_address`` of the rule's columns), if any."""
@@ -267,6 +259,19 @@ class _Linker:
         texts = pd.Series(draft.arrays["query"], dtype=object)
         mask = np.zeros(self.n, dtype=bool)
         mask[rows] = True
+        self.address_way(
+            mask, texts, fuzzy, replayed_by_text(draft.calls, fuzzy or MODE_FUNCTIONS["fuzzy"])
+        )
+
+    def address_way(
+        self,
+        mask: np.ndarray,
+        texts: pd.Series,
+        fuzzy: ModeFunction | None,
+        modes: Mapping[str, ModeFunction] | None,
+    ) -> None:
+        """The rows of ``mask`` linked by their address ``texts`` with the rule's options,
+        its reviewed decisions and, if it allows them, external lookups."""
         self.attempt(
             mask,
             texts,
@@ -274,7 +279,7 @@ class _Linker:
             reviewed=self.decisions,
             external=self.geocoder if self.options.get("useExternalLookups") else None,
             fuzzy=fuzzy,
-            modes=replayed_by_text(draft.calls, fuzzy or MODE_FUNCTIONS["fuzzy"]),
+            modes=modes,
         )
 
     def attempt(
