@@ -29,7 +29,14 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
-from toolkit.importing.asset_writes import EarlyAssets, Unstreamable, insert_early, write_assets
+from toolkit.importing.asset_writes import (
+    EarlyAssets,
+    PlannedPart,
+    Unstreamable,
+    insert_early,
+    planned_parts,
+    write_assets,
+)
 from toolkit.importing.first_pass import FirstPass, fuzzy_first_pass, part_shown
 from toolkit.importing.item_writes import register_fields, write_items
 from toolkit.importing.link_stage import IndexProvider, link_assets, linked_rows, make_places
@@ -329,6 +336,8 @@ class ImportRunner:
             self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
         except BaseException as exc:
             if self._early is not None:
+                # A reader waiting to plan a part stops (before its parts are closed).
+                self._early.stop_planning()
                 self._early.transaction.abort(exc)  # nothing of the import is kept
             raise
         finally:
@@ -369,12 +378,16 @@ class ImportRunner:
         link_problems = StagedFrames(folder / "rejected", "link")
         first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=no_problems())
-        parts = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
+        made = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
         early = self._early
+        parts: Iterator[tuple[np.ndarray, Prepared, Linked, Payload, PlannedPart | None]]
         if early is not None:
-            # The next part is read while this one is inserted.
-            parts = read_ahead(parts)
-        for part, prepared, linked, payload in parts:
+            # The next part is read, and planned and made into rows to insert, while this
+            # one is inserted; the parts' keys are kept there.
+            parts = read_ahead(planned_parts(made, early, request, rule, keys, kept_rows))
+        else:
+            parts = ((*part, None) for part in made)
+        for part, prepared, linked, payload, planned in parts:
             # The plan and the notes need the rule's headings only: not the first part's
             # rows, which would stay in memory until the write.
             # (Empty frames of their own: a slice of a frame keeps its arrays alive.)
@@ -392,12 +405,13 @@ class ImportRunner:
                 staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
             elif early is None:
                 joined.append(payload)
-            keys.append(compact_keys(payload.values, matching_id))
-            kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
-            if early is not None:
+            if early is None:
+                keys.append(compact_keys(payload.values, matching_id))
+                kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
+            else:
                 with self._stage(outcome, "store"):
                     insert_early(
-                        self.store, early, request, rule, payload, keys, kept_rows,
+                        self.store, early, request, rule, payload, keys, kept_rows, planned,
                         actor=self._actor(request, job_id), progress=self.progress,
                     )  # fmt: skip
             rule_rejections.add(prepared.rejections)
