@@ -71,6 +71,9 @@ def fields_json(values: pd.DataFrame, cleared: pd.DataFrame | None = None) -> pd
     # brace; the leading comma then becomes the opening brace (a byte for a byte: no
     # copy of the text as slicing it off and joining the brace made, 20% of the work).
     joined = pc.binary_join_element_wise(*fragments, text("}"), text(""), null_handling="skip")
+    # The fragments are let go before the text is copied once more: of a part's rows they
+    # are as large as the text (a quarter-million rows: 60 MiB).
+    del fragments, fragment
     objects = pc.utf8_replace_slice(joined, 0, 1, "{")
     empty = pc.equal(joined, text("}"))
     if pc.any(empty).as_py():  # a row with no value at all: "{" would be left of it
