@@ -40,6 +40,19 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ],
         {0},
     ),
+    "bench_link_fk.py": (
+        ["--links", "2000", "--repeat", "1"],
+        [
+            r"links: 2,000, repeats: 1 \(medians; CPU is this process's\)",
+            rf"record_links COPY, job_id checked once {N} s \(CPU {N} s\) vs bare COPY of the "
+            rf"same rows without the key {N} s \(CPU {N} s\): ratio {N}",
+            rf"COPY into import_link with a check a row \(before\) {N} s \(CPU {N} s\): ratio "
+            rf"{N} to bare, {N} to record_links",
+            rf"EXPLAIN ANALYZE INSERT of the same rows: RI_ConstraintTrigger_\w+ {N} s, calls "
+            rf"2,000 \(of {N} s for the statement\)",
+        ],
+        {0},
+    ),
     "bench_store_pg.py": (
         ["--rows", "2000", "--clients", "2", "--writes", "3"],
         [

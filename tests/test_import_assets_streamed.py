@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import inspect
 import io
 import json
+import pickle
 import sqlite3
 import threading
 from collections.abc import Generator, Iterator
@@ -22,7 +24,10 @@ from click.testing import CliRunner
 
 from toolkit.cli import cli
 from toolkit.importing import asset_writes
+from toolkit.importing import parts as parts_module
+from toolkit.importing.pipeline import ImportRequest, ImportRunner
 from toolkit.importing.streamed import read_ahead
+from toolkit.store import SiteStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 RULES = SAMPLE.parent / "pipelines"
@@ -280,3 +285,103 @@ def test_a_failed_first_insert_stops_the_reader_waiting_to_plan(
     assert summary["reason"] == "internal error (OperationalError); nothing was written"
     assert _readers() == []
     assert _stored(site)[0] == []
+
+
+# --- a failure while the parts are inserted as read ---------------------------------------
+
+
+def _site_counts(site: SiteStore) -> tuple[int, int]:
+    conn = site.db.connection
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM asset), (SELECT count(*) FROM audit_log)"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _fails_leaving_the_site_as_it_was(
+    site: SiteStore, source: Path
+) -> tuple[ImportRunner, dict[str, Any]]:
+    """Run the asset import of ``source``, which fails (500) leaving the site's records and
+    audit as they were and no reader thread behind; the runner and the job's summary."""
+    before = _site_counts(site)  # the site's event and its audit entry
+    runner = ImportRunner(site, rule_paths=[RULES], user_id="officer")
+    job = runner.run(ImportRequest("asset", "assets-csv", source))
+    assert (job["status"], job["code"]) == ("FAILED", 500)
+    assert _site_counts(site) == before
+    assert _readers() == []
+    return runner, dict(job["summary"])
+
+
+class _FullDiskPickle:
+    """``pickle`` as the job's staged files see it, on a disk that fills up at the
+    ``fails_at``-th file written: the write raises ENOSPC (a fault injected at the lowest
+    write only; the import's code runs as it does)."""
+
+    def __init__(self, fails_at: int) -> None:
+        self.fails_at = fails_at
+        self.written = 0
+        self.load = pickle.load
+        self.HIGHEST_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+    def dump(self, obj: object, handle: Any, protocol: int | None = None) -> None:
+        self.written += 1
+        if self.written == self.fails_at:
+            raise OSError(errno.ENOSPC, "No space left on device", str(handle.name))
+        pickle.dump(obj, handle, protocol=protocol)
+
+
+def test_a_full_disk_for_the_staged_files_fails_the_job_with_its_counts_and_writes_nothing(
+    sqlite_site: SiteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """36 assets in parts of 5, one row of each of the first three parts rejected (its
+    rows are staged on disk): the third part's staging hits a full disk after that part
+    and the two before it were inserted. The job fails saying so (not "internal error"),
+    with the counts it had, and the early transaction is rolled back."""
+    rows = _rows()
+    for i in (1, 6, 11):
+        rows[i]["name"] = ""  # required: rejected, staged with its part
+    source = _write(tmp_path / "assets.csv", rows)
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "5")
+    full = _FullDiskPickle(fails_at=3)
+    monkeypatch.setattr(parts_module, "pickle", full)
+    runner, summary = _fails_leaving_the_site_as_it_was(sqlite_site, source)
+    assert summary["reason"].startswith("the disk is full: the import's working files")
+    assert str(tmp_path) not in summary["reason"]  # no path of the machine's
+    assert summary["counts"] == {"read": 15, "rejected": 3}
+    assert summary["notes"] == [
+        "the import stopped in part 3 of 8 (15 rows read so far); nothing was written "
+        "(the 12 rows inserted as read were rolled back)"
+    ]
+    # With room again, the same import goes through.
+    monkeypatch.setattr(parts_module, "pickle", pickle)
+    job = runner.run(ImportRequest("asset", "assets-csv", source))
+    assert job["status"] == "COMPLETE"
+    assert (job["summary"]["counts"]["inserted"], job["summary"]["counts"]["rejected"]) == (33, 3)
+
+
+def test_a_full_site_disk_in_a_late_part_fails_the_job_with_its_counts(
+    sqlite_site: SiteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The site file cannot grow (SQLite's max_page_count: SQLITE_FULL, as on a full disk)
+    while the parts are inserted as read: the job fails with the store's message and how
+    far it got, and none of the parts inserted before is kept."""
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "1000")
+    many = tmp_path / "many.csv"
+    many.write_text(
+        "code,name,notes\n" + "".join(f"C{i},pole {i},{'x' * 200}\n" for i in range(5000)),
+        encoding="utf-8",
+    )
+    conn = sqlite_site.db.connection
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 250}")  # room for about two parts
+    _, summary = _fails_leaving_the_site_as_it_was(sqlite_site, many)
+    assert summary["reason"].startswith("the disk is full:")
+    read = summary["counts"]["read"]
+    assert summary["counts"] == {"read": read, "rejected": 0}
+    assert read in (2000, 3000, 4000)  # a late part, not the first
+    part = read // 1000
+    note = summary["notes"][0]
+    assert note.startswith(
+        f"the import stopped in part {part} of 5 ({read} rows read so far); nothing was written"
+    )
+    assert note.endswith("rows inserted as read were rolled back)")

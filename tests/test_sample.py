@@ -19,17 +19,11 @@ from rapidfuzz.distance import Levenshtein
 
 from toolkit.cli import cli
 from toolkit.errors import OptionError, ToolkitError
-from toolkit.sample.generate import (
-    ASSET_COLUMNS,
-    ITEM_COLUMNS,
-    KINDS,
-    PARCEL_FIELDS,
-    TRUTH_COLUMNS,
-    USER_COLUMNS,
-    GenerateResult,
-    _assemble,
-    generate,
-)
+from toolkit.sample.columns import assemble
+from toolkit.sample.extras import ASSET_COLUMNS, USER_COLUMNS
+from toolkit.sample.generate import GenerateResult, generate
+from toolkit.sample.items import ITEM_COLUMNS, KINDS, TRUTH_COLUMNS
+from toolkit.sample.parcels import PARCEL_FIELDS
 from toolkit.sample.vocab import STREET_NAMES, STREET_TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -436,7 +430,7 @@ def test_a_column_assembles_from_chunked_arrays() -> None:
     # about 1.7 million rows); the same path at five rows, with the chunks made by hand.
     default = pa.chunked_array([["a0", "a1", "a2"], ["a3", "a4"]])
     spoilt = pa.chunked_array([["X"], ["Y"]])
-    column = _assemble(5, [(np.array([4, 1]), spoilt)], default)
+    column = assemble(5, [(np.array([4, 1]), spoilt)], default)
     assert column.to_pylist() == ["a0", "Y", "a2", "a3", "X"]
-    unfilled = _assemble(4, [(np.array([2, 0]), spoilt)])
+    unfilled = assemble(4, [(np.array([2, 0]), spoilt)])
     assert unfilled.to_pylist() == ["Y", None, "X", None]

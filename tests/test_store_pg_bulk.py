@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pandas as pd
 import psycopg
 import pytest
 from pg_cluster import Cluster
@@ -124,3 +125,43 @@ def test_a_role_that_may_not_skip_the_checks_imports_with_them(
             "SELECT count(*) FROM audit_log WHERE record_type = 'item' AND action = 'create'"
         )
         assert entries.fetchone() == (1500,)
+
+
+def _links(rows: int) -> pd.DataFrame:
+    """Links as the link stage gives them (asset ids float, NaN where none was found)."""
+    return pd.DataFrame(
+        {
+            "row": range(1, rows + 1),
+            "reference": [f"R{i}" for i in range(rows)],
+            "asset_id": [float(i) if i % 4 else float("nan") for i in range(rows)],
+            "mode": "reference",
+        }
+    )
+
+
+def _job_scans(conn: object) -> int:
+    """Reads of ``import_job`` in this transaction so far (each foreign key check is one)."""
+    row = conn.execute(  # type: ignore[attr-defined]  # the store's connection
+        "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables "
+        "WHERE relname = 'import_job'"
+    ).fetchone()
+    return int(row[0])
+
+
+def test_a_jobs_links_check_their_job_once_not_once_a_link(pg_url: str) -> None:
+    with Database(pg_url) as db:
+        store = SiteStore(db, "north")
+        job = store.jobs.create(import_type="item", import_rule="t", user_id=None, params={})
+        with db.transaction() as conn:
+            before = _job_scans(conn)
+            store.jobs.record_links(job, _links(1000), conn=conn)
+            assert _job_scans(conn) - before == 1  # not 1,000
+            assert conn.execute("SHOW session_replication_role").fetchone() == ("origin",)
+        stored = db.connection.execute(
+            "SELECT count(*), count(asset_id), min(job_id), max(job_id) FROM import_link"
+        ).fetchone()
+        assert tuple(stored) == (1000, 750, job, job)
+        # A job that is not there is refused by the one check; nothing is kept.
+        with pytest.raises(psycopg.errors.ForeignKeyViolation, match="import_job"):
+            store.jobs.record_links(job + 99, _links(10))
+        assert db.connection.execute("SELECT count(*) FROM import_link").fetchone()[0] == 1000

@@ -23,7 +23,10 @@ import pyarrow.csv as pa_csv
 import pyogrio
 import shapely
 
-from toolkit.sample import generate as sample
+from toolkit.sample.columns import write_csv
+from toolkit.sample.generate import generate
+from toolkit.sample.items import build_items
+from toolkit.sample.parcels import PARCEL_CRS, geometries, layout, write_parcels
 
 
 def peak_mib() -> float:
@@ -48,7 +51,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "workload"
         start = time.perf_counter()
-        result = sample.generate(
+        result = generate(
             out, assets=args.assets, items=args.items, seed=args.seed, progress=progress
         )
         whole = time.perf_counter() - start
@@ -60,16 +63,16 @@ def main() -> None:
             print(f"  {path.name:<20} {path.stat().st_size / 2**20:8.1f} MiB")
 
         # The writers alone, on the same data.
-        parcels = sample._layout(args.assets, np.random.default_rng(args.seed))
-        items, _truth = sample._items(parcels, args.items, np.random.default_rng(args.seed))
+        parcels = layout(args.assets, np.random.default_rng(args.seed))
+        items, _truth = build_items(parcels, args.items, np.random.default_rng(args.seed))
         raw_dir = Path(tmp) / "raw"
         raw_dir.mkdir()
 
         t = time.perf_counter()
-        sample._write_parcels(parcels, raw_dir / "parcels.zip", raw_dir / "shp")
+        write_parcels(parcels, raw_dir / "parcels.zip", raw_dir / "shp")
         toolkit_shp = time.perf_counter() - t
         table = parcels.table.append_column(
-            "geometry", pa.array(shapely.to_wkb(sample._geometries(parcels)))
+            "geometry", pa.array(shapely.to_wkb(geometries(parcels)))
         )
         t = time.perf_counter()
         pyogrio.write_arrow(
@@ -78,13 +81,13 @@ def main() -> None:
             driver="ESRI Shapefile",
             geometry_name="geometry",
             geometry_type="Polygon",
-            crs=sample.PARCEL_CRS,
+            crs=PARCEL_CRS,
             encoding="UTF-8",
         )
         raw_shp = time.perf_counter() - t
 
         t = time.perf_counter()
-        sample._write_csv(items, raw_dir / "items.csv")
+        write_csv(items, raw_dir / "items.csv")
         toolkit_csv = time.perf_counter() - t
         t = time.perf_counter()
         pa_csv.write_csv(items, raw_dir / "plain.csv")

@@ -24,7 +24,8 @@ import pandas as pd
 from toolkit.importing.linking import join_address
 from toolkit.matching import AssetIndex, resolve
 from toolkit.matching.lookup import queries_from_file
-from toolkit.sample.generate import KINDS, generate
+from toolkit.sample.generate import generate
+from toolkit.sample.items import KINDS
 from toolkit.sources import read_source
 
 # Rows whose only way to an asset is their address.

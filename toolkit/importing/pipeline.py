@@ -16,10 +16,12 @@ name of the stage it happened in; the job's message is the same as ever.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -188,6 +190,8 @@ class ImportRunner:
             if self.store.events.get(request.event_id) is None:
                 raise NotFoundError(f"eventId {request.event_id} is not an event of this site")
         matching_field(rule, request.matching_id)
+        if request.rejects_path is not None:
+            _check_rejects_path(request.rejects_path)
         return rule
 
     def _keep_own_account(self, plan: OverwritePlan, outcome: Outcome) -> OverwritePlan:
@@ -239,14 +243,7 @@ class ImportRunner:
                 exc,
             )
             log.debug("traceback of import job %s", job_id, exc_info=True)
-            self._fail(
-                job_id,
-                request,
-                rule,
-                outcome,
-                f"internal error ({type(exc).__name__}); nothing was written",
-                code=500,
-            )
+            self._fail(job_id, request, rule, outcome, _failure_reason(exc), code=500)
         return self.job_object(job_id)
 
     def _fail(
@@ -333,11 +330,10 @@ class ImportRunner:
                 EarlyTransaction(lambda: self.store.db.transaction(commit=not request.dry_run))
             )
         try:
-            self._pipeline_parts(job_id, request, rule, chunked, folder, outcome)
+            with ExitStack() as stack:
+                self._pipeline_parts(job_id, request, rule, chunked, folder, outcome, stack)
         except BaseException as exc:
             if self._early is not None:
-                # A reader waiting to plan a part stops (before its parts are closed).
-                self._early.stop_planning()
                 self._early.transaction.abort(exc)  # nothing of the import is kept
             raise
         finally:
@@ -351,6 +347,7 @@ class ImportRunner:
         chunked: ChunkedSource,
         folder: Path,
         outcome: Outcome,
+        stack: ExitStack,
     ) -> None:
         """Rule, link and payload of each part in turn (the same functions as on the whole
         file: they are pure, row by row), here or on the engine's workers; what the plan
@@ -387,7 +384,18 @@ class ImportRunner:
             parts = read_ahead(planned_parts(made, early, request, rule, keys, kept_rows))
         else:
             parts = ((*part, None) for part in made)
+        # Left as soon as the parts' loop fails, however it fails (_read_and_write): a
+        # failed or refused import stops its reading (and the reader thread) before its
+        # transaction is rolled back, and its counts say how far it got.
+        so_far = _SoFar(chunked.count)
+        stack.enter_context(closing(parts))
+        if early is not None:
+            # First (the stack's last): a reader waiting to plan a part stops waiting,
+            # so that closing the parts can end it.
+            stack.callback(early.stop_planning)
+        stack.enter_context(self._stopped(outcome, so_far, early))
         for part, prepared, linked, payload, planned in parts:
+            so_far.part(len(part), len(payload.filled))
             # The plan and the notes need the rule's headings only: not the first part's
             # rows, which would stay in memory until the write.
             # (Empty frames of their own: a slice of a frame keeps its arrays alive.)
@@ -424,6 +432,7 @@ class ImportRunner:
                 # the next part is linked.
                 linked = Linked(asset_ids=None, problems=no_problems())
             release_unused()
+            so_far.done += 1
         assert first is not None
         if joined:
             staged.add(Payload.concat(joined), sum(len(p.filled) for p in joined))
@@ -458,7 +467,7 @@ class ImportRunner:
         folder: Path,
         may_update: bool,
         outcome: Outcome,
-    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, Payload]]:
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
         """Each part in row order: its row numbers, the rule's result, the link stage's
         (links recorded with the job), and the payload of its kept rows (what a first
         pass kept of them is in ``folder``)."""
@@ -533,7 +542,7 @@ class ImportRunner:
         chunked: ChunkedSource,
         may_update: bool,
         outcome: Outcome,
-    ) -> Iterator[tuple[np.ndarray, Prepared, Linked, Payload]]:
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
         """:meth:`_parts` with rule, link and payload run per partition by ``engine``'s
         workers, which read their partitions themselves."""
         links = rule.import_type == "item" and rule.asset_link is not None
@@ -606,18 +615,21 @@ class ImportRunner:
         rejects_of: Callable[[set[int]], pd.DataFrame],
         geometry_source: str | None,
     ) -> None:
+
+        def rejects_file() -> None:
+            if request.rejects_path is not None:
+                wanted = set(outcome.rejections["row"].tolist())
+                write_rejects(
+                    request.rejects_path,
+                    rejects_of(wanted),
+                    outcome.rejections,
+                    with_geometry=geometry_source == "native",
+                )
+
         written = self._write(
             job_id, request, rule, prepared, kept, payload, linked, outcome,
-            dry_run=request.dry_run,
+            dry_run=request.dry_run, before_commit=rejects_file,
         )  # fmt: skip
-        if request.rejects_path is not None:
-            wanted = set(outcome.rejections["row"].tolist())
-            write_rejects(
-                request.rejects_path,
-                rejects_of(wanted),
-                outcome.rejections,
-                with_geometry=geometry_source == "native",
-            )
         self._summarise(job_id, request, rule, outcome, written)
 
     def _write(
@@ -632,18 +644,20 @@ class ImportRunner:
         outcome: Outcome,
         *,
         dry_run: bool,
+        before_commit: Callable[[], None],
     ) -> Written:
         """Plan and apply the overwrite rule in one transaction; a real run also records the
         job's outcome in it. A dry run writes for real and rolls back, so its counts are
         exactly a real run's; with more rejected rows than rollbackOnError or maxRejects
-        allow, nothing is written."""
+        allow, nothing is written. ``before_commit`` runs once the rows are written, inside
+        the transaction (the rejects file: if it cannot be written, nothing is kept)."""
         actor = self._actor(request, job_id)
         # The plan is made under the write lock, so an import that started at the same
         # time and committed first is seen, and no key is inserted twice.
         try:
             return self._write_in(
                 job_id, request, rule, prepared, kept, payload, linked, outcome, actor,
-                dry_run=dry_run,
+                dry_run=dry_run, before_commit=before_commit,
             )  # fmt: skip
         except _Refused:
             return Written(refused=True, dry_run=dry_run)
@@ -661,6 +675,7 @@ class ImportRunner:
         actor: Actor,
         *,
         dry_run: bool,
+        before_commit: Callable[[], None],
     ) -> Written:
         early = self._early
         with (
@@ -715,6 +730,7 @@ class ImportRunner:
                 written.finish()
                 outcome.counts["unchanged"] = outcome.counts["updated"] - changed
                 outcome.counts["updated"] = changed
+            before_commit()
             if refused:
                 raise _Refused  # leaves the transaction, rolling the updates back
             if not dry_run:
@@ -756,6 +772,28 @@ class ImportRunner:
                 job_id, status="COMPLETE", code=200, summary=summary, result=result_html(summary)
             )
 
+    @contextmanager
+    def _stopped(
+        self, outcome: Outcome, so_far: _SoFar, early: EarlyAssets | None
+    ) -> Iterator[None]:
+        """The parts' loop: when it fails, the job's counts say how far it got (the plan's
+        counts come after every part), and a note that nothing of it was kept."""
+        try:
+            yield
+        except Unstreamable:
+            raise  # run again as one part, with an outcome of its own
+        except BaseException:
+            if not outcome.counts and so_far.done < so_far.count:
+                outcome.counts.update(read=so_far.read, rejected=so_far.read - so_far.kept)
+                inserted = sum(len(done) for done in early.inserted) if early else 0
+                undone = f" (the {inserted} rows inserted as read were rolled back)"
+                outcome.notes.append(
+                    f"the import stopped in part {so_far.done + 1} of {so_far.count} "
+                    f"({so_far.read} rows read so far); nothing was written"
+                    + (undone if inserted else "")
+                )
+            raise
+
     def _actor(self, request: ImportRequest, job_id: int) -> Actor:
         """Who the job's writes are by, and why (the audit's entry)."""
         return Actor(user_id=self.user_id, message=request.message, import_job_id=job_id)
@@ -768,6 +806,55 @@ class ImportRunner:
         if row is None:
             raise NotFoundError(f"import job {job_id} does not exist in this site")
         return job_object(row)
+
+
+def _check_rejects_path(path: Path) -> None:
+    """Refuse a rejects file that cannot be written, before the job runs: it is written
+    after the import's transaction has committed, too late to undo the import (a job
+    whose rows were stored would be recorded FAILED)."""
+    if path.is_dir():
+        raise OptionError(f"rejects file {path} is a folder; name a file to write them to")
+    # The nearest folder that exists: the write makes the ones below it.
+    there = next((p for p in path.parents if p.exists()), None)
+    if there is not None and (not there.is_dir() or not os.access(there, os.W_OK | os.X_OK)):
+        raise OptionError(
+            f"rejects file {path} cannot be written: {there} is not a folder you may write in"
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OptionError(f"rejects file {path} cannot be written: it is read-only")
+
+
+def _failure_reason(exc: Exception) -> str:
+    """The job's message for a failure that is not the request's. A file the import could
+    not read or write (its working files on a full disk, above all) says so, without the
+    file's path (a server's folders are its own; the log names it); anything else is an
+    internal error."""
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ENOSPC:
+            return (
+                "the disk is full: the import's working files could not be written, so "
+                "nothing was written and the site is as it was; free some space (or set "
+                "TOOLKIT_WORK_DIR to a folder on a disk with room) and try again"
+            )
+        why = exc.strerror or type(exc).__name__
+        return f"a file of the import could not be read or written ({why}); nothing was written"
+    return f"internal error ({type(exc).__name__}); nothing was written"
+
+
+class _SoFar:
+    """How far the parts' loop got: the parts done (of ``count``), the rows read, and the
+    rows kept of them."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.done = 0
+        self.read = 0
+        self.kept = 0
+
+    def part(self, rows: int, kept: int) -> None:
+        """A part has come, of ``rows`` rows, ``kept`` of them kept."""
+        self.read += rows
+        self.kept += kept
 
 
 def _write_users(

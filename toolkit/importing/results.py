@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 from collections.abc import Mapping
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.errors import OptionError
 from toolkit.lazy import lazy
 from toolkit.names import JOB_COUNTS
 from toolkit.query.filters import format_time
@@ -126,5 +128,15 @@ def write_rejects(
         out["geometry_wkt"] = frame.geometry.to_wkt().reindex(reasons.index)
     out.insert(0, "row", reasons.index)
     out["reason"] = reasons.to_numpy()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    safe_frame(out).to_csv(path, index=False, encoding="utf-8")
+    # Written beside the target and moved over it whole: a failure half-way (a full disk)
+    # leaves no half file, and an older rejects file stays as it was.
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        safe_frame(out).to_csv(partial, index=False, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        why = exc.strerror or type(exc).__name__
+        raise OptionError(f"rejects file {path} could not be written ({why})") from exc

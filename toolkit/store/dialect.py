@@ -78,10 +78,6 @@ def copy_rows(
             copy.write_row(row)
 
 
-# The only foreign key a table may have for :func:`site_checked_once` to skip its checks.
-_SITE_KEY = "FOREIGN KEY (site_id) REFERENCES site(id)"
-
-
 @contextlib.contextmanager
 def site_checked_once(connection: Any, tables: Sequence[str], site_id: int) -> Iterator[bool]:
     """Bulk rows of one site written into ``tables`` with its foreign key checked once,
@@ -90,15 +86,30 @@ def site_checked_once(connection: Any, tables: Sequence[str], site_id: int) -> I
     PostgreSQL checks a foreign key with a trigger per inserted row, a query of the
     site's row each time: 40% of an import's COPY of items and of its audit entries
     (EXPLAIN ANALYZE: ``Trigger for constraint audit_log_site_id_fkey: calls=100000``).
-    Every row written here carries the one ``site_id``, so one check of that row, locked
+    See :func:`key_checked_once`.
+    """
+    with key_checked_once(connection, tables, column="site_id", parent="site", key=site_id) as once:
+        yield once
+
+
+@contextlib.contextmanager
+def key_checked_once(
+    connection: Any, tables: Sequence[str], *, column: str, parent: str, key: int
+) -> Iterator[bool]:
+    """Bulk rows written into ``tables`` that all carry ``column = key``, a foreign key to
+    ``parent(id)``, checked once, not once per row; yields whether it is (else the rows
+    are checked as always).
+
+    Every row written here carries the one ``key``, so one check of that row, locked
     as each per-row check locks it (``FOR KEY SHARE``, to the transaction's end, so the
-    site cannot go while the rows are there), checks the same. The triggers are left out
+    parent cannot go while the rows are there), checks the same. The triggers are left out
     by ``session_replication_role = replica`` for the statements inside only, which:
     - a superuser (or a role granted SET on it, PostgreSQL 15) alone may set: others get
       the per-row checks;
-    - also leaves out any other trigger: so it is used only when the site's is the tables'
+    - also leaves out any other trigger: so it is used only when this key is the tables'
       only foreign key and they have no trigger of their own.
-    On SQLite (which checks no foreign keys here) it does nothing.
+    ``column`` and ``parent`` are the schema's names, never input. On SQLite (which checks
+    no foreign keys here) it does nothing.
     """
     if not is_postgres_connection(connection) or not connection.in_transaction:
         yield False
@@ -117,26 +128,25 @@ def site_checked_once(connection: Any, tables: Sequence[str], site_id: int) -> I
         "AND t.tgrelid = ANY(SELECT to_regclass(quote_ident(n)) FROM unnest(%s::text[]) n)",
         (names,),
     ).fetchone()
-    if any(k[0] != _SITE_KEY for k in keys) or (triggers is not None and triggers[0]):
+    only = f"FOREIGN KEY ({column}) REFERENCES {parent}(id)"
+    if any(k[0] != only for k in keys) or (triggers is not None and triggers[0]):
         yield False
         return
-    raw.execute("SAVEPOINT toolkit_site_checked_once")
+    raw.execute("SAVEPOINT toolkit_key_checked_once")
     try:
         raw.execute("SET LOCAL session_replication_role = replica")
     except psycopg.errors.InsufficientPrivilege:
-        raw.execute("ROLLBACK TO SAVEPOINT toolkit_site_checked_once")
-        raw.execute("RELEASE SAVEPOINT toolkit_site_checked_once")
+        raw.execute("ROLLBACK TO SAVEPOINT toolkit_key_checked_once")
+        raw.execute("RELEASE SAVEPOINT toolkit_key_checked_once")
         yield False
         return
-    raw.execute("RELEASE SAVEPOINT toolkit_site_checked_once")
+    raw.execute("RELEASE SAVEPOINT toolkit_key_checked_once")
     try:
         # The check each row's trigger makes (ri_triggers.c: SELECT ... FOR KEY SHARE), once.
-        if (
-            raw.execute("SELECT 1 FROM site WHERE id = %s FOR KEY SHARE", (site_id,)).fetchone()
-            is None
-        ):
+        found = raw.execute(f"SELECT 1 FROM {parent} WHERE id = %s FOR KEY SHARE", (key,))
+        if found.fetchone() is None:
             raise psycopg.errors.ForeignKeyViolation(
-                f"site {site_id} is not in the store (its rows would reference no site)"
+                f"{parent} {key} is not in the store (its rows would reference no {parent})"
             )
         yield True
     finally:
