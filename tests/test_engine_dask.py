@@ -242,6 +242,53 @@ def test_fuzzy_links_on_dask_are_the_local_engines(
     assert b"fuzzy" in local[2]
 
 
+def test_a_required_link_rejects_the_same_rows_on_dask(
+    world: Path, scheduler: str, tmp_path: Path
+) -> None:
+    """Workers cut each partition to the rows nothing rejected (the reader, the rule, a
+    required link) and pickle them for the client: with a link required, the rows left
+    without an asset are rejected and the others stored with their assets, as locally."""
+    rules = tmp_path / "world" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "damage_required.py").write_text(
+        RULE.replace('name="damage-soundex"', 'name="damage-required"').replace(
+            "asset_link=AssetLink(", "asset_link=AssetLink(\n        required=True,"
+        ),
+        encoding="utf-8",
+    )
+    engines = {
+        "local": ["--engine", "local"],
+        "dask": ["--engine", "dask", "--scheduler", scheduler],
+    }
+    out: dict[str, tuple[dict[str, object], list[tuple[object, ...]], bytes]] = {}
+    for name, engine in engines.items():
+        site = _site(tmp_path / f"{name}.sqlite")
+        code, _, err = _run(
+            rules.parent, site, engine, "import", str(SAMPLE / "parcels.zip"),
+            "--type", "asset", "--rule", "property-assets", partition_rows="700",
+        )  # fmt: skip
+        assert code == 0, err
+        rejects = tmp_path / f"rejects-{name}.csv"
+        code, text, err = _run(
+            rules.parent, site, engine, "--json", "import", str(world / "damage.csv"),
+            "--type", "item", "--rule", "damage-required", "--event-id", "1",
+            "--region-id", "1", "--rejects", str(rejects),
+        )  # fmt: skip
+        assert code == 0, err
+        out[name] = (_summary(text), _rows(site, STORED_ITEMS), rejects.read_bytes())
+    local, dask = out["local"], out["dask"]
+    assert dask == local
+    counts, linking = local[0]["counts"], local[0]["linking"]
+    assert isinstance(counts, dict) and isinstance(linking, dict)
+    # The 9 rows rejected without the requirement, and the rows it left without an asset
+    # (a row the rule rejected may be one of them).
+    assert linking["unlinked"] > 0 and 9 < counts["rejected"] <= 9 + linking["unlinked"]
+    assert counts["inserted"] == len(local[1]) == 391 - counts["rejected"]
+    assert all(row[4] is not None for row in local[1])  # every stored item has its asset
+    rejected = list(csv.DictReader(local[2].decode("utf-8").splitlines(keepends=True)))
+    assert len(rejected) == counts["rejected"]
+
+
 def _parcel_layers(folder: Path) -> dict[str, Path]:
     """The sample's parcels as a zipped Shapefile and a GeoPackage, with two rows the
     rule rejects in the last partitions: a postcode that is not one (row 2500) and no
@@ -360,26 +407,46 @@ def test_inspect_on_dask_reads_the_parts_on_the_workers_as_locally(
 
 def test_the_index_stamp_names_its_contents_not_its_layout(tmp_path: Path) -> None:
     """Workers keep a loaded index by its stamp: the index just built and the same assets
-    read back from the site file (other chunks and string types) share it; a changed
-    name, code or geometry does not."""
+    read back from the site file (other chunks and string types) share it, and so do an
+    index built from a frame and the same index saved and loaded; a changed name, code or
+    geometry does not. Nothing is built to stamp it (the client does not match)."""
     import shapely.affinity
 
     from toolkit.engine.index_ref import fingerprint
     from toolkit.importing.pipeline import ImportRequest
+    from toolkit.matching import AssetIndex
+    from toolkit.matching.index import ASSET_FIELDS
     from toolkit.site import LocalSite
+    from toolkit.site.index_cache import site_asset_frame
 
     with LocalSite(tmp_path / "site.sqlite", "default") as site:
         done = site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
         assert done["status"] == "COMPLETE"
         built, read = site.asset_index(), site.asset_index()
+        frame = site_asset_frame(site.store)
     assert built is not read
     stamp = fingerprint(built)
     assert fingerprint(read) == stamp and len(stamp) == 32
+    # The geometries stay WKB and the code table is not made (the workers make theirs).
+    assert read._geometry is None and "codes" not in read._derived
     read.assets.loc[read.assets.index[3], "name"] = "ELSEWHERE"
     assert fingerprint(read) != stamp
-    built.codes.iloc[0, 0] = "X" + str(built.codes.iloc[0, 0])
+    built.assets.loc[built.assets.index[5], "code"] = "X" + str(built.assets["code"].iloc[5])
     assert fingerprint(built) != stamp
-    renamed = fingerprint(read)
-    first = next(i for i, g in enumerate(read.geometry) if g is not None)
-    read.geometry[first] = shapely.affinity.translate(read.geometry[first], 0.00001, 0.0)
-    assert fingerprint(read) != renamed
+
+    # Built from a frame (geometries, no WKB): the same stamp saved and loaded again.
+    from_frame = AssetIndex.from_frame(frame)
+    assert from_frame._geometry is not None
+    framed = fingerprint(from_frame)
+    assert fingerprint(AssetIndex.load(from_frame.save(tmp_path / "saved"))) == framed
+    assert fingerprint(AssetIndex.from_frame(frame)) == framed
+    first = int(frame.geometry.notna().to_numpy().argmax())
+    moved = frame.copy()
+    moved.loc[moved.index[first], "geometry"] = shapely.affinity.translate(  # type: ignore[call-overload]  # stubs: no shapely values
+        frame.geometry.iloc[first], 0.00001, 0.0
+    )
+    assert fingerprint(AssetIndex.from_frame(moved)) != framed
+    recoded = frame.copy()
+    extra = next(c for c in frame.columns if c not in (*ASSET_FIELDS, "geometry"))
+    recoded.loc[recoded.index[0], extra] = "X" + str(frame[extra].iloc[0])
+    assert fingerprint(AssetIndex.from_frame(recoded)) != framed

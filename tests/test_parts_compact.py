@@ -52,3 +52,28 @@ def test_staged_frames_come_back_in_order_without_the_empty_ones(tmp_path: Path)
         "rule-00000.pickle",
         "rule-00001.pickle",
     ]
+
+
+def test_parts_pickled_elsewhere_are_staged_as_they_came(tmp_path: Path) -> None:
+    """A worker's pickled part is written as it came, between parts kept here, and every
+    part comes back in order, at its positions."""
+    import pickle
+
+    from toolkit.importing.parts import StagedParts
+
+    staged: StagedParts[pd.DataFrame] = StagedParts(tmp_path / "prepared")
+    first = pd.DataFrame({"a": [1, 2]}, index=[10, 11])
+    second = pd.DataFrame({"a": [3, 4, 5]}, index=[12, 14, 15])
+    third = pd.DataFrame({"a": [6]}, index=[20])
+    staged.add(first, 2, keep=False)
+    data = pickle.dumps(second, protocol=pickle.HIGHEST_PROTOCOL)
+    staged.add_pickled(data, 3)
+    assert (tmp_path / "prepared" / "prepared-00001.pickle").read_bytes() == data
+    staged.add(third, 1)
+    assert len(staged) == 3 and staged.starts == [0, 2, 5] and staged.rows == 6
+    for i, part in enumerate([first, second, third]):
+        pd.testing.assert_frame_equal(staged.load(i), part)
+    picked = [
+        (part["a"].tolist(), at.tolist()) for part, at, _ in staged.select(np.array([1, 3, 5]))
+    ]
+    assert picked == [([1, 2], [1]), ([3, 4, 5], [1]), ([6], [0])]

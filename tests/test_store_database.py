@@ -13,6 +13,7 @@ import pytest
 
 from toolkit.errors import StoreError
 from toolkit.store import SCHEMA_VERSION, Database
+from toolkit.store.database import BULK_CACHE_KIB
 
 
 def test_a_new_file_gets_the_current_schema(tmp_path: Path) -> None:
@@ -51,6 +52,24 @@ def test_a_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
             raise RuntimeError("boom")
         count = db.connection.execute("SELECT count(*) FROM site").fetchone()[0]
     assert count == 0
+
+
+def test_a_bulk_write_has_a_large_page_cache_only_while_it_lasts(tmp_path: Path) -> None:
+    with Database(tmp_path / "site.sqlite") as db:
+        (before,) = db.connection.execute("PRAGMA cache_size").fetchone()
+        assert before != -BULK_CACHE_KIB
+        with db.transaction(bulk=True) as conn:
+            assert conn.execute("PRAGMA cache_size").fetchone()[0] == -BULK_CACHE_KIB
+            conn.execute("INSERT INTO site(name, date_created) VALUES ('a', 0)")
+        assert db.connection.execute("PRAGMA cache_size").fetchone()[0] == before
+        with pytest.raises(RuntimeError), db.transaction(bulk=True) as conn:
+            conn.execute("INSERT INTO site(name, date_created) VALUES ('b', 0)")
+            raise RuntimeError("boom")
+        assert db.connection.execute("PRAGMA cache_size").fetchone()[0] == before
+        with db.transaction() as conn:  # an ordinary write keeps the ordinary cache
+            assert conn.execute("PRAGMA cache_size").fetchone()[0] == before
+        names = [r[0] for r in db.connection.execute("SELECT name FROM site ORDER BY name")]
+    assert names == ["a"]
 
 
 def _dead_pid() -> int:

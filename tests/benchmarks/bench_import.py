@@ -40,7 +40,7 @@ import pyogrio
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
-from toolkit.store.database import _statements
+from toolkit.store.database import BULK_CACHE_KIB, _statements
 from toolkit.store.records import (
     ITEM_KIND,
     Actor,
@@ -192,6 +192,7 @@ def bare_insert(rows: list[tuple[object, ...]], folder: Path, *, audit: str = ""
     connection = sqlite3.connect(target, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")  # as the import's write has
     for migration in MIGRATIONS:
         for statement in _statements(migration):
             connection.execute(statement)

@@ -27,6 +27,7 @@ from toolkit.importing.partitions import (
     PartitionWork,
     PartStages,
     partition_fuzzy_texts,
+    partition_packed,
     partition_stages,
 )
 from toolkit.matching import AssetIndex, checked_options
@@ -70,6 +71,9 @@ def _import_read_part(
     work = replace(work, geometry_columns=tuple(read.geometry_columns))
     stages = partition_stages(work, read.frame, None if ref is None else loaded_index(ref))
     rows = read.frame.index
+    if work.matching_id is not None:
+        # An item import's kept rows, cut and pickled here, as the client stages them.
+        stages = replace(stages, payload=partition_packed(work, rows, read.problems, stages))
     return rows, replace(read, frame=read.frame.iloc[:0]), _sent(stages)
 
 

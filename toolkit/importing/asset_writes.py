@@ -228,19 +228,21 @@ def update_assets(
 
 
 def planned_parts(
-    parts: Iterable[tuple[np.ndarray, Prepared, Linked, Payload]],
+    parts: Iterable[tuple[np.ndarray, Prepared, Linked, Any]],
     early: EarlyAssets,
     request: ImportRequest,
     rule: ImportRule,
     keys: list[Any],
     kept_rows: list[RowNumbers],
 ) -> Iterator[tuple[np.ndarray, Prepared, Linked, Payload, PlannedPart | None]]:
-    """``parts``, each with its keys and kept rows added to ``keys`` and ``kept_rows``
-    and, after the first, planned (:func:`plan_part`): meant for the reader thread, so
-    the writer only inserts. The first part is planned by the writer, which reads the
-    existing keys in its transaction; the later parts wait for that."""
+    """``parts`` (the local engine's: payloads, not packed), each with its keys and kept
+    rows added to ``keys`` and ``kept_rows`` and, after the first, planned
+    (:func:`plan_part`): meant for the reader thread, so the writer only inserts. The
+    first part is planned by the writer, which reads the existing keys in its
+    transaction; the later parts wait for that."""
     matching_id = matching_field(rule, request.matching_id)
     for i, (part, prepared, linked, payload) in enumerate(parts):
+        assert isinstance(payload, Payload)  # made here, not packed by an engine's worker
         keys.append(compact_keys(payload.values, matching_id))
         kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
         planned = None

@@ -88,10 +88,9 @@ def linked_rows(
         return Linked(pd.Series(pd.NA, index=rows, dtype="Int64"), empty)
     store.jobs.record_links(job_id, linked.links, append=append)
     outcome.linking = merged_counts(outcome.linking, linked.counts())
-    if not rule.asset_link.required:
+    missing = required_missing(rule, linked)
+    if missing is None:
         return Linked(linked.asset_ids, empty, linked)
-    # A row whose place is to become an asset will have one.
-    missing = linked.asset_ids.isna().to_numpy() & ~linked.waiting()
     return Linked(
         linked.asset_ids,
         pd.DataFrame(
@@ -104,6 +103,15 @@ def linked_rows(
         ),
         linked,
     )
+
+
+def required_missing(rule: ImportRule, linked: LinkResult | None) -> np.ndarray | None:
+    """Mask of the rows a required link left without an asset (a row whose place is to
+    become an asset will have one); None when the rule requires no link."""
+    if linked is None or rule.asset_link is None or not rule.asset_link.required:
+        return None
+    missing: np.ndarray = linked.asset_ids.isna().to_numpy() & ~linked.waiting()
+    return missing
 
 
 def make_places(

@@ -22,7 +22,7 @@ from toolkit.importing.payload import Payload
 from toolkit.importing.reject_limit import refusal
 from toolkit.importing.request import ImportRequest
 from toolkit.importing.results import MAX_ERRORS_IN_RESULT
-from toolkit.importing.rules import ImportRule
+from toolkit.importing.rules import ImportRule, Prepared
 from toolkit.importing.scope import matching_field
 from toolkit.progress import Progress
 from toolkit.sources import SourceProblem
@@ -76,6 +76,18 @@ class Written:
 
     refused: bool
     dry_run: bool
+
+
+def kept_mask(
+    rows: pd.Index, problems: Sequence[SourceProblem], prepared: Prepared, linked: Linked
+) -> np.ndarray:
+    """Mask of a part's rows that nothing rejected: not the reader (a geometry value), the
+    rule, nor a required link."""
+    rejected = [p.row for p in problems if p.row is not None]
+    rejected.extend(prepared.rejections["row"].tolist())
+    rejected.extend(linked.problems["row"].tolist())
+    keep: np.ndarray = ~rows.isin(list(set(rejected)))
+    return keep
 
 
 def problem_rows(problems: Sequence[SourceProblem]) -> pd.DataFrame:

@@ -8,6 +8,7 @@ stay with the runner (``pipeline``), one transaction.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -15,8 +16,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import pandas as pd
 
+from toolkit.importing.link_stage import required_missing
 from toolkit.importing.linking import LinkResult, link_rows
+from toolkit.importing.outcome import Linked, kept_mask
+from toolkit.importing.parts import PackedPart
 from toolkit.importing.payload import Payload, prepare_payload
+from toolkit.importing.plan import compact_keys
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
 from toolkit.matching.modes import (
     FuzzyAnswers,
@@ -48,6 +53,10 @@ class PartitionWork:
     links: bool
     # Mode fuzzy's model, fitted once for the whole job (None: each partition fits its own).
     fuzzy_model: Model | None = None
+    # An item import's matching column: a partition read by a worker comes back cut to its
+    # kept rows and pickled (``partition_packed``); None (asset and user imports, joined
+    # for their write): whole.
+    matching_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,8 @@ class PartStages:
 
     prepared: Prepared
     link: LinkResult | None
-    payload: Payload
+    # An item import's, read by a worker: its kept rows, pickled there.
+    payload: Payload | PackedPart
 
 
 class StageEngine(Protocol):
@@ -108,6 +118,33 @@ def partition_stages(
         rule, prepared.values, prepared.cleared, frame, may_update=work.may_update
     )
     return PartStages(prepared=prepared, link=link, payload=payload)
+
+
+def partition_packed(
+    work: PartitionWork, rows: pd.Index, problems: Sequence[SourceProblem], stages: PartStages
+) -> PackedPart:
+    """What the client keeps of a partition of an item import, made where the partition
+    was read: its payload cut to the rows nothing rejected (the reader, the rule, a
+    required link: the rows the client sets aside, by the same rules), given their asset
+    ids and pickled as the client stages it, with their row numbers and keys. The client
+    would otherwise unpickle the whole payload, cut it and pickle it again, work that does
+    not divide among workers."""
+    assert work.matching_id is not None and isinstance(stages.payload, Payload)
+    missing = required_missing(work.rule, stages.link)
+    unlinked = pd.DataFrame({"row": rows[missing] if missing is not None else rows[:0]})
+    payload = stages.payload.take(
+        kept_mask(rows, problems, stages.prepared, Linked(None, unlinked))
+    )
+    payload.asset_ids = (
+        pd.Series(pd.NA, index=payload.filled.index, dtype="Int64")
+        if stages.link is None
+        else stages.link.asset_ids.reindex(payload.filled.index)
+    )
+    return PackedPart(
+        data=pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL),
+        rows=payload.filled.index.to_numpy(),
+        keys=compact_keys(payload.values, work.matching_id),
+    )
 
 
 def partition_fuzzy_texts(work: PartitionWork, frame: pd.DataFrame, index: AssetIndex) -> pd.Series:

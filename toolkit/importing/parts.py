@@ -13,8 +13,9 @@ from __future__ import annotations
 import ctypes
 import pickle
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -44,16 +45,31 @@ class StagedParts(Generic[T]):
         if not keep:
             self._spill()
 
-    def _spill(self) -> None:
-        if self._held is None:
-            return
+    def add_pickled(self, data: bytes, rows: int) -> None:
+        """Keep a part that was pickled elsewhere (by a worker, as :meth:`add` pickles
+        one) after the parts kept so far: its bytes go to disk as they are, never
+        unpickled here until the write loads the part."""
+        self._spill()
+        self._paths.append(None)
+        self.starts.append(self.rows)
+        self.rows += rows
+        with self._next_path().open("wb") as handle:
+            handle.write(data)
+
+    def _next_path(self) -> Path:
+        """The file of the part added last, which it is now given."""
         if self.folder is None:
             raise RuntimeError("an import read in several parts needs a folder to stage them")
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"prepared-{len(self._paths) - 1:05d}.pickle"
-        with path.open("wb") as handle:
-            pickle.dump(self._held, handle, protocol=pickle.HIGHEST_PROTOCOL)
         self._paths[-1] = path
+        return path
+
+    def _spill(self) -> None:
+        if self._held is None:
+            return
+        with self._next_path().open("wb") as handle:
+            pickle.dump(self._held, handle, protocol=pickle.HIGHEST_PROTOCOL)
         self._held = None
 
     def __len__(self) -> int:
@@ -89,6 +105,19 @@ class StagedParts(Generic[T]):
                     positions[lo:hi] - start,
                     tuple(a[lo:hi] for a in aligned),
                 )
+
+
+@dataclass(frozen=True)
+class PackedPart:
+    """A part's kept rows as a worker leaves them for the client: the payload cut to
+    those rows and pickled there (the bytes :class:`StagedParts` stages), with what the
+    plan needs of it, the kept rows' numbers and keys. The client stages the bytes as
+    they are: it no longer unpickles a payload, cuts it and pickles it again."""
+
+    data: bytes
+    rows: np.ndarray
+    # The matching column of the kept rows, compact (None: the rule has no such column).
+    keys: Any
 
 
 class RowNumbers:

@@ -51,6 +51,7 @@ from toolkit.importing.outcome import (
     WriteProgress,
     Written,
     job_summary,
+    kept_mask,
     no_problems,
     problem_rows,
     refusal_reason,
@@ -66,6 +67,7 @@ from toolkit.importing.partitions import (
     partition_stages,
 )
 from toolkit.importing.parts import (
+    PackedPart,
     RowNumbers,
     StagedFrames,
     StagedParts,
@@ -89,7 +91,7 @@ from toolkit.matching.modes import replayed
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.scratch import scratch_folder
-from toolkit.sources import SourceProblem, SourceReport
+from toolkit.sources import SourceReport
 from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
 
@@ -327,7 +329,9 @@ class ImportRunner:
             )
         if rule.import_type == "asset" and self.engine is None and chunked.count > 1:
             self._early = EarlyAssets(
-                EarlyTransaction(lambda: self.store.db.transaction(commit=not request.dry_run))
+                EarlyTransaction(
+                    lambda: self.store.db.transaction(commit=not request.dry_run, bulk=True)
+                )
             )
         try:
             with ExitStack() as stack:
@@ -377,7 +381,9 @@ class ImportRunner:
         linked = Linked(asset_ids=None, problems=no_problems())
         made = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
         early = self._early
-        parts: Iterator[tuple[np.ndarray, Prepared, Linked, Payload, PlannedPart | None]]
+        parts: Iterator[
+            tuple[np.ndarray, Prepared, Linked, Payload | PackedPart, PlannedPart | None]
+        ]
         if early is not None:
             # The next part is read, and planned and made into rows to insert, while this
             # one is inserted; the parts' keys are kept there.
@@ -395,7 +401,10 @@ class ImportRunner:
             stack.callback(early.stop_planning)
         stack.enter_context(self._stopped(outcome, so_far, early))
         for part, prepared, linked, payload, planned in parts:
-            so_far.part(len(part), len(payload.filled))
+            packed = payload if isinstance(payload, PackedPart) else None
+            so_far.part(
+                len(part), len(payload.rows if isinstance(payload, PackedPart) else payload.filled)
+            )
             # The plan and the notes need the rule's headings only: not the first part's
             # rows, which would stay in memory until the write.
             # (Empty frames of their own: a slice of a frame keeps its arrays alive.)
@@ -405,27 +414,35 @@ class ImportRunner:
                 cleared=pd.DataFrame(columns=prepared.cleared.columns),
                 rejections=pd.DataFrame(columns=prepared.rejections.columns),
             )
-            if rule.import_type == "item":
-                if linked.asset_ids is not None and chunked.count > 1:
-                    payload.asset_ids = linked.asset_ids.reindex(payload.filled.index)
-                # Every part but the last goes to disk at once: it need not stay in memory
-                # beside the next part while that one is read, ruled, linked and prepared.
-                staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
-            elif early is None:
-                joined.append(payload)
-            if early is None:
-                keys.append(compact_keys(payload.values, matching_id))
-                kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
+            if packed is not None:
+                # An item part cut to its kept rows, given their asset ids and pickled by
+                # a worker: staged as it came.
+                staged.add_pickled(packed.data, len(packed.rows))
+                keys.append(packed.keys)
+                kept_rows.append(RowNumbers(packed.rows))
             else:
-                with self._stage(outcome, "store"):
-                    insert_early(
-                        self.store, early, request, rule, payload, keys, kept_rows, planned,
-                        actor=self._actor(request, job_id), progress=self.progress,
-                    )  # fmt: skip
+                assert isinstance(payload, Payload)
+                if rule.import_type == "item":
+                    if linked.asset_ids is not None and chunked.count > 1:
+                        payload.asset_ids = linked.asset_ids.reindex(payload.filled.index)
+                    # Every part but the last goes to disk at once: it need not stay in memory
+                    # beside the next part while that one is read, ruled, linked and prepared.
+                    staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
+                elif early is None:
+                    joined.append(payload)
+                if early is None:
+                    keys.append(compact_keys(payload.values, matching_id))
+                    kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
+                else:
+                    with self._stage(outcome, "store"):
+                        insert_early(
+                            self.store, early, request, rule, payload, keys, kept_rows, planned,
+                            actor=self._actor(request, job_id), progress=self.progress,
+                        )  # fmt: skip
             rule_rejections.add(prepared.rejections)
             link_problems.add(linked.problems)
             rows.append(RowNumbers(part))
-            del payload, prepared
+            del payload, prepared, packed
             if chunked.count > 1 and rule.import_type == "item":
                 # The asset ids are the payload's now, the link problems are staged and
                 # the links recorded: nothing of this part's link result is kept while
@@ -467,7 +484,7 @@ class ImportRunner:
         folder: Path,
         may_update: bool,
         outcome: Outcome,
-    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
         """Each part in row order: its row numbers, the rule's result, the link stage's
         (links recorded with the job), and the payload of its kept rows (what a first
         pass kept of them is in ``folder``)."""
@@ -514,7 +531,7 @@ class ImportRunner:
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
-            keep = _kept(frame.index, part.problems, prepared, linked)
+            keep = kept_mask(frame.index, part.problems, prepared, linked)
             with self._stage(outcome, "prepare"):
                 kept_rows = int(keep.sum())
                 shown("prepare", 0, kept_rows)
@@ -542,7 +559,7 @@ class ImportRunner:
         chunked: ChunkedSource,
         may_update: bool,
         outcome: Outcome,
-    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload], None, None]:
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
         """:meth:`_parts` with rule, link and payload run per partition by ``engine``'s
         workers, which read their partitions themselves."""
         links = rule.import_type == "item" and rule.asset_link is not None
@@ -555,6 +572,9 @@ class ImportRunner:
             decisions=self.store.decisions.all() if links else None,
             may_update=may_update,
             links=links,
+            matching_id=(
+                matching_field(rule, request.matching_id) if rule.import_type == "item" else None
+            ),
         )
         with self._stage(outcome, "partitions"):
             index = self.asset_index() if links and self.asset_index is not None else None
@@ -572,8 +592,9 @@ class ImportRunner:
                 linked = linked_rows(
                     self.store, job_id, part_rows, rule, stages.link, outcome, append=i > 0
                 )
-            keep = _kept(part_rows, problems, stages.prepared, linked)
-            payload = stages.payload.take(keep)
+            payload = stages.payload
+            if not isinstance(payload, PackedPart):
+                payload = payload.take(kept_mask(part_rows, problems, stages.prepared, linked))
             # Waiting for the workers counts as their stage, the rest as the client's.
             self._timed(outcome, "partitions", started)
             yield part_rows.to_numpy(), stages.prepared, linked, payload
@@ -679,7 +700,7 @@ class ImportRunner:
     ) -> Written:
         early = self._early
         with (
-            self.store.db.transaction(commit=not dry_run)
+            self.store.db.transaction(commit=not dry_run, bulk=True)
             if early is None
             else early.transaction.finish()
         ) as conn:
@@ -919,15 +940,3 @@ def _rows_kept(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
     """The rows of ``frame`` that ``keep`` marks: ``frame`` itself when it marks every row
     (nothing rejected: no copy of the part)."""
     return frame if bool(keep.all()) else frame[keep]
-
-
-def _kept(
-    rows: pd.Index, problems: Sequence[SourceProblem], prepared: Prepared, linked: Linked
-) -> np.ndarray:
-    """Mask of a part's rows that nothing rejected: not the reader (a geometry value), the
-    rule, nor a required link."""
-    rejected = [p.row for p in problems if p.row is not None]
-    rejected.extend(prepared.rejections["row"].tolist())
-    rejected.extend(linked.problems["row"].tolist())
-    keep: np.ndarray = ~rows.isin(list(set(rejected)))
-    return keep

@@ -336,6 +336,13 @@ class AssetIndex:
             self._geometry = _from_wkb(self._wkb)
         return self._geometry
 
+    def wkb(self) -> pa.Array:
+        """Every asset's geometry as WKB (large binary, null when missing): as loaded or
+        given (no geometry decoded), else encoded from the geometries now."""
+        if self._wkb is not None:
+            return self._wkb
+        return _binary(pa.array(shapely.to_wkb(self.geometry), type=pa.large_binary()))
+
     def geometries(self, positions: np.ndarray) -> np.ndarray:
         """The geometries of the assets at ``positions``: only those are decoded, unless
         every geometry is already."""
