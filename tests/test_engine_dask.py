@@ -90,6 +90,25 @@ def _run(
     return result.exit_code, result.stdout, result.stderr
 
 
+def _engines(scheduler: str) -> dict[str, list[str]]:
+    """The options of each engine compared: local, and Dask on the test's cluster."""
+    return {
+        "local": ["--engine", "local"],
+        "dask": ["--engine", "dask", "--scheduler", scheduler],
+    }
+
+
+def _parcels_site(world: Path, path: Path, engine: list[str]) -> Path:
+    """A new site at ``path`` holding the sample parcels, imported on ``engine``."""
+    site = _site(path)
+    code, _, err = _run(
+        world, site, engine, "import", str(SAMPLE / "parcels.zip"),
+        "--type", "asset", "--rule", "property-assets", partition_rows="700",
+    )  # fmt: skip
+    assert code == 0, err
+    return site
+
+
 def _rows(site: Path, sql: str) -> list[tuple[object, ...]]:
     with sqlite3.connect(site) as conn:
         return list(conn.execute(sql))
@@ -116,10 +135,7 @@ def _summary(out: str) -> dict[str, object]:
 def imported(world: Path, scheduler: str) -> dict[str, dict[str, object]]:
     """The same imports run on each engine, into a site each."""
     runs: dict[str, dict[str, object]] = {}
-    engines = {
-        "local": ["--engine", "local"],
-        "dask": ["--engine", "dask", "--scheduler", scheduler],
-    }
+    engines = _engines(scheduler)
     for name, engine in engines.items():
         site = _site(world / f"{name}.sqlite")
         out: dict[str, object] = {"site": site}
@@ -206,18 +222,10 @@ def test_fuzzy_links_on_dask_are_the_local_engines(
 ) -> None:
     """Mode fuzzy's model is fitted once per job from every partition's texts, so the
     sample's rule (fuzzy fallback) and a fuzzy lookup link as on the local engine."""
-    engines = {
-        "local": ["--engine", "local"],
-        "dask": ["--engine", "dask", "--scheduler", scheduler],
-    }
+    engines = _engines(scheduler)
     out: dict[str, tuple[dict[str, object], list[tuple[object, ...]], bytes]] = {}
     for name, engine in engines.items():
-        site = _site(tmp_path / f"{name}.sqlite")
-        code, _, err = _run(
-            world, site, engine, "import", str(SAMPLE / "parcels.zip"),
-            "--type", "asset", "--rule", "property-assets", partition_rows="700",
-        )  # fmt: skip
-        assert code == 0, err
+        site = _parcels_site(world, tmp_path / f"{name}.sqlite", engine)
         code, text, err = _run(
             world, site, engine, "--json", "import", str(world / "damage.csv"),
             "--type", "item", "--rule", "damage-assessments", "--event-id", "1",
@@ -256,18 +264,10 @@ def test_a_required_link_rejects_the_same_rows_on_dask(
         ),
         encoding="utf-8",
     )
-    engines = {
-        "local": ["--engine", "local"],
-        "dask": ["--engine", "dask", "--scheduler", scheduler],
-    }
+    engines = _engines(scheduler)
     out: dict[str, tuple[dict[str, object], list[tuple[object, ...]], bytes]] = {}
     for name, engine in engines.items():
-        site = _site(tmp_path / f"{name}.sqlite")
-        code, _, err = _run(
-            rules.parent, site, engine, "import", str(SAMPLE / "parcels.zip"),
-            "--type", "asset", "--rule", "property-assets", partition_rows="700",
-        )  # fmt: skip
-        assert code == 0, err
+        site = _parcels_site(rules.parent, tmp_path / f"{name}.sqlite", engine)
         rejects = tmp_path / f"rejects-{name}.csv"
         code, text, err = _run(
             rules.parent, site, engine, "--json", "import", str(world / "damage.csv"),

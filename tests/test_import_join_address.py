@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from toolkit.importing.linking import join_address
+from toolkit.importing.linking import _strings, join_address
 
 
 def test_address_columns_join_leaving_out_a_part_already_typed() -> None:
@@ -35,3 +36,18 @@ def test_address_columns_join_leaving_out_a_part_already_typed() -> None:
         ]
     )
     assert more.tolist() == ["\x00 5 A ST B", "6 B ST"]
+
+
+def test_link_text_columns_are_what_pandas_makes_of_them() -> None:
+    """The link result's text columns go through Arrow at once: the same dtype and values
+    as ``pd.array(..., dtype="string")`` for text, missing values, accents and NUL; other
+    values (a number) as pandas writes them."""
+    for values in (
+        np.array(["a", None, "Ünit 2 Smïth", np.nan, "", "x\x00y", "a"], dtype=object),
+        np.array([None, None], dtype=object),
+        np.array([], dtype=object),
+        np.array(["7", 7, None], dtype=object),
+    ):
+        fast, slow = _strings(values), pd.array(values, dtype="string")
+        assert fast.dtype == slow.dtype
+        assert pd.Series(fast).equals(pd.Series(slow)), values

@@ -216,3 +216,57 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
     assert passes[-1] == (8, 8)
     assert any("part 8 of 8" in detail for _, _, _, detail in told["parts"])
     assert not [label for label, *_ in told["whole"] if label == "fuzzy texts"]
+
+
+# Rows a fuzzy link in parts must settle as one part does: an address only fuzzy finds,
+# repeated in later parts (once beside a property number that links it first), written
+# with accents, in lower case, without its suburb, blank, only spaces, and a suburb only.
+AWKWARD = [
+    {"Address": "12 JMNES PLACE", "Suburb": "BALLARAT CENTRAL"},
+    {"Address": "12 Jmnès Placé", "Suburb": "Ballarat Céntral"},
+    {"Address": "12 jmnes place", "Suburb": ""},
+    {"Address": "", "Suburb": ""},
+    {"Address": "   ", "Suburb": " "},
+    {"Address": "", "Suburb": "BALLARAT CENTRAL"},
+    {"Address": "12 JMNES PLACE", "Suburb": "BALLARAT CENTRAL", "Property Number": "1"},
+    {"Address": "7 Nowhere Lane", "Suburb": "Atlantis"},
+]
+
+
+def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
+    """The sample's fuzzy rule in parts of 23 and 61 on a file with ``AWKWARD`` rows spread
+    through it (each twice, in different parts): the first pass keeps each part's links
+    and the second links only the rows fuzzy was given, so every link column is the one
+    part's."""
+    with (SAMPLE / "damage_assessments.csv").open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = list(reader.fieldnames or [])
+        rows = [dict(row) for row, _ in zip(reader, range(120), strict=False)]
+    blank = dict.fromkeys(header, "")
+    for n, extra in enumerate(AWKWARD * 2):
+        rows.insert(7 + 13 * n, {**blank, **extra, "Reference": f"DA-8{n:05d}"})
+    path = tmp_path / "damage.csv"
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, header)
+        writer.writeheader()
+        writer.writerows(rows)
+    links = {}
+    for chunk in ("", "23", "61"):
+        site_path = tmp_path / f"site{chunk}.sqlite"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("TOOLKIT_CHUNK_ROWS", chunk)
+            with LocalSite(site_path, "default") as site:
+                site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+                event = int(site.create_event({"name": "Flood 2026"})["id"])
+                job = site.run_import(
+                    ImportRequest("item", "damage-assessments", path, event_id=event, region_id=1)
+                )
+        assert job["status"] == "COMPLETE"
+        links[chunk] = _rows(site_path, "SELECT * FROM import_link ORDER BY row")
+    assert links["23"] == links[""]
+    assert links["61"] == links[""]
+    modes = [link[5] for link in links[""]]
+    assert modes.count("fuzzy") > 10 and "soundex" in modes and "code" in modes
+    errors = [str(link[8]) for link in links[""]]
+    assert any("fallback fuzzy" in e for e in errors)
+    assert any("the row has nothing to find an asset by" in e for e in errors)

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from toolkit.matching import address
 from toolkit.matching.address import PARSED_COLUMNS, address_keys, normalise, parse
 
 
@@ -210,3 +212,28 @@ def test_parse_reads_real_world_forms(
         locality,
         postcode,
     )
+
+
+def test_keys_from_each_words_hashes_once_are_the_masked_words_keys() -> None:
+    """The name keys made from every word's hashes (worked out once for the street and
+    the full address) are ``sequence_keys`` of the masked words: repeated, reordered and
+    accented words, empty and one-word addresses, a street with no locality."""
+    texts = pd.Series(
+        ["12 SMITH ST SMITH ST", "", "  ", "Ünit 2 12 Smïth St Kew", "SMITH 12", "ST KILDA RD",
+         "12 Smith St Kew", "12 Kew St Smith", "UNIT 5 12-14 HIGH STREET KEW VIC 3101", "x\x00y"],
+        dtype=object,
+    )  # fmt: skip
+    analysis = address.Analysis.of(texts)
+    words, parts = analysis.words, analysis.parts
+    sound = address.string_hashes(address.soundex_keys(words.vocabulary))
+    keys = analysis.keys()
+    for mask, ordered, name in (
+        (parts.is_street | parts.is_locality, True, "sound_full"),
+        (parts.is_street, True, "sound_street"),
+        (parts.is_street | parts.is_locality, False, "anyorder_full"),
+        (parts.is_street, False, "anyorder_street"),
+    ):
+        masked = address.sequence_keys(words, sound, mask, ordered)
+        assert np.array_equal(masked[analysis.codes], keys[name]), name
+    assert (keys["sound_full"] == 0).sum() == 2  # the empty ones
+    assert len(set(keys["sound_full"].tolist())) == len(texts) - 1

@@ -3,7 +3,6 @@ from __future__ import annotations
 import io
 import json
 import pickle
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import geopandas as gpd
@@ -22,7 +21,7 @@ from toolkit.matching import index as index_module
 from toolkit.matching.address import Analysis
 from toolkit.matching.asset_side import AssetSide
 from toolkit.matching.boxes import BoxGrid
-from toolkit.matching.index import FORMAT_VERSION, KeyTable, NamesAhead
+from toolkit.matching.index import FORMAT_VERSION, KeyTable
 from toolkit.matching.parsed import ASSET_FIELDS, Parsed
 from toolkit.matching.probabilistic import estimate_u
 
@@ -345,28 +344,3 @@ def test_mode_geo_builds_its_grid_of_boxes_once_per_index(
     assert len(built) == 3
     assert resolve(index, moved, geo)["asset_id"].fillna("-").tolist() == ["A3", "-"]  # the old one
     assert len(built) == 3
-
-
-def test_names_read_ahead_give_the_same_index_and_are_ignored_if_not_the_frames() -> None:
-    frame = asset_frame()
-    plain = io.BytesIO()
-    AssetIndex.from_frame(frame).dump(plain)
-    with ThreadPoolExecutor(1) as pool:
-        ahead = NamesAhead(frame["name"].astype("str"), pool)
-        index = AssetIndex.from_frame(frame, ahead=ahead)
-        # The side made ahead is the one the index keeps.
-        assert index.fuzzy_side() is ahead.side.result()
-        same = io.BytesIO()
-        index.dump(same)
-        assert same.getvalue() == plain.getvalue()
-
-        # Names that are not the frame's (a write came between the reads): made anew.
-        changed = frame["name"].astype("str").copy()
-        changed.iloc[3] = "99 OTHER ROAD KEW"
-        stale = NamesAhead(changed, pool)
-        index = AssetIndex.from_frame(frame, ahead=stale)
-        assert index.fuzzy_side() is not stale.side.result()
-        anew = io.BytesIO()
-        index.dump(anew)
-        assert anew.getvalue() == plain.getvalue()
-        assert len(NamesAhead(changed[:5], pool).analysis.result()) == 5

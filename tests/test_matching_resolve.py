@@ -560,25 +560,27 @@ def test_fuzzy_model_fitted_once_makes_parts_match_as_one_batch(index: AssetInde
 
 
 @pytest.mark.parametrize(
-    ("mode", "fallback"), [("soundex", "fuzzy"), ("fuzzy", "soundex"), ("fuzzy", None)]
+    ("mode", "fallback"),
+    [("soundex", "fuzzy"), ("fuzzy", "soundex"), ("fuzzy", None), ("auto", "fuzzy")],
 )
 def test_a_first_pass_then_fuzzy_answers_give_the_parts_what_one_batch_gives(
     index: AssetIndex, monkeypatch: pytest.MonkeyPatch, mode: str, fallback: str | None
 ) -> None:
-    """A job's first pass over its parts keeps each mode's result before fuzzy
-    (``ModeRecord``) and notes fuzzy's texts; fuzzy then answers every text at once
-    (``FuzzyAnswers``), and the second pass replays the rest: every column of every part
-    is the whole batch's, with no mode before fuzzy run again and no text paired again.
-    A mode after fuzzy (its fallback) runs anew, on what fuzzy left."""
+    """A job's first pass over its parts keeps by text what each mode before fuzzy
+    answered to the texts it left (``TextRecord``) and notes fuzzy's texts; fuzzy then
+    answers every text at once (``FuzzyAnswers``), and the second pass links the rows
+    fuzzy was given again, replaying the rest: every column of those rows is the whole
+    batch's, with no mode before fuzzy run again and no text paired again. A mode after
+    fuzzy (its fallback) runs anew, on what fuzzy left."""
     texts = [
         "12 Smiyh St Richmond", "12 Smith St Richmond", "12 Xmith St Richmond",
         "14 Smith Street", "12 Smiyh St Richmond", "3 Nowhere Rd", "12 Smith St Richmond 3000",
-        "A1", "",
+        "A1", "", "Zzz", "12 Xmith St Richmond", "Ünit 2 12 Smïth St Richmond",
     ]  # fmt: skip
     options = {**OFF, "mode": mode, **({"fallbackMode": fallback} if fallback else {})}
     whole = resolve(index, queries(*texts), options)
     parts = [queries(*texts[:3]), queries(*texts[3:])]
-    records = [modes.ModeRecord() for _ in parts]
+    records = [modes.TextRecord() for _ in parts]
     for part, record in zip(parts, records, strict=True):
         resolve(index, part, options, modes=record.functions())
     noted = pd.concat([r.fuzzy.distinct() for r in records], ignore_index=True)
@@ -589,28 +591,37 @@ def test_a_first_pass_then_fuzzy_answers_give_the_parts_what_one_batch_gives(
     model = modes.fuzzy_model(index, pd.Series(pd.unique(noted)), checked_options(index, options))
     assert answers.model is not None and model is not None
     assert answers.model.prior == model.prior
-    first = modes.MODE_FUNCTIONS[mode]
+    real = dict(modes.MODE_FUNCTIONS)
     if mode != "fuzzy":  # on the second pass, the modes before fuzzy are replayed
-        monkeypatch.setitem(modes.MODE_FUNCTIONS, mode, lambda *_: pytest.fail("run again"))
+        for name in ("soundex", "code"):
+            monkeypatch.setitem(modes.MODE_FUNCTIONS, name, lambda *_: pytest.fail("run again"))
 
     def no_pairs(*_: object) -> None:
         pytest.fail("paired again")
 
     monkeypatch.setattr(modes, "_fuzzy_pairs", no_pairs)
-    again = pd.concat(
-        [
-            resolve(index, part, options, modes=modes.replayed(record.results, answers))
-            for part, record in zip(parts, records, strict=True)
-        ],
-        ignore_index=True,
-    )
-    assert list(again.columns) == list(whole.columns)
-    for column in whole.columns:
-        if column != "reference":  # the 1-based count of each part
-            assert plain(again[column]) == plain(whole[column]), column
-    assert (again["mode"] == "fuzzy").sum() >= 2
-    # Replayed on calls that differ from the first pass's (another part): refused.
-    monkeypatch.setitem(modes.MODE_FUNCTIONS, mode, first)
+    starts = [0, 3]
+    again = []
+    for part, record, start in zip(parts, records, starts, strict=True):
+        # Only the part's rows whose text fuzzy was given are linked again.
+        given = np.flatnonzero(part["query"].isin(record.fuzzy.distinct()).to_numpy())
+        some = resolve(
+            index,
+            part.iloc[given].reset_index(drop=True),
+            options,
+            modes=modes.replayed_by_text(record.calls, answers),
+        )
+        assert list(some.columns) == list(whole.columns)
+        for column in whole.columns:
+            if column != "reference":
+                assert plain(some[column]) == plain(whole[column].iloc[start + given]), column
+        again.append(some)
+    assert sum((a["mode"] == "fuzzy").sum() for a in again) >= 2
+    assert sum(len(a) for a in again) >= 5
+    # Replayed on texts the first pass did not give the mode (another part): refused.
+    monkeypatch.setattr(modes, "MODE_FUNCTIONS", real)
     if mode != "fuzzy":
-        with pytest.raises(RuntimeError, match=f"mode {mode} was not called so"):
-            resolve(index, parts[1], options, modes=modes.replayed(records[0].results, answers))
+        with pytest.raises(RuntimeError, match="was not called so on the first pass"):
+            resolve(
+                index, parts[1], options, modes=modes.replayed_by_text(records[0].calls, answers)
+            )

@@ -90,7 +90,7 @@ def sweep(base: Path, prefix: str) -> list[Path]:
         if _abandoned(folder, host):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
-            log.info("removed %s, left by an import that did not end", folder)
+            log.info("removed %s, left by a process that ended without removing it", folder)
     return removed
 
 

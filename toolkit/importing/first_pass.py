@@ -16,22 +16,18 @@ import pandas as pd
 
 from toolkit.errors import OptionError
 from toolkit.importing.link_stage import IndexProvider
-from toolkit.importing.linking import link_rows
+from toolkit.importing.linking import LinkDraft, draft_links
 from toolkit.importing.partitions import job_fuzzy_answers
 from toolkit.importing.parts import StagedParts, release_unused
 from toolkit.importing.request import ImportRequest
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
-from toolkit.matching.modes import (
-    ModeRecord,
-    ModeResult,
-)
 from toolkit.progress import Progress
 from toolkit.sources.chunks import ChunkedSource
 from toolkit.store import SiteStore
 
-# What a job's first pass keeps of a part (on disk): its rule's result, and the results of
-# the modes tried before fuzzy, in call order (``ModeRecord``).
-FirstPass = tuple[Prepared, list[ModeResult]]
+# What a job's first pass keeps of a part (on disk): its rule's result, and its links with
+# the rows mode fuzzy was given still to decide (``LinkDraft``).
+FirstPass = tuple[Prepared, LinkDraft]
 
 
 def part_progress(progress: Progress, start: int, rows: int, every: int, name: str) -> Progress:
@@ -71,12 +67,12 @@ def fuzzy_first_pass(
 ) -> StagedParts[FirstPass]:
     """Mode fuzzy fits its model (EM) on the texts it is given in the whole import: a
     first pass reads each part, applies its rule and tries its links with fuzzy only
-    noting its texts (``ModeRecord``); the model is fitted once and fuzzy's answer to
-    each text found (``FuzzyAnswers``, in ``shared``). What the rule and the modes
-    before fuzzy gave is kept on disk, part by part, so the second pass links each
-    part with those answers and replays the rest: memory follows the part, the links
-    are the one part's (and the Dask engine's), and nothing is done twice. ``stage``
-    times a stage of the job (``ImportRunner._stage``)."""
+    noting its texts (``draft_links``); the model is fitted once and fuzzy's answer to
+    each text found (``FuzzyAnswers``, in ``shared``). What the rule gave and the links
+    are kept on disk, part by part, so the second pass links only the rows fuzzy was
+    given, with those answers and the modes before fuzzy replayed: memory follows the
+    part, the links are the one part's (and the Dask engine's), and nothing is done
+    twice. ``stage`` times a stage of the job (``ImportRunner._stage``)."""
     if asset_index is None:
         raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
     with stage("link"):
@@ -97,16 +93,13 @@ def fuzzy_first_pass(
                 progress=part_shown(progress, chunked, i),
             )
         with stage("link"):
-            record = ModeRecord()
-            link_rows(
-                shared["index"], part.frame, prepared, rule,
-                reference_field=rule.matching_id, decisions=shared["decisions"],
-                modes=record.functions(),
-            )  # fmt: skip
-            texts.append(record.fuzzy.distinct())
+            draft, fuzzy_texts = draft_links(
+                shared["index"], part.frame, rule, decisions=shared["decisions"]
+            )
+            texts.append(fuzzy_texts)
             # Each part to disk at once, the last too: the second pass starts with the first.
-            staged.add((prepared, record.results), len(part.frame), keep=False)
-        del part, prepared, record
+            staged.add((prepared, draft), len(part.frame), keep=False)
+        del part, prepared, draft
         release_unused()
         progress("fuzzy texts", i + 1, chunked.count, unit="parts")
     with stage("link"):

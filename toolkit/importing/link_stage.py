@@ -12,7 +12,7 @@ import pandas as pd
 
 from toolkit.errors import OptionError
 from toolkit.geocoding import make_assets
-from toolkit.importing.linking import LinkResult, link_rows
+from toolkit.importing.linking import LinkDraft, LinkResult, link_rows
 from toolkit.importing.outcome import Linked, Outcome, merged_counts, no_problems
 from toolkit.importing.rules import ImportRule, Prepared
 from toolkit.matching.modes import (
@@ -42,10 +42,12 @@ def link_assets(
     append: bool = False,
     shared: dict[str, Any] | None = None,
     modes: Mapping[str, ModeFunction] | None = None,
+    fuzzy: ModeFunction | None = None,
+    draft: LinkDraft | None = None,
 ) -> Linked:
     """Link a part's rows; ``shared`` keeps the index and the reviewers' decisions
-    between the parts of one import; ``modes`` stand in for mode functions
-    (``link_rows``)."""
+    between the parts of one import; ``modes`` stand in for mode functions, ``fuzzy`` for
+    mode fuzzy, and ``draft`` is a first pass's (``link_rows``)."""
     empty = no_problems()
     if rule.asset_link is None:
         return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
@@ -66,6 +68,8 @@ def link_assets(
         progress=progress,
         geocoder=geocoder,
         modes=modes,
+        fuzzy=fuzzy,
+        draft=draft,
     )
     return linked_rows(store, job_id, frame.index, rule, linked, outcome, append=append)
 

@@ -30,7 +30,13 @@ import shapely
 from toolkit.geocoding import Places, pending_places
 from toolkit.importing.rules import ImportRule, Prepared
 from toolkit.matching import AssetIndex, Geocoder, resolve
-from toolkit.matching.modes import ModeFunction
+from toolkit.matching.modes import (
+    MODE_FUNCTIONS,
+    ModeFunction,
+    RecordedCall,
+    TextRecord,
+    replayed_by_text,
+)
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.matching.review import apply_decisions
 from toolkit.progress import Progress, no_progress
@@ -91,6 +97,20 @@ def _frame_text(frame: pd.DataFrame, column: str | None) -> pd.Series | None:
     return text.mask(text == "")
 
 
+@dataclass(frozen=True)
+class LinkDraft:
+    """What a job's first pass keeps of a part's links (on disk, with the part), so that
+    its second pass decides only the rows mode fuzzy was given: the per-row arrays after
+    every way; the positions of the rows whose address reached fuzzy (every row of a text
+    it was given: the modes before it answer by text) and their arrays before the address
+    way; and, by text, what each mode before fuzzy answered there (``TextRecord``)."""
+
+    arrays: dict[str, np.ndarray]
+    rows: np.ndarray
+    before: dict[str, np.ndarray]
+    calls: list[RecordedCall]
+
+
 def link_rows(
     index: AssetIndex,
     frame: pd.DataFrame,
@@ -103,6 +123,7 @@ def link_rows(
     geocoder: Geocoder | None = None,
     fuzzy: ModeFunction | None = None,
     modes: Mapping[str, ModeFunction] | None = None,
+    draft: LinkDraft | None = None,
 ) -> LinkResult:
     """Link every row of ``frame`` that the rule's asset link can place. ``decisions``
     (reviewers' ``query`` -> ``asset_id``, see ``matching.review``) settle the address
@@ -110,45 +131,159 @@ def link_rows(
     way's external last resort, when the rule's options ask for one. Progress counts the
     rows settled: linked, then every row once the last way has been tried. ``fuzzy``
     stands in for mode fuzzy on the address way, ``modes`` for the mode functions they name
-    on every way (``resolve``)."""
-    link = rule.asset_link
-    n = len(frame)
-    # Positional numpy arrays: each way writes its rows by position, never by label.
-    asset_ids = np.zeros(n, dtype=np.int64)
-    linked = np.zeros(n, dtype=bool)
-    mode = np.full(n, None, dtype=object)
-    query = np.full(n, None, dtype=object)
-    accuracy = np.full(n, np.nan)
-    candidates = np.zeros(n, dtype=np.int64)
-    reasons = np.full(n, None, dtype=object)
-    probability = np.full(n, np.nan)
-    evidence = np.full(n, None, dtype=object)
-    places: list[Places] = []
+    on every way (``resolve``). With a first pass's ``draft`` of these rows
+    (``draft_links``), only the rows it left to mode fuzzy are linked (``fuzzy``: its
+    answers), the others keep what the first pass gave them: every row ends as it would
+    linked here at once."""
+    linker = _Linker(index, frame, rule, decisions, progress, geocoder, modes)
+    if draft is not None:
+        linker.resume(draft, fuzzy)
+    else:
+        linker.ways(fuzzy)
+    return linker.finish(prepared, reference_field)
 
-    def finish() -> LinkResult:
-        """The link result of the per-row arrays as they stand."""
-        return _result(
-            frame,
-            prepared,
-            reference_field,
-            asset_ids,
-            linked,
-            reasons,
-            mode,
-            query,
-            accuracy,
-            candidates,
-            probability,
-            evidence,
-            _by_row(places, n),
+
+def draft_links(
+    index: AssetIndex,
+    frame: pd.DataFrame,
+    rule: ImportRule,
+    *,
+    decisions: pd.DataFrame | None = None,
+) -> tuple[LinkDraft, pd.Series]:
+    """A job's first pass over a part: ``link_rows`` with mode fuzzy only noting its texts
+    (``FuzzyTexts``), as a draft for the second pass (``link_rows(draft=...)``), and the
+    distinct texts fuzzy was given, in first-occurrence order (what its model is fitted
+    on)."""
+    record = TextRecord()
+    linker = _Linker(index, frame, rule, decisions, no_progress, None, None)
+    linker.ways(None, record)
+    texts = record.fuzzy.distinct()
+    address = linker.address_rows
+    rows = address[pd.Index(texts).get_indexer(linker.arrays["query"][address]) >= 0]
+    before = {name: values[rows] for name, values in linker.before.items()}
+    linker.settle()
+    return LinkDraft(linker.arrays, rows, before, record.calls), texts
+
+
+class _Linker:
+    """The ways of a rule's asset link tried on a frame's rows, each on the rows still
+    without an asset, writing the per-row arrays of ``_result`` by position."""
+
+    def __init__(
+        self,
+        index: AssetIndex,
+        frame: pd.DataFrame,
+        rule: ImportRule,
+        decisions: pd.DataFrame | None,
+        progress: Progress,
+        geocoder: Geocoder | None,
+        modes: Mapping[str, ModeFunction] | None,
+    ) -> None:
+        self.index, self.frame, self.link = index, frame, rule.asset_link
+        self.decisions, self.progress, self.geocoder, self.modes = (
+            decisions, progress, geocoder, modes
+        )  # fmt: skip
+        n = self.n = len(frame)
+        self.arrays: dict[str, np.ndarray] = {
+            "asset_ids": np.zeros(n, dtype=np.int64),
+            "linked": np.zeros(n, dtype=bool),
+            "reasons": np.full(n, None, dtype=object),
+            "mode": np.full(n, None, dtype=object),
+            "query": np.full(n, None, dtype=object),
+            "accuracy": np.full(n, np.nan),
+            "candidates": np.zeros(n, dtype=np.int64),
+            "probability": np.full(n, np.nan),
+            "evidence": np.full(n, None, dtype=object),
+        }
+        self.places: list[Places] = []
+        # The address way's rows and every array as it was before that way (a draft's).
+        self.address_rows = np.zeros(0, dtype=np.int64)
+        self.before: dict[str, np.ndarray] = {}
+        self.options: dict[str, Any] = {}
+        if self.link is not None:
+            self.options = {"useExternalLookups": False, **self.link.options}
+
+    def ways(self, fuzzy: ModeFunction | None, record: TextRecord | None = None) -> None:
+        """Try every way of the link in turn; ``record`` stands in for the modes of the
+        address way (a draft's first pass)."""
+        link, frame = self.link, self.frame
+        if link is None or self.n == 0:
+            return
+        asset_class = self.options.get("assetClass")
+        ids_text = _frame_text(frame, link.id_column)
+        if ids_text is not None:
+            self.attempt(
+                ids_text.notna().to_numpy(), ids_text, {"mode": "id", "assetClass": asset_class}
+            )
+        codes = _frame_text(frame, link.lookup_column)
+        if codes is not None:
+            code_options = {"mode": "code", "assetClass": asset_class}
+            if link.codefield:
+                code_options["codeField"] = link.codefield
+            self.attempt(codes.notna().to_numpy(), codes, code_options)
+        if link.use_geometry and "geometry" in frame.columns:
+            geometry = np.asarray(frame.geometry.values, dtype=object)
+            has_point = ~shapely.is_missing(geometry)
+            has_point[has_point] = ~shapely.is_empty(geometry[has_point])
+            empty_text = pd.Series("", index=frame.index, dtype="string")
+            self.attempt(
+                has_point, empty_text, {"mode": "geo", "assetClass": asset_class}, geometry
+            )
+        address = self.address()
+        if address is not None:
+            mask = address.notna().to_numpy()
+            self.address_rows = np.flatnonzero(mask & ~self.arrays["linked"])
+            if record is not None:
+                self.before = {k: v.copy() for k, v in self.arrays.items()}
+            self.address_way(mask, address, fuzzy, None if record is None else record.functions())
+
+    def address(self) -> pd.Series | None:
+        """The address of each row (``join_address`` of the rule's columns), if any."""
+        if self.link is None or not self.link.friendly_columns:
+            return None
+        parts = [_frame_text(self.frame, c) for c in self.link.friendly_columns]
+        present = [p for p in parts if p is not None]
+        return join_address(present) if present else None
+
+    def resume(self, draft: LinkDraft, fuzzy: ModeFunction | None) -> None:
+        """A first pass's ``draft`` with the rows it left to mode fuzzy linked again on the
+        address way, from where they stood before it, with ``fuzzy`` and the answers of
+        the modes before it as recorded (``replayed_by_text``)."""
+        self.arrays = {name: values.copy() for name, values in draft.arrays.items()}
+        rows = draft.rows
+        for name, values in draft.before.items():
+            self.arrays[name][rows] = values
+        if not len(rows):
+            return
+        # The rows' own texts, as the first pass gave them to the address way.
+        texts = pd.Series(draft.arrays["query"], dtype=object)
+        mask = np.zeros(self.n, dtype=bool)
+        mask[rows] = True
+        self.address_way(
+            mask, texts, fuzzy, replayed_by_text(draft.calls, fuzzy or MODE_FUNCTIONS["fuzzy"])
         )
 
-    if link is None or n == 0:
-        return finish()
-    options: dict[str, Any] = {"useExternalLookups": False, **link.options}
-    asset_class = options.get("assetClass")
+    def address_way(
+        self,
+        mask: np.ndarray,
+        texts: pd.Series,
+        fuzzy: ModeFunction | None,
+        modes: Mapping[str, ModeFunction] | None,
+    ) -> None:
+        """The rows of ``mask`` linked by their address ``texts`` with the rule's options,
+        its reviewed decisions and, if it allows them, external lookups."""
+        self.attempt(
+            mask,
+            texts,
+            self.options,
+            reviewed=self.decisions,
+            external=self.geocoder if self.options.get("useExternalLookups") else None,
+            fuzzy=fuzzy,
+            modes=modes,
+        )
 
     def attempt(
+        self,
         mask: np.ndarray,
         texts: pd.Series,
         way_options: Mapping[str, Any],
@@ -156,36 +291,43 @@ def link_rows(
         reviewed: pd.DataFrame | None = None,
         external: Geocoder | None = None,
         fuzzy: ModeFunction | None = None,
+        modes: Mapping[str, ModeFunction] | None = None,
     ) -> None:
+        """One way on the rows of ``mask`` still without an asset."""
+        a = self.arrays
+        linked, reasons, n = a["linked"], a["reasons"], self.n
         rows = np.flatnonzero(mask & ~linked)
         if rows.size == 0:
             return
         way = str(way_options.get("mode"))
-        progress("link", int(linked.sum()), n, detail=f"{rows.size:,} rows by {way}")
+        self.progress("link", int(linked.sum()), n, detail=f"{rows.size:,} rows by {way}")
         queries = pd.DataFrame({"query": texts.iloc[rows].fillna("").astype("str").to_numpy()})
         if geometry is not None:
             queries["geometry"] = geometry[rows]
-        resolved = resolve(index, queries, way_options, geocoder=external, fuzzy=fuzzy, modes=modes)
-        result = apply_decisions(index, resolved, reviewed)
+        resolved = resolve(
+            self.index, queries, way_options, geocoder=external, fuzzy=fuzzy,
+            modes=self.modes if modes is None else modes,
+        )  # fmt: skip
+        result = apply_decisions(self.index, resolved, reviewed)
         found = result["asset_position"].to_numpy() >= 0
         ids = pd.to_numeric(result["asset_id"], errors="coerce").to_numpy()
-        asset_ids[rows[found]] = ids[found].astype(np.int64)
+        a["asset_ids"][rows[found]] = ids[found].astype(np.int64)
         linked[rows[found]] = True
-        mode[rows] = result["mode"].to_numpy(dtype=object)
-        query[rows] = result["query"].to_numpy(dtype=object)
-        accuracy[rows] = pd.to_numeric(result["accuracy"], errors="coerce").to_numpy()
-        candidates[rows] = result["candidates"].fillna(0).to_numpy(dtype=np.int64)
+        a["mode"][rows] = result["mode"].to_numpy(dtype=object)
+        a["query"][rows] = result["query"].to_numpy(dtype=object)
+        a["accuracy"][rows] = pd.to_numeric(result["accuracy"], errors="coerce").to_numpy()
+        a["candidates"][rows] = result["candidates"].fillna(0).to_numpy(dtype=np.int64)
         scored = result["probability"].notna().to_numpy()
         if scored.any():
-            probability[rows[scored]] = result["probability"].to_numpy()[scored]
+            a["probability"][rows[scored]] = result["probability"].to_numpy()[scored]
             bits = result.loc[scored, [f"evidence_{c}" for c in COMPONENTS]].round(3)
             bits.columns = list(COMPONENTS)
             # One JSON object per row, written by pandas on the whole frame at once.
-            evidence[rows[scored]] = bits.to_json(orient="records", lines=True).splitlines()
+            a["evidence"][rows[scored]] = bits.to_json(orient="records", lines=True).splitlines()
         if way_options.get("upgradeExternalLookupToInternalAsset"):
             waiting = pending_places(result)
             if len(waiting):
-                places.append(Places(waiting.frame, _spread(waiting.row_place, rows, n)))
+                self.places.append(Places(waiting.frame, _spread(waiting.row_place, rows, n)))
         missed = rows[~found]
         if missed.size:
             errors = _external_reasons(result, way_options)
@@ -195,39 +337,26 @@ def link_rows(
             described[seen] = earlier[seen].astype(str) + "; " + described[seen]
             reasons[missed] = described
 
-    ids_text = _frame_text(frame, link.id_column)
-    if ids_text is not None:
-        attempt(ids_text.notna().to_numpy(), ids_text, {"mode": "id", "assetClass": asset_class})
-    codes = _frame_text(frame, link.lookup_column)
-    if codes is not None:
-        code_options = {"mode": "code", "assetClass": asset_class}
-        if link.codefield:
-            code_options["codeField"] = link.codefield
-        attempt(codes.notna().to_numpy(), codes, code_options)
-    if link.use_geometry and "geometry" in frame.columns:
-        geometry = np.asarray(frame.geometry.values, dtype=object)
-        has_point = ~shapely.is_missing(geometry)
-        has_point[has_point] = ~shapely.is_empty(geometry[has_point])
-        empty_text = pd.Series("", index=frame.index, dtype="string")
-        attempt(has_point, empty_text, {"mode": "geo", "assetClass": asset_class}, geometry)
-    if link.friendly_columns:
-        parts = [_frame_text(frame, c) for c in link.friendly_columns]
-        present = [p for p in parts if p is not None]
-        if present:
-            address = join_address(present)
-            attempt(
-                address.notna().to_numpy(),
-                address,
-                options,
-                reviewed=decisions,
-                external=geocoder if options.get("useExternalLookups") else None,
-                fuzzy=fuzzy,
-            )
-    progress("link", n, n, detail=f"{int(linked.sum()):,} linked")
-    reasons[linked] = None
-    untried = ~linked & pd.isna(reasons)
-    reasons[untried] = "the row has nothing to find an asset by"
-    return finish()
+    def settle(self) -> None:
+        """Every way tried: a linked row has no reason, a row none could try says so."""
+        a = self.arrays
+        linked, reasons = a["linked"], a["reasons"]
+        if self.link is None or not self.n:
+            return
+        self.progress("link", self.n, self.n, detail=f"{int(linked.sum()):,} linked")
+        reasons[linked] = None
+        untried = ~linked & pd.isna(reasons)
+        reasons[untried] = "the row has nothing to find an asset by"
+
+    def finish(self, prepared: Prepared, reference_field: str | None) -> LinkResult:
+        """The link result of the per-row arrays, once settled."""
+        self.settle()
+        a = self.arrays
+        return _result(
+            self.frame, prepared, reference_field, a["asset_ids"], a["linked"], a["reasons"],
+            a["mode"], a["query"], a["accuracy"], a["candidates"], a["probability"],
+            a["evidence"], _by_row(self.places, self.n),
+        )  # fmt: skip
 
 
 def _result(
@@ -246,7 +375,7 @@ def _result(
     places: Places | None = None,
 ) -> LinkResult:
     ids = pd.Series(pd.arrays.IntegerArray(asset_ids, ~linked), index=frame.index)
-    why = pd.Series(reasons, index=frame.index, dtype="string")
+    why = pd.Series(_strings(reasons), index=frame.index)
     reference = (
         prepared.values[reference_field].astype("string").to_numpy()
         if reference_field and reference_field in prepared.values
@@ -256,17 +385,28 @@ def _result(
         {
             "row": frame.index.to_numpy(),
             "reference": reference,
-            "query": pd.array(query, dtype="string"),
+            "query": _strings(query),
             "asset_id": ids.to_numpy(),
-            "mode": pd.array(mode, dtype="string"),
+            "mode": _strings(mode),
             "accuracy": accuracy,
             "candidates": candidates,
             "err": why.to_numpy(),
             "probability": probability,
-            "evidence": pd.array(evidence, dtype="string"),
+            "evidence": _strings(evidence),
         }
     )
     return LinkResult(asset_ids=ids, reasons=why, links=links, places=places)
+
+
+def _strings(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """An object array of str and missing values as a ``string`` column: through Arrow at
+    once (``pd.array`` converted a million links' four text columns value by value, 1.5 s
+    of CPU), the same dtype and values; anything but text goes the slow way."""
+    try:
+        arrow = pa.array(values, type=pa.large_string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pd.array(values, dtype="string")
+    return pd.arrays.ArrowStringArray(arrow)
 
 
 def _external_reasons(result: pd.DataFrame, options: Mapping[str, Any]) -> np.ndarray:

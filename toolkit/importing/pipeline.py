@@ -87,7 +87,6 @@ from toolkit.importing.results import job_object, result_html, write_rejects
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule, load_rule, numbers_for_text
 from toolkit.importing.scope import existing_keys, import_scope, matching_field, scope_has_records
 from toolkit.importing.streamed import EarlyTransaction, read_ahead
-from toolkit.matching.modes import replayed
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.scratch import scratch_folder
@@ -507,7 +506,7 @@ class ImportRunner:
             with self._stage(outcome, "read"):
                 part = chunked.read(i)
             frame = part.frame
-            modes = None
+            draft = None
             with self._stage(outcome, "validate"):
                 if first_pass is None:
                     prepared = apply_rule(
@@ -518,16 +517,14 @@ class ImportRunner:
                         progress=shown,
                     )
                 else:
-                    prepared, results = first_pass.load(i)
-                    modes = replayed(results, shared["answers"])
-                    del results
+                    prepared, draft = first_pass.load(i)
             linked = Linked(asset_ids=None, problems=no_problems())
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
                     linked = link_assets(
                         self.store, self.asset_index, self.geocoder, job_id, frame, prepared, rule,
-                        outcome, progress=shown, append=i > 0,
-                        shared=shared, modes=modes,
+                        outcome, progress=shown, append=i > 0, shared=shared, draft=draft,
+                        fuzzy=None if draft is None else shared["answers"],
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
@@ -548,7 +545,7 @@ class ImportRunner:
             # Not kept while the next part is read, ruled and linked: the caller has staged
             # the payload on disk and let go of the rest (a 250,000-row part: ~0.3 GiB), and
             # of the first pass's results for it.
-            del part, frame, prepared, linked, payload, modes
+            del part, frame, prepared, linked, payload, draft
 
     def _parts_on(
         self,

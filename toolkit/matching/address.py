@@ -491,6 +491,28 @@ def sequence_keys(words: Words, element: np.ndarray, mask: np.ndarray, ordered: 
     return keys
 
 
+def word_hashes(words: Words, element: np.ndarray, ordered: bool) -> np.ndarray:
+    """Each flat word's part of a ``sequence_keys`` key: its ``element`` hash mixed (with
+    its position when ``ordered``). Worked out once, it serves every mask."""
+    elem = element[words.word_code]
+    if ordered:
+        return mix64(elem ^ (words.position.astype(np.uint64) * _GOLDEN))
+    return mix64(elem)
+
+
+def _keys_of(words: Words, mixed: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``sequence_keys`` of the masked words from their ``word_hashes`` (every word's):
+    the other words add 0 to their row's wrapping sum, so it is the masked words' sum (one
+    pass over the words, no gathers of the masked ones)."""
+    counts = np.bincount(words.row[mask], minlength=words.n_rows).astype(np.uint64)
+    summed = np.where(mask, mixed, np.uint64(0))
+    keys = mix64(_row_sums(summed, words.row, words.n_rows) + counts * _GOLDEN)
+    keys[counts == 0] = 0
+    # 0 means "no key"; a real key of 0 is astronomically unlikely, but never let it match.
+    keys[(counts > 0) & (keys == 0)] = 1
+    return keys
+
+
 KEY_NAMES = (
     "exact_full",
     "exact_street",
@@ -565,13 +587,17 @@ class Analysis:
         sound = string_hashes(soundex_keys(words.vocabulary))
         full = parts.is_street | parts.is_locality
         street = parts.is_street
+        # Each word's hashes once, for the street and the full address alike.
+        exact_ordered = word_hashes(words, exact, ordered=True)
+        sound_ordered = word_hashes(words, sound, ordered=True)
+        sound_any = word_hashes(words, sound, ordered=False)
         return {
-            "exact_full": sequence_keys(words, exact, full, ordered=True),
-            "exact_street": sequence_keys(words, exact, street, ordered=True),
-            "sound_full": sequence_keys(words, sound, full, ordered=True),
-            "sound_street": sequence_keys(words, sound, street, ordered=True),
-            "anyorder_full": sequence_keys(words, sound, full, ordered=False),
-            "anyorder_street": sequence_keys(words, sound, street, ordered=False),
+            "exact_full": _keys_of(words, exact_ordered, full),
+            "exact_street": _keys_of(words, exact_ordered, street),
+            "sound_full": _keys_of(words, sound_ordered, full),
+            "sound_street": _keys_of(words, sound_ordered, street),
+            "anyorder_full": _keys_of(words, sound_any, full),
+            "anyorder_street": _keys_of(words, sound_any, street),
             "postcode": sequence_keys(words, exact, parts.is_postcode, ordered=False),
             "has_locality": np.bincount(
                 words.row[parts.is_locality], minlength=words.n_rows

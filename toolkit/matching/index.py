@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -189,29 +188,6 @@ class KeyTable:
         return position
 
 
-class NamesAhead:
-    """Asset names read before the rest of their table, analysed and made into the fuzzy
-    matcher's asset side in ``pool`` while the rest is read: the analysis and the side
-    (seconds at a million assets, mostly in numpy and Arrow, which let go of the GIL) run
-    beside the reading of the other columns (mostly in the interpreter).
-
-    ``AssetIndex.from_frame(ahead=...)`` takes them only if the names are the frame's own
-    (a write between the two reads changes them: then they are made anew from the frame).
-    """
-
-    def __init__(self, names: pd.Series, pool: Executor) -> None:
-        self.names = _name_column(names)
-        self.analysis = pool.submit(Analysis.of, self.names)
-        self.side = pool.submit(lambda: AssetSide.of_analysis(self.analysis.result()))
-
-    def analysis_of(self, names: pd.Series) -> Analysis | None:
-        """The analysis of ``names`` if they are the names read ahead, else None."""
-        same = len(names) == len(self.names) and pa.array(names.array).equals(
-            pa.array(self.names.array)
-        )
-        return self.analysis.result() if same else None
-
-
 @dataclass
 class AssetIndex:
     """Assets and their precomputed match keys. Build with ``from_frame``, not directly."""
@@ -247,7 +223,6 @@ class AssetIndex:
         *,
         wkb: pa.Array | None = None,
         bounds: np.ndarray | None = None,
-        ahead: NamesAhead | None = None,
     ) -> AssetIndex:
         """Index a (Geo)DataFrame of assets: ``id`` and ``name`` required, others optional.
 
@@ -257,8 +232,7 @@ class AssetIndex:
         has them (the site's store): kept as they are, and the decoded geometries are let
         go once their boxes are taken, as in a loaded index. ``bounds`` with ``wkb`` and no
         geometry column: each WKB's box (xmin, ymin, xmax, ymax; NaN when missing or
-        empty), as the store keeps them: no geometry is decoded. ``ahead``: the names
-        read and analysed beforehand (:class:`NamesAhead`), used if they are these.
+        empty), as the store keeps them: no geometry is decoded.
         """
         if bounds is not None and (wkb is None or _geometry_column(frame) is not None):
             raise MatchingError("boxes are given with WKB geometries, not a geometry column")
@@ -288,8 +262,6 @@ class AssetIndex:
         for name in ASSET_FIELDS:
             if name == "active":
                 assets[name] = _active_flags(table[name]) if name in table else True
-            elif name == "name":
-                assets[name] = _name_column(table[name])
             elif name in table:
                 assets[name] = as_text(table[name]).str.strip()
             else:
@@ -301,10 +273,7 @@ class AssetIndex:
         )
         # The names are analysed once: for their keys now, and for the fuzzy matcher's side
         # when it is first built (it takes the analysis and lets it go).
-        analysis = ahead.analysis_of(assets["name"]) if ahead is not None else None
-        if analysis is None:
-            ahead = None
-            analysis = Analysis.of(assets["name"])
+        analysis = Analysis.of(assets["name"])
         name_keys = pd.DataFrame({**analysis.keys(), **analysis.texts()}, index=assets.index)
         index = cls(
             assets=assets,
@@ -313,10 +282,7 @@ class AssetIndex:
             _geometry=geometry,
             name_keys=name_keys,
         )
-        if ahead is not None:
-            index._derived["fuzzy_ahead"] = ahead.side
-        else:
-            index._derived["analysis"] = analysis
+        index._derived["analysis"] = analysis
         if wkb is not None:
             if len(wkb) != len(frame):
                 raise MatchingError(f"{len(wkb)} WKB geometries for {len(frame)} assets")
@@ -451,9 +417,6 @@ class AssetIndex:
                     return AssetSide.load(self._folder / "fuzzy", len(self))
                 except MatchingError as exc:  # rebuilt: slower, never wrong
                     log.warning("rebuilding the fuzzy matching data: %s", exc)
-            ahead: Future[AssetSide] | None = self._derived.pop("fuzzy_ahead", None)
-            if ahead is not None:
-                return ahead.result()
             analysis = self._derived.pop("analysis", None)
             if analysis is None:
                 analysis = Analysis.of(self.assets["name"])
@@ -610,21 +573,18 @@ class AssetIndex:
         """Write the index to ``out`` as one byte string (for :meth:`loads`): a line
         naming the format, a line of JSON header with each table's size, then each table
         as an Arrow IPC stream (:data:`DUMP_ENCODING`)."""
-        options = ipc.IpcWriteOptions(compression="zstd")
-
-        def encoded(tables: dict[str, pa.Table], prefix: str = "") -> dict[str, pa.Buffer]:
-            buffers = {}
-            for name, table in tables.items():
-                sink = pa.BufferOutputStream()
-                with ipc.new_stream(sink, table.schema, options=options) as writer:
-                    writer.write_table(table)
-                buffers[prefix + name] = sink.getvalue()
-            return buffers
-
-        # The index's own tables first: the fuzzy side may still be in the making.
-        buffers = encoded(self._arrow_tables())
+        buffers = {}
         side_tables, side_header = self.fuzzy_side().tables()
-        buffers.update(encoded(side_tables, "fuzzy:"))
+        tables = {
+            **self._arrow_tables(),
+            **{f"fuzzy:{name}": table for name, table in side_tables.items()},
+        }
+        options = ipc.IpcWriteOptions(compression="zstd")
+        for name, table in tables.items():
+            sink = pa.BufferOutputStream()
+            with ipc.new_stream(sink, table.schema, options=options) as writer:
+                writer.write_table(table)
+            buffers[name] = sink.getvalue()
         header = {
             **self._header(),
             "encoding": DUMP_ENCODING,
@@ -780,11 +740,6 @@ def _geometry_column(frame: pd.DataFrame) -> str | None:
     if name is not None and name in frame.columns:
         return str(name)
     return "geometry" if "geometry" in frame.columns else None
-
-
-def _name_column(values: pd.Series) -> pd.Series:
-    """Asset names as the index keeps and analyses them."""
-    return as_text(values).str.strip()
 
 
 def _active_flags(values: pd.Series) -> pd.Series:

@@ -616,13 +616,20 @@ class FuzzyAnswers:
         return self.result.take(where)
 
 
-class ModeRecord:
-    """Stand-ins for the mode functions on a job's first pass: each mode's result is kept,
-    in call order, until mode fuzzy is called; fuzzy only notes its texts
-    (``FuzzyTexts``) and settles nothing. The second pass gives ``replayed`` the results."""
+# A mode's answers on a job's first pass (``TextRecord``): its name, the distinct texts it
+# left without an asset (None: it was given points, and answers by them), its answer to each.
+RecordedCall = tuple[str, pd.Index | None, ModeResult]
+
+
+class TextRecord:
+    """Stand-ins for the mode functions of a way on a job's first pass: the answers of each
+    mode called before fuzzy to the texts it left without an asset are kept by text, in
+    call order (a mode answers a text the same in any batch); fuzzy only notes its texts
+    (``FuzzyTexts``) and settles nothing. The second pass, over the rows fuzzy was given,
+    gives ``replayed_by_text`` the calls."""
 
     def __init__(self) -> None:
-        self.results: list[ModeResult] = []
+        self.calls: list[RecordedCall] = []
         self.fuzzy = FuzzyTexts()
         self._fuzzy_called = False
 
@@ -634,34 +641,53 @@ class ModeRecord:
                 self._fuzzy_called = True
                 return self.fuzzy(index, batch, options, k)
             result = MODE_FUNCTIONS[name](index, batch, options, k)
-            if not self._fuzzy_called:  # what follows fuzzy depends on it: run anew then
-                self.results.append(result)
+            if self._fuzzy_called:  # what follows fuzzy depends on it: run anew then
+                return result
+            if batch.geometry is not None:
+                self.calls.append((name, None, result))
+                return result
+            # Only what the mode left without an asset goes on to fuzzy: a second pass over
+            # the rows fuzzy was given asks the mode for nothing else.
+            left = np.flatnonzero(result.asset < 0)
+            codes, texts = pd.factorize(batch.text.to_numpy(dtype=object)[left])
+            first = np.empty(len(texts), dtype=np.int64)
+            first[codes[::-1]] = left[::-1]  # each text's first row
+            self.calls.append((name, pd.Index(texts, dtype=object), result.take(first)))
             return result
 
         return {name: partial(call, name) for name in MODE_FUNCTIONS}
 
 
-def replayed(results: list[ModeResult], fuzzy: ModeFunction) -> dict[str, ModeFunction]:
-    """Stand-ins for the mode functions on a job's second pass over a part: each mode
-    called before fuzzy gives what it gave on the first pass (``ModeRecord``: the same
-    calls come in the same order, as nothing before fuzzy depends on it); fuzzy is
-    ``fuzzy``, and any mode after it runs anew."""
-    given = iter(results)
+def replayed_by_text(calls: list[RecordedCall], fuzzy: ModeFunction) -> dict[str, ModeFunction]:
+    """Stand-ins for the mode functions on a job's second pass over some rows of a way: a
+    mode called before fuzzy answers each text as it did on the first pass (``TextRecord``:
+    the same modes come in the same order, though a mode given none of these rows is not
+    called); fuzzy is ``fuzzy``, and any mode after it, given points or asked for
+    candidates runs anew."""
+    given = 0
     fuzzy_called = False
 
     def call(
         name: str, index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
     ) -> ModeResult:
-        nonlocal fuzzy_called
+        nonlocal given, fuzzy_called
         if name == "fuzzy":
             fuzzy_called = True
             return fuzzy(index, batch, options, k)
         if fuzzy_called:
             return MODE_FUNCTIONS[name](index, batch, options, k)
-        result = next(given, None)
-        if result is None or len(result.asset) != len(batch):
-            raise RuntimeError(f"mode {name} was not called so on the first pass")
-        return result
+        for i in range(given, len(calls)):
+            called, texts, result = calls[i]
+            if called != name:
+                continue
+            given = i + 1
+            if texts is None or batch.geometry is not None or k:
+                return MODE_FUNCTIONS[name](index, batch, options, k)
+            where = texts.get_indexer(pd.Index(batch.text.to_numpy(dtype=object)))
+            if bool((where < 0).any()):
+                break
+            return result.take(where)
+        raise RuntimeError(f"mode {name} was not called so on the first pass")
 
     return {name: partial(call, name) for name in MODE_FUNCTIONS}
 

@@ -97,7 +97,7 @@ def resolve_with_candidates(
     in one batch (fuzzy learns its weights from the whole batch), so this is as fine as
     it gets. ``fuzzy`` stands in for ``match_fuzzy`` (with a model fitted for the whole
     job, or noting the texts to fit it on); ``modes`` stand in for the mode functions they
-    name (a job's passes over a part: ``ModeRecord``, ``replayed``)."""
+    name (a job's passes over a part: ``TextRecord``, ``replayed_by_text``)."""
     options = _options(options)
     if k < 0:
         raise OptionError(f"the number of candidates is {k}; it must be 0 or more")

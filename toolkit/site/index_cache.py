@@ -12,7 +12,6 @@ import logging
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import geopandas as gpd
 import numpy as np
@@ -24,7 +23,7 @@ import shapely
 
 from toolkit.errors import ToolkitError
 from toolkit.matching import AssetIndex
-from toolkit.matching.index import ASSET_FIELDS, DUMP_ENCODING, NamesAhead, dump_encoding
+from toolkit.matching.index import ASSET_FIELDS, DUMP_ENCODING, dump_encoding
 from toolkit.store import SiteStore
 from toolkit.store.assets import AssetStore
 
@@ -114,15 +113,11 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
             if encoding != DUMP_ENCODING or index.outdated:
                 _keep(store, stamp, index)
             return index
-    with ThreadPoolExecutor(1, thread_name_prefix="asset-names") as pool:
-        # The names first: their analysis and the fuzzy side are made while the rest is
-        # read and indexed (the side is awaited when the index is kept).
-        ahead = NamesAhead(store.assets.names(), pool)
-        frame, wkb, bounds = site_assets(store)
-        index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds, ahead=ahead)
-        # The frame's texts are not needed to save the index.
-        del frame, wkb, bounds, ahead
-        _keep(store, stamp, index)
+    frame, wkb, bounds = site_assets(store)
+    index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds)
+    # The frame's texts are not needed to save the index.
+    del frame, wkb, bounds
+    _keep(store, stamp, index)
     return index
 
 

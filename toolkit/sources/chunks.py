@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from toolkit.errors import OptionError, SourceError, ToolkitError
+from toolkit.gc_pause import collector_paused
 from toolkit.progress import Progress, no_progress
 from toolkit.sources.csv import (
     _MAX_BLOCK_BYTES,
@@ -47,7 +48,6 @@ from toolkit.sources.geometry import _TYPE_NAMES, geometry_counts, repair_polygo
 from toolkit.sources.read import (
     GeometryColumns,
     _check_file,
-    _collector_paused,
     _merge,
     _readable_as,
     _renamed,
@@ -109,7 +109,7 @@ def read_part(part: Part) -> PartRead:
 
 def read_spatial_part(part: SpatialPart) -> PartRead:
     """The frame of one feature range of a layer, with the problems of its rows."""
-    with _collector_paused():
+    with collector_paused():
         frame, problems, curved = read_spatial_frame(part)
         geoms, repaired = repair_polygons(frame.geometry.to_numpy())
         if repaired:

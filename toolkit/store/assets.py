@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from toolkit.gc_pause import collector_paused
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.gc_pause import collector_paused
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, id_key_frame, json_path, one_row, page_sql
 
@@ -260,17 +260,6 @@ class AssetStore:
             types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get
         )
         return frame
-
-    def names(self) -> pd.Series:
-        """The names of the site's active assets, in the order of :meth:`frame`."""
-        with collector_paused():
-            rows = self.connection.execute(
-                "SELECT name FROM asset WHERE site_id = ? AND status > 0 ORDER BY id",
-                (self.site_id,),
-            ).fetchall()
-            names = pa.array([r[0] for r in rows], type=pa.string())
-            del rows
-        return pd.Series(names, dtype=pd.StringDtype("pyarrow"))
 
     def query(
         self,

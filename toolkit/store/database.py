@@ -273,13 +273,8 @@ class Database:
         try:
             with self._bulk_cache(conn) if bulk else nullcontext():
                 conn.execute("BEGIN IMMEDIATE")
-                try:
+                with _undone_on_error(conn):
                     yield conn
-                except BaseException:
-                    # SQLite may already have rolled back on its own (it does on a full disk).
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
                 if not commit:
                     conn.execute("ROLLBACK")
                     return
@@ -317,12 +312,8 @@ class Database:
     def _postgres_transaction(self, *, commit: bool) -> Iterator[sqlite3.Connection]:
         conn = self.connection
         conn.execute("BEGIN")
-        try:
+        with _undone_on_error(conn):
             yield conn
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         conn.execute("COMMIT" if commit else "ROLLBACK")
 
     def site_id(self, name: str, *, create: bool = False) -> int | None:
@@ -424,3 +415,15 @@ def _statements(script: str) -> list[str]:
         if statement:
             statements.append(statement)
     return statements
+
+
+@contextmanager
+def _undone_on_error(conn: sqlite3.Connection) -> Iterator[None]:
+    """The open transaction rolled back if the block raises (anything, Ctrl+C too)."""
+    try:
+        yield
+    except BaseException:
+        # SQLite may already have rolled back on its own (it does on a full disk).
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
