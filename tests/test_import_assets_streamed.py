@@ -23,7 +23,6 @@ import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
-from toolkit.importing import asset_writes
 from toolkit.importing import parts as parts_module
 from toolkit.importing.pipeline import ImportRequest, ImportRunner
 from toolkit.importing.streamed import read_ahead
@@ -236,55 +235,6 @@ def test_stopping_early_closes_the_parts_and_ends_the_reader(tmp_path: Path, sto
     assert closed_in == ["toolkit-read-ahead"]
     assert _readers() == []
     assert inspect.getgeneratorstate(source) == "GEN_CLOSED"  # not left suspended
-
-
-def test_the_parts_after_the_first_are_planned_by_the_reader_and_only_inserted_by_the_writer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    planned_in: list[str] = []
-    inserted_in: list[str] = []
-    plan_part, write_inserts = asset_writes.plan_part, asset_writes.write_inserts
-
-    def planning(*args: Any, **kwargs: Any) -> Any:
-        planned_in.append(threading.current_thread().name)
-        return plan_part(*args, **kwargs)
-
-    def inserting(*args: Any, **kwargs: Any) -> None:
-        inserted_in.append(threading.current_thread().name)
-        write_inserts(*args, **kwargs)
-
-    monkeypatch.setattr(asset_writes, "plan_part", planning)
-    monkeypatch.setattr(asset_writes, "write_inserts", inserting)
-    code, summary = _import(tmp_path / "site.sqlite", PARTS, _files(tmp_path)["first"])
-    assert code == 0 and summary["counts"]["inserted"] == 36
-    # 8 parts: the first planned by the writer (it reads the existing keys first).
-    main = threading.main_thread().name
-    assert planned_in == [main] + ["toolkit-read-ahead"] * 7
-    assert inserted_in == [main] * 8
-
-
-def test_a_failed_first_insert_stops_the_reader_waiting_to_plan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The first part's write fails before it is planned: the reader, with the second part
-    # read, waits to plan it.
-    def failing(*args: Any, **kwargs: Any) -> None:
-        raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setattr(asset_writes, "existing_keys", failing)
-    site = tmp_path / "site.sqlite"
-    result: list[Any] = []
-    run = threading.Thread(
-        target=lambda: result.append(_import(site, PARTS, _files(tmp_path)["first"]))
-    )
-    run.start()
-    run.join(120)
-    assert not run.is_alive(), "the import hung"
-    code, summary = result[0]
-    assert code == 1 and summary["status"] == "FAILED"
-    assert summary["reason"] == "internal error (OperationalError); nothing was written"
-    assert _readers() == []
-    assert _stored(site)[0] == []
 
 
 # --- a failure while the parts are inserted as read ---------------------------------------

@@ -10,8 +10,7 @@ file's plan and writes the updates. When the parts cannot decide as one part wou
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,13 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.errors import OptionError
-from toolkit.importing.outcome import NO_ROWS, Linked, WriteJob, no_problems
+from toolkit.importing.outcome import NO_ROWS, WriteJob, no_problems
 from toolkit.importing.overwrite import OverwritePlan, normalised_keys
 from toolkit.importing.parts import RowNumbers
 from toolkit.importing.payload import Payload, gives_ids, int_column, taken_at, text_column
-from toolkit.importing.plan import compact_keys, keys_frame, plan_rows
+from toolkit.importing.plan import keys_frame, plan_rows
 from toolkit.importing.request import ImportRequest
-from toolkit.importing.rules import ImportRule, Prepared
+from toolkit.importing.rules import ImportRule
 from toolkit.importing.scope import existing_keys, import_scope, matching_field
 from toolkit.importing.streamed import EarlyTransaction
 from toolkit.model.fieldjson import as_python, id_list
@@ -59,25 +58,6 @@ class EarlyAssets:
     updating: list[tuple[int, Payload]] = field(default_factory=list)
     given_ids: bool | None = None  # decided by the first part that inserts
     keys: list[Any] = field(default_factory=list)  # each part's keys (pa.Array, trimmed)
-    # Set once the first part is planned (the writer's: it reads the existing keys first);
-    # the reader thread then plans each later part (``planned_parts``). Set also, with
-    # ``stopped``, when the import stops, so that a reader waiting for it goes.
-    planning: threading.Event = field(default_factory=threading.Event)
-    stopped: bool = False
-
-    def stop_planning(self) -> None:
-        self.stopped = True
-        self.planning.set()
-
-
-@dataclass(frozen=True)
-class PlannedPart:
-    """What a part's write needs, made before it (by the reader thread, after the first
-    part): its inserts' positions among every kept row, and their columns (None: none)."""
-
-    inserts: np.ndarray
-    assets: NewAssets | None = None
-    given_ids: list[int] | None = None
 
 
 def write_assets(
@@ -132,58 +112,16 @@ def insert_assets(
     """Insert the rows of ``payload`` at ``positions``; with ``ids_given``, under the
     ids of their ``id`` column (refused if a record has one already; ``streaming``: an
     import inserted as read, run again as one part instead)."""
-    assets, given_ids = insert_columns(rule, request, payload, positions, ids_given=ids_given)
-    write_inserts(
-        store, conn, assets, given_ids, actor, now, on_rows=on_rows, streaming=streaming
-    )  # fmt: skip
-
-
-def insert_columns(
-    rule: ImportRule,
-    request: ImportRequest,
-    payload: Payload,
-    positions: np.ndarray,
-    *,
-    ids_given: bool,
-) -> tuple[NewAssets, list[int] | None]:
-    """The columns of the assets the rows of ``payload`` at ``positions`` become, and
-    (``ids_given``) the ids of their ``id`` column: no store is read."""
+    assets = store.assets
     filled = payload.filled
     tags = json.dumps([request.import_tag] if request.import_tag else [])
     wkb = payload.geometry_wkb or [None] * len(filled)
     bounds = payload.bounds if payload.bounds is not None else np.full((len(filled), 4), np.nan)
     inserts = filled.iloc[positions]
-    given_ids = [int(v) for v in as_python(inserts["id"])] if ids_given else None
-    assets = NewAssets(
-        type=text_column(inserts, "type", rule.asset_type or "Asset"),
-        name=as_python(inserts["name"]),
-        code=text_column(inserts, "code", None),
-        friendly=text_column(inserts, "friendly", None),
-        region_id=(as_python(inserts["regionId"]) if "regionId" in inserts else request.region_id),
-        status=int_column(inserts, "status", 1),
-        extra_info=payload.insert_json.iloc[positions].tolist(),
-        geometry=taken_at(wkb, positions),
-        bounds=bounds[positions],
-        source=request.name,
-        tags=tags,
-    )
-    return assets, given_ids
-
-
-def write_inserts(
-    store: SiteStore,
-    conn: Any,
-    assets: NewAssets,
-    given_ids: list[int] | None,
-    actor: Actor,
-    now: int,
-    *,
-    on_rows: Callable[[int], None],
-    streaming: bool,
-) -> None:
-    """Insert ``assets`` (made by :func:`insert_columns`), under ``given_ids`` if given."""
-    if given_ids is not None:
-        taken = store.assets.ids_taken(given_ids)
+    given_ids = None
+    if ids_given:
+        given_ids = [int(v) for v in as_python(inserts["id"])]
+        taken = assets.ids_taken(given_ids)
         if taken and streaming:
             raise Unstreamable  # the error names the whole file's first ten, as one part
         if taken:
@@ -191,7 +129,28 @@ def write_inserts(
                 f"asset id(s) already used: {', '.join(map(str, sorted(taken)[:10]))}; "
                 "import with matchingId id to update them"
             )
-    store.assets.insert_many(conn, assets, actor, now, ids=given_ids, on_rows=on_rows)
+    assets.insert_many(
+        conn,
+        NewAssets(
+            type=text_column(inserts, "type", rule.asset_type or "Asset"),
+            name=as_python(inserts["name"]),
+            code=text_column(inserts, "code", None),
+            friendly=text_column(inserts, "friendly", None),
+            region_id=(
+                as_python(inserts["regionId"]) if "regionId" in inserts else request.region_id
+            ),
+            status=int_column(inserts, "status", 1),
+            extra_info=payload.insert_json.iloc[positions].tolist(),
+            geometry=taken_at(wkb, positions),
+            bounds=bounds[positions],
+            source=request.name,
+            tags=tags,
+        ),
+        actor,
+        now,
+        ids=given_ids,
+        on_rows=on_rows,
+    )
 
 
 def update_assets(
@@ -227,65 +186,6 @@ def update_assets(
     return store.assets.update_many(conn, ids, patches, dict(columns), actor, now)
 
 
-def planned_parts(
-    parts: Iterable[tuple[np.ndarray, Prepared, Linked, Any]],
-    early: EarlyAssets,
-    request: ImportRequest,
-    rule: ImportRule,
-    keys: list[Any],
-    kept_rows: list[RowNumbers],
-) -> Iterator[tuple[np.ndarray, Prepared, Linked, Payload, PlannedPart | None]]:
-    """``parts`` (the local engine's: payloads, not packed), each with its keys and kept
-    rows added to ``keys`` and ``kept_rows`` and, after the first, planned
-    (:func:`plan_part`): meant for the reader thread, so the writer only inserts. The
-    first part is planned by the writer, which reads the existing keys in its
-    transaction; the later parts wait for that."""
-    matching_id = matching_field(rule, request.matching_id)
-    for i, (part, prepared, linked, payload) in enumerate(parts):
-        assert isinstance(payload, Payload)  # made here, not packed by an engine's worker
-        keys.append(compact_keys(payload.values, matching_id))
-        kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
-        planned = None
-        if i:
-            early.planning.wait()
-            if early.stopped:
-                return
-            planned = plan_part(early, request, rule, payload, keys, kept_rows)
-        yield part, prepared, linked, payload, planned
-
-
-def plan_part(
-    early: EarlyAssets,
-    request: ImportRequest,
-    rule: ImportRule,
-    payload: Payload,
-    keys: Sequence[Any],
-    kept_rows: Sequence[RowNumbers],
-) -> PlannedPart:
-    """The whole file's plan for the part just read (``payload``, the last of ``keys``
-    and ``kept_rows``) and its inserts' columns. The parts are planned in order, each
-    once, and read nothing of the store but ``early.existing``."""
-    overwrite = request.overwrite_rule or rule.overwrite_rule
-    matching_id = matching_field(rule, request.matching_id)
-    start, early.kept = early.kept, early.kept + len(payload.filled)
-    plan = part_plan(early, keys, kept_rows, overwrite, matching_id, start)
-    inserts = plan.inserts[plan.inserts >= start]
-    if len(plan.updates) and plan.updates[-1] >= start:
-        early.updating.append((start, payload))
-    if not len(inserts):
-        return PlannedPart(inserts)
-    ids_given = gives_ids(payload.filled, inserts - start)
-    if early.given_ids is None:
-        early.given_ids = ids_given
-    elif early.given_ids and not ids_given:
-        raise Unstreamable
-    assets, given_ids = insert_columns(
-        rule, request, payload, inserts - start, ids_given=bool(early.given_ids)
-    )
-    assets.columns  # noqa: B018 (made here, not in the writer's thread)
-    return PlannedPart(inserts, assets, given_ids)
-
-
 def insert_early(
     store: SiteStore,
     early: EarlyAssets,
@@ -294,14 +194,12 @@ def insert_early(
     payload: Payload,
     keys: Sequence[Any],
     kept_rows: Sequence[RowNumbers],
-    planned: PlannedPart | None,
     *,
     actor: Actor,
     progress: Progress,
 ) -> None:
-    """Insert the rows of the part just read that the whole file's plan inserts, as it is
-    read: ``planned`` already (:func:`planned_parts`), or (the first part) planned here
-    from the first of ``keys`` and ``kept_rows``."""
+    """Insert the rows of the part just read (``payload``, the last of ``keys`` and
+    ``kept_rows``) that the whole file's plan inserts, as it is read."""
     conn = early.transaction.conn
     overwrite = request.overwrite_rule or rule.overwrite_rule
     matching_id = matching_field(rule, request.matching_id)
@@ -312,18 +210,26 @@ def insert_early(
         if overwrite == "deleteAndInsert":
             early.retired = early.existing["id"].to_numpy(dtype=np.int64)
             store.assets.retire_many(conn, id_list(early.retired), actor, early.now)
-    if planned is None:
-        planned = plan_part(early, request, rule, payload, keys[:1], kept_rows[:1])
-        early.planning.set()  # the reader plans the later parts
-    if planned.assets is None:
+    start, early.kept = early.kept, early.kept + len(payload.filled)
+    plan = part_plan(early, keys, kept_rows, overwrite, matching_id, start)
+    inserts = plan.inserts[plan.inserts >= start]
+    if len(plan.updates) and plan.updates[-1] >= start:
+        early.updating.append((start, payload))
+    if not len(inserts):
         return
+    ids_given = gives_ids(payload.filled, inserts - start)
+    if early.given_ids is None:
+        early.given_ids = ids_given
+    elif early.given_ids and not ids_given:
+        raise Unstreamable
     before = sum(len(done) for done in early.inserted)
-    write_inserts(
-        store, conn, planned.assets, planned.given_ids, actor, early.now,
+    insert_assets(
+        store, conn, rule, request, payload, inserts - start, actor, early.now,
+        ids_given=bool(early.given_ids),
         on_rows=lambda n: progress("write", before + n, None, detail="inserting"),
         streaming=True,
     )  # fmt: skip
-    early.inserted.append(planned.inserts)
+    early.inserted.append(inserts)
 
 
 def part_plan(

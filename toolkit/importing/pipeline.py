@@ -31,14 +31,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
-from toolkit.importing.asset_writes import (
-    EarlyAssets,
-    PlannedPart,
-    Unstreamable,
-    insert_early,
-    planned_parts,
-    write_assets,
-)
+from toolkit.importing.asset_writes import EarlyAssets, Unstreamable, insert_early, write_assets
 from toolkit.importing.first_pass import FirstPass, fuzzy_first_pass, part_shown
 from toolkit.importing.item_writes import register_fields, write_items
 from toolkit.importing.link_stage import IndexProvider, link_assets, linked_rows, make_places
@@ -378,28 +371,18 @@ class ImportRunner:
         link_problems = StagedFrames(folder / "rejected", "link")
         first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=no_problems())
-        made = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
+        parts = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
         early = self._early
-        parts: Iterator[
-            tuple[np.ndarray, Prepared, Linked, Payload | PackedPart, PlannedPart | None]
-        ]
         if early is not None:
-            # The next part is read, and planned and made into rows to insert, while this
-            # one is inserted; the parts' keys are kept there.
-            parts = read_ahead(planned_parts(made, early, request, rule, keys, kept_rows))
-        else:
-            parts = ((*part, None) for part in made)
+            # The next part is read while this one is inserted.
+            parts = read_ahead(parts)
         # Left as soon as the parts' loop fails, however it fails (_read_and_write): a
         # failed or refused import stops its reading (and the reader thread) before its
         # transaction is rolled back, and its counts say how far it got.
         so_far = _SoFar(chunked.count)
         stack.enter_context(closing(parts))
-        if early is not None:
-            # First (the stack's last): a reader waiting to plan a part stops waiting,
-            # so that closing the parts can end it.
-            stack.callback(early.stop_planning)
         stack.enter_context(self._stopped(outcome, so_far, early))
-        for part, prepared, linked, payload, planned in parts:
+        for part, prepared, linked, payload in parts:
             packed = payload if isinstance(payload, PackedPart) else None
             so_far.part(
                 len(part), len(payload.rows if isinstance(payload, PackedPart) else payload.filled)
@@ -429,13 +412,12 @@ class ImportRunner:
                     staged.add(payload, len(payload.filled), keep=len(rows) + 1 == chunked.count)
                 elif early is None:
                     joined.append(payload)
-                if early is None:
-                    keys.append(compact_keys(payload.values, matching_id))
-                    kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
-                else:
+                keys.append(compact_keys(payload.values, matching_id))
+                kept_rows.append(RowNumbers(payload.filled.index.to_numpy()))
+                if early is not None:
                     with self._stage(outcome, "store"):
                         insert_early(
-                            self.store, early, request, rule, payload, keys, kept_rows, planned,
+                            self.store, early, request, rule, payload, keys, kept_rows,
                             actor=self._actor(request, job_id), progress=self.progress,
                         )  # fmt: skip
             rule_rejections.add(prepared.rejections)

@@ -6,7 +6,6 @@ import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from toolkit.gc_pause import collector_paused
@@ -45,24 +44,6 @@ class NewAssets:
     bounds: np.ndarray  # (n, 4) min_x, min_y, max_x, max_y; NaN where no geometry
     source: str | None = None
     tags: str = "[]"
-
-    @cached_property
-    def columns(self) -> dict[str, object]:
-        """The asset table's columns of these assets, as the insert binds them (made
-        once: an import makes them before its writer needs them)."""
-        return {
-            "type": self.type,
-            "name": self.name,
-            "code": self.code,
-            "friendly": self.friendly,
-            "region_id": self.region_id,
-            "source": self.source,
-            "status": self.status,
-            "extra_info": self.extra_info,
-            "geometry": self.geometry,
-            **_bounds_lists(self.bounds),
-            "tags": self.tags,
-        }
 
 
 def geometry_columns(geometry: np.ndarray) -> tuple[list[bytes | None], np.ndarray]:
@@ -104,7 +85,19 @@ class AssetStore:
     ) -> list[int]:
         """Insert assets, audited; ``ids`` keeps ids a master system gave them;
         ``on_rows`` hears how many are in so far."""
-        columns = assets.columns
+        columns: dict[str, object] = {
+            "type": assets.type,
+            "name": assets.name,
+            "code": assets.code,
+            "friendly": assets.friendly,
+            "region_id": assets.region_id,
+            "source": assets.source,
+            "status": assets.status,
+            "extra_info": assets.extra_info,
+            "geometry": assets.geometry,
+            **_bounds_lists(assets.bounds),
+            "tags": assets.tags,
+        }
         self.changing(conn)
         self.ensure_types(conn, {assets.type} if isinstance(assets.type, str) else set(assets.type))
         return self.table.insert_many(
