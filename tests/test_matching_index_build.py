@@ -7,7 +7,14 @@ import pandas as pd
 import pytest
 
 from toolkit.matching.address import _per_row_cumsum, _row_sums, mix64
-from toolkit.matching.parsed import _ROW_BITS, KEY_BITS, _Collected, sorted_keys
+from toolkit.matching.parsed import (
+    _ROW_BITS,
+    _SORTED_RUN,
+    KEY_BITS,
+    _Collected,
+    _sort_in_runs,
+    sorted_keys,
+)
 
 
 def _rows(counts: list[int]) -> np.ndarray:
@@ -93,3 +100,21 @@ def test_collected_rows_use_all_the_row_bits() -> None:
     assert list(zip(got_keys.tolist(), got_rows.tolist(), strict=True)) == _reference_pairs(
         rows, keys
     )
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, _SORTED_RUN - 1, _SORTED_RUN, _SORTED_RUN + 1, 5 * _SORTED_RUN + 17]
+)
+def test_sorting_in_runs_sorts_in_place(size: int) -> None:
+    values = np.random.default_rng(size).integers(0, 2**64 - 1, size, dtype=np.uint64)
+    if size:
+        values[: size // 3] = values[-1]  # repeats across runs
+    expected = sorted(values.tolist())
+    _sort_in_runs(values)
+    assert values.tolist() == expected
+    # A strided view is sorted where it lies too.
+    wide = np.random.default_rng(1).integers(0, 1000, 2 * size, dtype=np.uint64)
+    view = wide[::2]
+    expected = sorted(view.tolist())
+    _sort_in_runs(view)
+    assert wide[::2].tolist() == expected
