@@ -158,6 +158,8 @@ class Parsed:
             for name, (mask, separator) in masks.items()
         }
         vocabulary, codes = encode(texts)
+        # Their texts are in ``vocabulary`` now: let go before the keys (the build's peak).
+        del texts, masks
         if blocking:
             key_rows, keys = _blocking_keys(words, parts, alpha, vocabulary, codes)
             del codes["letters"]
@@ -401,9 +403,20 @@ class _Collected:
         if not self.packs:
             rows, keys = self.parts[0::2], self.parts[1::2]
             return sorted_keys(np.concatenate(rows), np.concatenate(keys), self.n_rows)
-        packed = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.uint64)
-        self.parts.clear()
-        return _sorted_packed(packed)
+        # Passed on unnamed, so the sorted pairs' first copy goes once it is compacted.
+        return _sorted_packed(self._joined())
+
+    def _joined(self) -> np.ndarray:
+        """The packed parts as one array, each let go once copied (at a million assets
+        the pairs are held once and a part, not twice)."""
+        parts, self.parts = self.parts, []
+        joined = np.empty(sum(len(p) for p in parts), dtype=np.uint64)
+        at = 0
+        while parts:
+            part = parts.pop(0)
+            joined[at : at + len(part)] = part
+            at += len(part)
+        return joined
 
 
 _ROW_MASK = np.uint64((1 << int(_ROW_BITS)) - 1)
