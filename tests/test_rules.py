@@ -163,6 +163,27 @@ def test_patterns_reject_values_in_the_wrong_form() -> None:
     assert prepared.values["email"].isna().tolist() == [False, True, True]
 
 
+def test_a_pattern_checks_the_cell_without_its_spaces_whether_or_not_they_are_kept() -> None:
+    reason = "is not a 4-digit postcode"
+    rule = ImportRule(
+        name="p",
+        import_type="asset",
+        description="",
+        fields=(
+            FieldRule("trimmed", "a", pattern=r"\d{4}", pattern_reason=reason),
+            FieldRule("kept", "b", trim=False, pattern=r"\d{4}", pattern_reason=reason),
+        ),
+    )
+    frame = _frame({"a": [" 3350 ", "335", "3350"], "b": [" 3350 ", "3350", " 33 50"]})
+    prepared = apply_rule(rule, frame)
+    assert prepared.rejections[["row", "column", "value"]].to_dict("records") == [
+        {"row": 2, "column": "a", "value": "335"},
+        {"row": 3, "column": "b", "value": " 33 50"},
+    ]
+    assert prepared.values["trimmed"].tolist()[::2] == ["3350", "3350"]
+    assert prepared.values["kept"].tolist()[:2] == [" 3350 ", "3350"]
+
+
 def test_other_columns_can_be_kept_as_text_fields() -> None:
     rule = ImportRule(
         name="a",

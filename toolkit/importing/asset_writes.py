@@ -58,6 +58,9 @@ class EarlyAssets:
     updating: list[tuple[int, Payload]] = field(default_factory=list)
     given_ids: bool | None = None  # decided by the first part that inserts
     keys: list[Any] = field(default_factory=list)  # each part's keys (pa.Array, trimmed)
+    rows: int = 0  # the file's rows (all parts)
+    # The asset indexes dropped for the inserts, made again at the end of the write.
+    indexes: list[str] = field(default_factory=list)
 
 
 def write_assets(
@@ -73,13 +76,16 @@ def write_assets(
         payload = parts.only()  # read as one part
         store.assets.retire_many(conn, id_list(plan.retirements), actor, now)
         written.retired()
+        indexes = store.assets.set_aside_indexes(conn, len(plan.inserts))
         if len(plan.inserts):
             insert_assets(
                 store, conn, rule, request, payload, plan.inserts, actor, now,
                 ids_given=gives_ids(payload.filled, plan.inserts),
                 on_rows=written.inserted, streaming=False,
             )  # fmt: skip
-        return update_assets(store, conn, [(payload, plan.updates, plan.update_ids)], actor, now)
+        changed = update_assets(store, conn, [(payload, plan.updates, plan.update_ids)], actor, now)
+        store.assets.restore_indexes(conn, indexes)
+        return changed
     done = np.concatenate(early.inserted) if early.inserted else NO_ROWS
     # The whole file's plan (empty when refused: all is rolled back) is what was done.
     if (len(plan.inserts) and not np.array_equal(done, plan.inserts)) or (
@@ -92,7 +98,10 @@ def write_assets(
     for start, payload in early.updating:
         lo, hi = np.searchsorted(plan.updates, [start, start + len(payload.filled)])
         pieces.append((payload, plan.updates[lo:hi] - start, plan.update_ids[lo:hi]))
-    return update_assets(store, conn, pieces, actor, now)
+    changed = update_assets(store, conn, pieces, actor, now)
+    store.assets.restore_indexes(conn, early.indexes)
+    early.indexes = []
+    return changed
 
 
 def insert_assets(
@@ -120,7 +129,12 @@ def insert_assets(
     inserts = filled.iloc[positions]
     given_ids = None
     if ids_given:
-        given_ids = [int(v) for v in as_python(inserts["id"])]
+        given = inserts["id"]  # every row gives one
+        given_ids = (
+            given.to_numpy(dtype=np.int64).tolist()  # a rule's integer (Int64): no Python loop
+            if pd.api.types.is_integer_dtype(given.dtype)
+            else [int(v) for v in as_python(given)]
+        )
         taken = assets.ids_taken(given_ids)
         if taken and streaming:
             raise Unstreamable  # the error names the whole file's first ten, as one part
@@ -132,14 +146,21 @@ def insert_assets(
     assets.insert_many(
         conn,
         NewAssets(
-            type=text_column(inserts, "type", rule.asset_type or "Asset"),
-            name=as_python(inserts["name"]),
-            code=text_column(inserts, "code", None),
-            friendly=text_column(inserts, "friendly", None),
-            region_id=(
-                as_python(inserts["regionId"]) if "regionId" in inserts else request.region_id
+            # A column no row gives is one value for all (written once by the store).
+            type=(
+                text_column(inserts, "type", rule.asset_type or "Asset")
+                if _given(inserts, "type")
+                else rule.asset_type or "Asset"
             ),
-            status=int_column(inserts, "status", 1),
+            name=as_python(inserts["name"]),
+            code=text_column(inserts, "code", None) if _given(inserts, "code") else None,
+            friendly=(
+                text_column(inserts, "friendly", None) if _given(inserts, "friendly") else None
+            ),
+            region_id=(
+                as_python(inserts["regionId"]) if _given(inserts, "regionId") else request.region_id
+            ),
+            status=int_column(inserts, "status", 1) if _given(inserts, "status") else 1,
             extra_info=payload.insert_json.iloc[positions].tolist(),
             geometry=taken_at(wkb, positions),
             bounds=bounds[positions],
@@ -151,6 +172,11 @@ def insert_assets(
         ids=given_ids,
         on_rows=on_rows,
     )
+
+
+def _given(frame: pd.DataFrame, name: str) -> bool:
+    """Whether some row of ``frame`` gives a value of the column ``name``."""
+    return name in frame and bool(frame[name].notna().any())
 
 
 def update_assets(
@@ -210,6 +236,9 @@ def insert_early(
         if overwrite == "deleteAndInsert":
             early.retired = early.existing["id"].to_numpy(dtype=np.int64)
             store.assets.retire_many(conn, id_list(early.retired), actor, early.now)
+        # The rows beyond the records they may update are about how many will be inserted.
+        matched = 0 if overwrite == "deleteAndInsert" else len(early.existing)
+        early.indexes = store.assets.set_aside_indexes(conn, early.rows - matched)
     start, early.kept = early.kept, early.kept + len(payload.filled)
     plan = part_plan(early, keys, kept_rows, overwrite, matching_id, start)
     inserts = plan.inserts[plan.inserts >= start]

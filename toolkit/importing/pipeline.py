@@ -325,7 +325,8 @@ class ImportRunner:
             self._early = EarlyAssets(
                 EarlyTransaction(
                     lambda: self.store.db.transaction(commit=not request.dry_run, bulk=True)
-                )
+                ),
+                rows=sum(chunked.sizes),
             )
         try:
             with ExitStack() as stack:

@@ -376,7 +376,9 @@ def apply_rule(
         if bad.any():
             problems.append(_reject(frame.index, bad, heading or spec.column, raw, reason))
         if spec.pattern is not None:
-            unlike = (text.notna() & ~text.str.strip().str.fullmatch(spec.pattern)).fillna(False)
+            # (A trimmed field's text has no spaces around it to strip.)
+            trimmed = text if spec.trim else text.str.strip()
+            unlike = (text.notna() & ~trimmed.str.fullmatch(spec.pattern)).fillna(False)
             unlike = unlike.to_numpy(dtype=bool) & ~bad
             if unlike.any():
                 problems.append(

@@ -93,10 +93,10 @@ def _convert(
     kind: str, text: pd.Series, choices: Sequence[str], max_length: int
 ) -> tuple[pd.Series, np.ndarray, str]:
     present = text.notna().to_numpy()
-    stripped = text.str.strip()
     if kind == "text":
         too_long = present & (text.str.len().fillna(0).to_numpy() > max_length)
         return text, too_long, f"is longer than {max_length} characters"
+    stripped = text.str.strip()  # the other kinds read a cell's value without its spaces
     if kind == "integer":
         numbers = pd.to_numeric(stripped, errors="coerce")
         if pd.api.types.is_integer_dtype(numbers.dtype):
