@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from toolkit.allocator import heap_kept_for_reuse
 from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.importing.asset_writes import EarlyAssets, Unstreamable, insert_early, write_assets
 from toolkit.importing.first_pass import FirstPass, fuzzy_first_pass, part_shown
@@ -223,7 +224,8 @@ class ImportRunner:
         jobs.start(job_id)
         outcome = Outcome()
         try:
-            self._pipeline(job_id, request, rule, outcome)
+            with heap_kept_for_reuse():
+                self._pipeline(job_id, request, rule, outcome)
         except ToolkitError as exc:
             # The store failing (a full disk) is the server's trouble, not the request's.
             code = 500 if isinstance(exc, StoreError) else 400
