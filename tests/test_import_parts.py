@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,44 @@ def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
     errors = [str(link[8]) for link in links[""]]
     assert any("fallback fuzzy" in e for e in errors)
     assert any("the row has nothing to find an asset by" in e for e in errors)
+
+
+def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_reader(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fuzzy first pass reads and checks the next part in a thread while it links
+    this one: a failure there (here the rule's, in the third of eight parts) fails the job
+    with its own message and stage, writes nothing, and leaves no reader running."""
+    from toolkit.importing import first_pass
+
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    checked: list[int] = []
+    apply_rule = first_pass.apply_rule
+
+    def failing(rule: Any, frame: Any, **kwargs: Any) -> Any:
+        checked.append(len(checked))
+        if len(checked) == 3:
+            raise RuntimeError("the rule broke on part 3")
+        return apply_rule(rule, frame, **kwargs)
+
+    monkeypatch.setattr(first_pass, "apply_rule", failing)
+    path = tmp_path / "site.sqlite"
+    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+        assert (
+            site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))[
+                "status"
+            ]
+            == "COMPLETE"
+        )
+        event = int(site.create_event({"name": "Flood 2026"})["id"])
+        job = site.run_import(
+            ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+            )
+        )
+    assert job["status"] == "FAILED"
+    assert "failed in stage validate: RuntimeError: the rule broke on part 3" in caplog.text
+    assert checked == [0, 1, 2]  # nothing was read after the failure
+    assert _rows(path, "SELECT count(*) FROM item") == [(0,)]
+    assert _rows(path, "SELECT count(*) FROM import_link") == [(0,)]
+    assert not [t for t in threading.enumerate() if t.name == "toolkit-read-ahead"]

@@ -95,3 +95,20 @@ def test_recording_again_replaces_a_jobs_links(any_site: SiteStore) -> None:
     store.jobs.record_links(job, _part_without_fuzzy())
     assert store.jobs.links(job)["row"].tolist() == [4, 5]
     assert store.jobs.links(job)["evidence"].isna().all()
+
+
+def test_nullable_integers_with_missing_values_are_whole_or_null(any_site: SiteStore) -> None:
+    """An ``Int64`` id or count with a missing value (pandas turns such a column into
+    floats with NaN on the way to numpy) is kept as whole numbers and NULL."""
+    store = any_site
+    job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    part = _part_without_fuzzy()
+    part["asset_id"] = pd.array([100004, None], dtype="Int64")
+    part["candidates"] = pd.array([None, 3], dtype="Int64")
+    store.jobs.record_links(job, part)
+    kept = store.db.connection.execute(
+        "SELECT row, asset_id, candidates FROM import_link WHERE job_id = ? ORDER BY row",
+        (job,),
+    ).fetchall()
+    assert [tuple(r) for r in kept] == [(4, 100004, None), (5, None, 3)]
+    assert all(type(v) is int for r in kept for v in r if v is not None)

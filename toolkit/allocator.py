@@ -6,8 +6,8 @@ to the kernel at once, and the next array of the same size takes it again page b
 at 1,000,000 item rows that was 3.4 million page faults and 15-19 s of system CPU beside
 32 s of user CPU. Keeping up to ``TRIM_THRESHOLD`` free at the top, growing the heap
 ``TOP_PAD`` at a time, and serving arrays below ``MMAP_THRESHOLD`` from the heap rather
-than from fresh mappings halves the faults and saves 8-13 s of CPU for ~80 MiB of peak
-(measured in ``tests/benchmarks/bench_import.py``'s link stage; see README, Speed).
+than from fresh mappings halves the faults and saves about 8 s of its ~50 s of CPU, for
+~80 MiB more at the peak (``tests/benchmarks/bench_import.py``, 1,000,000 item rows).
 Elsewhere (musl, macOS, Windows) this does nothing.
 """
 

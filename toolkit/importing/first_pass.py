@@ -8,7 +8,7 @@ before fuzzy gave on disk for the second pass.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, closing
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from toolkit.importing.partitions import job_fuzzy_answers
 from toolkit.importing.parts import StagedParts, release_unused
 from toolkit.importing.request import ImportRequest
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
+from toolkit.importing.streamed import read_ahead
 from toolkit.progress import Progress
 from toolkit.sources.chunks import ChunkedSource
 from toolkit.store import SiteStore
@@ -81,7 +82,9 @@ def fuzzy_first_pass(
         shared["decisions"] = store.decisions.all()
     staged: StagedParts[FirstPass] = StagedParts(folder / "first-pass")
     texts: list[pd.Series] = []
-    for i in range(chunked.count):
+
+    def ruled(i: int) -> tuple[int, pd.DataFrame, Prepared]:
+        """Part ``i`` read and its rule applied (in the read-ahead thread)."""
         with stage("read"):
             part = chunked.read(i)
         with stage("validate"):
@@ -92,16 +95,22 @@ def fuzzy_first_pass(
                 geometry_columns=part.geometry_columns,
                 progress=part_shown(progress, chunked, i),
             )
-        with stage("link"):
-            draft, fuzzy_texts = draft_links(
-                shared["index"], part.frame, rule, decisions=shared["decisions"]
-            )
-            texts.append(fuzzy_texts)
-            # Each part to disk at once, the last too: the second pass starts with the first.
-            staged.add((prepared, draft), len(part.frame), keep=False)
-        del part, prepared, draft
-        release_unused()
-        progress("fuzzy texts", i + 1, chunked.count, unit="parts")
+        return i, part.frame, prepared
+
+    # The next part is read and checked while this one is linked: the CSV reader and much
+    # of the rule's column work release the GIL, so the two share the two cores.
+    with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:
+        for i, frame, prepared in parts:
+            with stage("link"):
+                draft, fuzzy_texts = draft_links(
+                    shared["index"], frame, rule, decisions=shared["decisions"]
+                )
+                texts.append(fuzzy_texts)
+                # Each part to disk at once, the last too: the second pass starts with it.
+                staged.add((prepared, draft), len(frame), keep=False)
+            del frame, prepared, draft
+            release_unused()
+            progress("fuzzy texts", i + 1, chunked.count, unit="parts")
     with stage("link"):
         shared["answers"] = job_fuzzy_answers(shared["index"], rule, texts)
     return staged

@@ -16,8 +16,10 @@ from toolkit.store.dialect import copy_rows, is_postgres_connection, key_checked
 from toolkit.store.sql import one_row, read_frame
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 else:
+    np = lazy("numpy")
     pd = lazy("pandas")
 
 
@@ -212,7 +214,9 @@ def _link_values(column: pd.Series, kind: str, missing: float | None) -> list[An
     """A link column as Python values of its kind (an asset id as an int even where the
     column is float for its missing values), ``missing`` where a value is missing."""
     if kind == "integer":
-        if column.dtype.kind in "iu":
+        # Only a numpy integer column has no missing value: a nullable one (``Int64``)
+        # would come out of ``to_numpy`` as floats with NaN.
+        if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
             values: list[Any] = column.to_numpy().tolist()
             return values
         column = pd.to_numeric(column).astype("Int64")
