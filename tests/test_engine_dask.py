@@ -7,8 +7,10 @@ from __future__ import annotations
 import csv
 import json
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -248,6 +250,97 @@ def test_fuzzy_links_on_dask_are_the_local_engines(
     assert sum(1 for row in local[1] if "fuzzy" in row) > 0
     assert dask[2] == local[2]
     assert b"fuzzy" in local[2]
+
+
+def _count_link_work() -> None:
+    """In a worker process: count, per partition (its first row number), the rule applied
+    to it, its rows linked from the first way (``_Linker.ways``) and a first pass's draft
+    taken up (``_Linker.resume``, with the rows it leaves to mode fuzzy), until
+    ``_link_work_done``."""
+    from collections import Counter
+
+    import toolkit.importing.linking as linking
+    import toolkit.importing.partitions as partitions
+
+    counts: Counter[tuple[str, int]] = Counter()
+    # The module's own name (partitions imports it), read and set through its namespace.
+    module = vars(partitions)
+    ways, resume, apply_rule = linking._Linker.ways, linking._Linker.resume, module["apply_rule"]
+
+    def first_row(frame: Any) -> int:
+        return int(frame.index[0])
+
+    def counted_ways(self: Any, *args: Any, **kwargs: Any) -> None:
+        counts["ways", first_row(self.frame)] += 1
+        ways(self, *args, **kwargs)
+
+    def counted_resume(self: Any, draft: Any, *args: Any, **kwargs: Any) -> None:
+        counts["resume", first_row(self.frame)] += 1
+        counts["resumed rows", first_row(self.frame)] += len(draft.rows)
+        resume(self, draft, *args, **kwargs)
+
+    def counted_rule(rule: Any, frame: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["rule", first_row(frame)] += 1
+        return apply_rule(rule, frame, *args, **kwargs)
+
+    def done() -> dict[tuple[str, int], int]:
+        linking._Linker.ways, linking._Linker.resume = ways, resume  # type: ignore[method-assign]  # counted, put back by done()
+        module["apply_rule"] = apply_rule
+        return dict(counts)
+
+    linking._Linker.ways, linking._Linker.resume = counted_ways, counted_resume  # type: ignore[method-assign]  # counted, put back by done()
+    module["apply_rule"] = counted_rule
+    linking._link_work_done = done  # type: ignore[attr-defined]  # read back by the test
+
+
+def _link_work_done() -> dict[tuple[str, int], int]:
+    import toolkit.importing.linking as linking
+
+    done: dict[tuple[str, int], int] = linking._link_work_done()  # type: ignore[attr-defined]
+    del linking._link_work_done  # type: ignore[attr-defined]
+    return done
+
+
+def test_a_fuzzy_import_on_dask_rules_and_links_each_partition_once(
+    world: Path, scheduler: str, tmp_path: Path
+) -> None:
+    """Mode fuzzy's first pass leaves each partition's rule result and link draft with the
+    workers; the second pass takes them up and links only the rows fuzzy was given (as the
+    local engine's parts): every partition is ruled once and linked from its first way
+    once, in the worker processes."""
+    import cloudpickle  # type: ignore[import-untyped]  # it has no type hints
+    from distributed import Client
+
+    site = _parcels_site(world, tmp_path / "site.sqlite", _engines(scheduler)["dask"])
+    with Client(scheduler) as client:  # type: ignore[no-untyped-call]  # no type hints
+        # The counters are this module's functions, run in the workers: sent by value.
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        try:
+            client.run(_count_link_work)
+            try:
+                code, text, err = _run(
+                    world, site, _engines(scheduler)["dask"], "--json", "import",
+                    str(world / "damage.csv"), "--type", "item", "--rule",
+                    "damage-assessments", "--event-id", "1", "--region-id", "1",
+                )  # fmt: skip
+            finally:
+                per_worker = client.run(_link_work_done)
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert code == 0, err
+    counts: dict[tuple[str, int], int] = {}
+    for done in per_worker.values():
+        for key, count in done.items():
+            counts[key] = counts.get(key, 0) + count
+    # The file's 391 rows read in partitions of 70 (the reader leaves the ragged row out).
+    starts = sorted(row for what, row in counts if what == "rule")
+    assert len(starts) == 6 and starts[0] == 1
+    for what in ("rule", "ways", "resume"):
+        assert {row: counts[what, row] for row in starts} == dict.fromkeys(starts, 1), what
+    # The second pass linked only the rows fuzzy was given, and fuzzy did link some.
+    resumed = sum(counts["resumed rows", row] for row in starts)
+    assert 0 < resumed < 100
+    assert json.loads(text)["summary"]["linking"]["fuzzy"] > 0
 
 
 def test_a_required_link_rejects_the_same_rows_on_dask(

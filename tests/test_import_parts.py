@@ -280,10 +280,10 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
     this one: a failure there (here the rule's, in the third of eight parts) fails the job
     with its own message and stage, writes nothing, and leaves no reader running."""
     from toolkit.importing import first_pass
+    from toolkit.importing.rules import apply_rule
 
     monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
     checked: list[int] = []
-    apply_rule = first_pass.apply_rule
 
     def failing(rule: Any, frame: Any, **kwargs: Any) -> Any:
         checked.append(len(checked))

@@ -89,6 +89,48 @@ def task_cpu(client: Client) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stage", "cpu", "start", "end"])
 
 
+def _time_links() -> None:
+    """In a worker: the CPU seconds spent linking (``link_rows``, and a fuzzy first pass's
+    ``draft_links``, as the partitions' stages call them), per function, until
+    ``_link_seconds`` takes them."""
+    import toolkit.importing.partitions as partitions
+
+    module = vars(partitions)
+    spent: dict[str, float] = module.setdefault("_bench_link_cpu", {})
+    for name in ("link_rows", "draft_links"):
+        function = module.get(name)
+        if function is None or getattr(function, "_bench_timed", False):
+            continue
+
+        def timed(*args: Any, _name: str = name, _function: Any = function, **kwargs: Any) -> Any:
+            cpu = time.process_time()
+            try:
+                return _function(*args, **kwargs)
+            finally:
+                spent[_name] = spent.get(_name, 0.0) + time.process_time() - cpu
+
+        timed._bench_timed = True  # type: ignore[attr-defined]  # installed once per worker
+        module[name] = timed
+
+
+def _link_seconds() -> dict[str, float]:
+    import toolkit.importing.partitions as partitions
+
+    spent: dict[str, float] = vars(partitions).get("_bench_link_cpu", {})
+    taken = dict(spent)
+    spent.clear()
+    return taken
+
+
+def link_cpu(client: Client) -> dict[str, float]:
+    """CPU seconds the workers spent linking since the last call, per function."""
+    total: dict[str, float] = {}
+    for spent in client.run(_link_seconds).values():
+        for name, seconds in spent.items():
+            total[name] = total.get(name, 0.0) + seconds
+    return total
+
+
 def _load(ref: IndexRef) -> tuple[float, float]:
     cpu, wall = time.process_time(), time.perf_counter()
     loaded_index(ref)
@@ -168,8 +210,11 @@ def compare(
         published, load_wall, load_cpu = publish(client, engine, index)
         cold_s, _, _ = item_import(site, data, event, engine, rule)
         task_cpu(client)
+        client.run(_time_links)
+        link_cpu(client)
         dask_s, dask_cpu, dask = item_import(site, data, event, engine, rule)
         dask_tasks = task_cpu(client)
+        dask_links = link_cpu(client)
         queries = queries_from_file(data / "items.csv", column="Address", code_column="Reference")
         started = time.perf_counter()
         lookup_local = run_lookup(index, queries, LOOKUP)
@@ -210,6 +255,15 @@ def compare(
     )
     print("  dask x2, CPU per partition on the workers (second run):")
     print_stages(dask_tasks)
+    whole = lt["read"] + per_partition
+    print(
+        f"  link stage: local {lt['link']:.2f} s of read+validate+link+prepare "
+        f"{whole:.2f} s ({lt['link'] / whole if whole else 0:.0%}); dask x2, CPU linking on "
+        f"the workers {sum(dask_links.values()):.2f} s of the partitions' "
+        f"{dask_tasks['cpu'].sum():.2f} s ("
+        + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(dask_links.items()))
+        + ")"
+    )
     print(f"  peak memory of a worker: {worker_peak:,.0f} MiB")
     print(
         f"lookup soundex maxRank 3, {len(queries):,} queries: local "
@@ -272,7 +326,9 @@ def main() -> None:
                     task_cpu(client)
                     job_s, job_cpu, summary = item_import(site, data, event, engine, rule)
                     tasks = task_cpu(client)
-                    parts = tasks[tasks["stage"] == "import_read_part"]
+                    # Each partition's (second) pass: read by the worker, or taken up from
+                    # the fuzzy first pass.
+                    parts = tasks[tasks["stage"].isin(["import_read_part", "import_staged_part"])]
                     timings = summary["timings"]
                     print(
                         f"  {workers:>7} {timings['partitions']:8.2f} {len(parts):>6} "

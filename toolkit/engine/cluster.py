@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import pickle
+import shutil
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +29,7 @@ from toolkit.errors import OptionError
 from toolkit.importing.partitions import (
     PartitionWork,
     PartStages,
-    partition_fuzzy_texts,
+    partition_draft,
     partition_packed,
     partition_stages,
 )
@@ -77,14 +80,57 @@ def _import_read_part(
     return rows, replace(read, frame=read.frame.iloc[:0]), _sent(stages)
 
 
-def _fuzzy_texts_part(work: PartitionWork, part: Part | pd.DataFrame, ref: IndexRef) -> pd.Series:
-    """The distinct texts mode fuzzy is given in one partition (read here unless it is a
-    frame already), on a worker: the first pass of fitting its model once per job."""
+def _first_pass_path(work: PartitionWork, i: int) -> Path:
+    """The file where the job's first pass leaves partition ``i``."""
+    assert work.first_pass is not None
+    return Path(work.first_pass) / f"partition-{i:05d}.pickle"
+
+
+def _fuzzy_texts_part(
+    work: PartitionWork, i: int, part: Part | pd.DataFrame, ref: IndexRef
+) -> pd.Series:
+    """The first pass over partition ``i`` (read here unless it is a frame already) of a job
+    whose fuzzy model is fitted once, on a worker: its rule and its links drafted with
+    fuzzy only noting its texts (``partition_draft``) are left in the job's first-pass
+    folder with its row numbers and what reading it found (the second pass reads nothing
+    again); back to the client go only the distinct texts fuzzy was given."""
+    read = None
     if isinstance(part, pd.DataFrame):
-        return partition_fuzzy_texts(work, part, loaded_index(ref))
-    read = read_part(part)
-    work = replace(work, geometry_columns=tuple(read.geometry_columns))
-    return partition_fuzzy_texts(work, read.frame, loaded_index(ref))
+        frame = part
+    else:
+        read = read_part(part)
+        work = replace(work, geometry_columns=tuple(read.geometry_columns))
+        frame = read.frame
+        read = replace(read, frame=frame.iloc[:0])
+    prepared, draft, texts = partition_draft(work, frame, loaded_index(ref))
+    path = _first_pass_path(work, i)
+    # Written whole, then named: a task run again (a worker lost) never leaves half a file.
+    partial_path = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
+    with partial_path.open("wb") as handle:
+        pickle.dump((frame.index, read, prepared, draft), handle, pickle.HIGHEST_PROTOCOL)
+    partial_path.replace(path)
+    return texts
+
+
+def _import_staged_part(
+    work: PartitionWork, i: int, ref: IndexRef
+) -> tuple[pd.Index, PartRead | None, PartStages]:
+    """The second pass over partition ``i``, on a worker: the first pass's rule result and
+    link draft taken up (``partition_stages(first=...)``: only the rows mode fuzzy was
+    given are linked, with the job's model), then its payload, cut to its kept rows and
+    pickled where the partition was read by a worker. Back come its row numbers, what
+    reading it found (None: the client sent it the rows) and its stages."""
+    with _first_pass_path(work, i).open("rb") as handle:
+        # Written by this job's first pass, in its own folder.
+        rows, read, prepared, draft = pickle.load(handle)
+    # An item import (the only one that links): its links and payload need only the row
+    # numbers of the rows as read.
+    frame = pd.DataFrame(index=rows)
+    index = loaded_index(ref)
+    stages = partition_stages(work, frame, index, first=(prepared, draft))
+    if read is not None and work.matching_id is not None:
+        stages = replace(stages, payload=partition_packed(work, rows, read.problems, stages))
+    return rows, read, _sent(stages)
 
 
 def _read_only_part(part: Part, head: int) -> PartRead:
@@ -210,13 +256,19 @@ class DaskEngine:
     ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]:
         """Rule, link and payload of every partition of ``source``, in row order: a staged
         CSV's partitions and a layer's feature ranges are read by the workers; another
-        source's (read whole, as GDAL and openpyxl read) are sent to them. Progress:
+        source's (read whole, as GDAL and openpyxl read) are sent to them. After a first
+        pass (``work.first_pass``) the workers take up what it left of each partition
+        instead, and its folder is removed once every partition is back. Progress:
         partitions done of the total."""
         ref = None if index is None else self.index_ref(index)
         [work_future] = self.client.scatter([work], hash=False)
-        parts = self._parts(source) if source.parts is not None else None
+        staged = work.first_pass is not None
+        read_there = source.parts is not None
+        parts = self._parts(source) if read_there and not staged else None
 
         def submit(i: int) -> Any:
+            if staged:
+                return self.client.submit(_import_staged_part, work_future, i, ref, pure=False)
             if parts is not None:
                 return self.client.submit(_import_read_part, work_future, parts[i], ref, pure=False)
             frame = source.read(i).frame
@@ -224,17 +276,23 @@ class DaskEngine:
 
         total = source.count
         progress("partitions", 0, total, unit="partitions")
-        for i, result in enumerate(self._in_order(submit, total)):
-            if parts is not None:
-                rows, read, stages = result
-                source.learn(i, read)
-                problems = source.named(read.problems)
-            else:
-                stages = result
-                part = source.read(i)
-                rows, problems = part.frame.index, part.problems
-            progress("partitions", i + 1, total, unit="partitions")
-            yield rows, problems, stages
+        try:
+            for i, result in enumerate(self._in_order(submit, total)):
+                if read_there:
+                    rows, read, stages = result
+                    source.learn(i, read)
+                    problems = source.named(read.problems)
+                else:
+                    stages = result[2] if staged else result
+                    part = source.read(i)
+                    rows, problems = part.frame.index, part.problems
+                if staged:
+                    _first_pass_path(work, i).unlink(missing_ok=True)  # taken up: disk freed
+                progress("partitions", i + 1, total, unit="partitions")
+                yield rows, problems, stages
+        finally:
+            if work.first_pass is not None:
+                shutil.rmtree(work.first_pass, ignore_errors=True)
 
     def _in_order(self, submit: Callable[[int], Any], count: int) -> Iterator[Any]:
         """The results of ``submit(i)`` for each ``i`` below ``count``, in order, with at
@@ -252,12 +310,19 @@ class DaskEngine:
             future.release()  # its rows are the client's now; the workers may forget them
             yield result
 
-    def fuzzy_texts(
+    def first_pass(
         self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
-    ) -> list[pd.Series]:
-        """Per partition of ``source``, in row order, the distinct texts mode fuzzy is
-        given there (``partition_fuzzy_texts``), for the client to fit its model once."""
+    ) -> tuple[list[pd.Series], str]:
+        """Mode fuzzy's first pass over every partition of ``source`` on the workers
+        (``_fuzzy_texts_part``): per partition, in row order, the distinct texts fuzzy is
+        given there, for the client to fit its model once; and the folder (in the work
+        folder, which every worker reads) where each partition's rule result and link
+        draft wait for ``run_parts``. Only the texts come back: the rows stay with the
+        workers."""
         ref = self.index_ref(index)
+        folder = self.work_dir / f"first-pass-{uuid.uuid4().hex}"
+        folder.mkdir(parents=True)
+        work = replace(work, first_pass=str(folder))
         [work_future] = self.client.scatter([work], hash=False)
         parts: list[Any] = (
             self._parts(source)
@@ -265,11 +330,15 @@ class DaskEngine:
             else [source.read(i).frame for i in range(source.count)]
         )
         futures = [
-            self.client.submit(_fuzzy_texts_part, work_future, part, ref, pure=False)
-            for part in parts
+            self.client.submit(_fuzzy_texts_part, work_future, i, part, ref, pure=False)
+            for i, part in enumerate(parts)
         ]
-        texts: list[pd.Series] = self._gather(futures, "fuzzy texts", progress)
-        return texts
+        try:
+            texts: list[pd.Series] = self._gather(futures, "fuzzy texts", progress)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return texts, str(folder)
 
     def read_parts(self, source: ChunkedSource, progress: Progress, head: int = 0) -> Any:
         """Read every partition of ``source`` on the workers, so that its report is whole;

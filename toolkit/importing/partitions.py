@@ -2,8 +2,9 @@
 
 :func:`partition_stages` is rule, link and payload of one partition (pure, row by row);
 :class:`StageEngine` is what runs it over a source's partitions; mode fuzzy's model is
-fitted once per job from every partition's texts (``job_fuzzy_*``). The plan and the write
-stay with the runner (``pipeline``), one transaction.
+fitted once per job from every partition's texts (``job_fuzzy_*``), gathered by a first
+pass (:func:`partition_draft`) whose rule results and link drafts the second pass takes
+up. The plan and the write stay with the runner (``pipeline``), one transaction.
 """
 
 from __future__ import annotations
@@ -17,19 +18,13 @@ from typing import TYPE_CHECKING, Protocol
 import pandas as pd
 
 from toolkit.importing.link_stage import required_missing
-from toolkit.importing.linking import LinkResult, link_rows
+from toolkit.importing.linking import LinkDraft, LinkResult, draft_links, link_rows
 from toolkit.importing.outcome import Linked, kept_mask
 from toolkit.importing.parts import PackedPart
 from toolkit.importing.payload import Payload, prepare_payload
 from toolkit.importing.plan import compact_keys
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
-from toolkit.matching.modes import (
-    FuzzyAnswers,
-    FuzzyTexts,
-    ModeFunction,
-    fuzzy_model,
-    match_fuzzy,
-)
+from toolkit.matching.modes import FuzzyAnswers, ModeFunction, fuzzy_model, match_fuzzy
 from toolkit.matching.options import LookupOptions
 from toolkit.matching.probabilistic import Model
 from toolkit.progress import Progress
@@ -57,6 +52,9 @@ class PartitionWork:
     # kept rows and pickled (``partition_packed``); None (asset and user imports, joined
     # for their write): whole.
     matching_id: str | None = None
+    # Where the job's first pass left each partition's rule result and link draft (a folder
+    # every worker can read; ``StageEngine.first_pass``); None: no first pass.
+    first_pass: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,18 +85,35 @@ class StageEngine(Protocol):
         progress: Progress,
     ) -> Iterator[tuple[pd.Index, list[SourceProblem], PartStages]]: ...
 
-    def fuzzy_texts(
+    def first_pass(
         self, work: PartitionWork, source: ChunkedSource, index: AssetIndex, progress: Progress
-    ) -> list[pd.Series]: ...
+    ) -> tuple[list[pd.Series], str]:
+        """Mode fuzzy's first pass (:func:`partition_draft`) over every partition: the
+        distinct texts fuzzy is given in each, in row order, and where the partitions'
+        rule results and link drafts wait for the second pass (``PartitionWork.first_pass``:
+        ``run_parts`` then links only the rows fuzzy was given)."""
+        ...
 
 
 def partition_stages(
-    work: PartitionWork, frame: pd.DataFrame, index: AssetIndex | None
+    work: PartitionWork,
+    frame: pd.DataFrame,
+    index: AssetIndex | None,
+    first: tuple[Prepared, LinkDraft] | None = None,
 ) -> PartStages:
     """Rule, link and payload of one partition: pure, row by row, so the parts of a
-    frame give exactly what the whole frame gives (``frame``'s index: row numbers)."""
+    frame give exactly what the whole frame gives (``frame``'s index: row numbers). With
+    the ``first`` pass's rule result and link draft of an item import's partition
+    (:func:`partition_draft`), its rule is not applied again and only the rows mode fuzzy
+    was given are linked (``frame`` needs only its index then)."""
     rule = work.rule
-    prepared = apply_rule(rule, frame, path=work.path, geometry_columns=list(work.geometry_columns))
+    draft = None
+    if first is None:
+        prepared = apply_rule(
+            rule, frame, path=work.path, geometry_columns=list(work.geometry_columns)
+        )
+    else:
+        prepared, draft = first
     link = None
     if work.links:
         assert index is not None
@@ -113,6 +128,7 @@ def partition_stages(
             reference_field=rule.matching_id,
             decisions=work.decisions,
             fuzzy=fuzzy,
+            draft=draft,
         )
     payload = prepare_payload(
         rule, prepared.values, prepared.cleared, frame, may_update=work.may_update
@@ -147,18 +163,19 @@ def partition_packed(
     )
 
 
-def partition_fuzzy_texts(work: PartitionWork, frame: pd.DataFrame, index: AssetIndex) -> pd.Series:
-    """The distinct texts (first-occurrence order) that mode fuzzy is given in one
-    partition: the first pass of a job whose fuzzy model is fitted once for all of it."""
+def partition_draft(
+    work: PartitionWork, frame: pd.DataFrame, index: AssetIndex
+) -> tuple[Prepared, LinkDraft, pd.Series]:
+    """The first pass over one partition of a job whose fuzzy model is fitted once for all
+    of it, as the local engine's over a part (``first_pass``): the rule's result, the
+    links drafted with fuzzy only noting its texts (``draft_links``), and those texts,
+    distinct in first-occurrence order. The second pass takes up the first two
+    (``partition_stages(first=...)``)."""
     prepared = apply_rule(
         work.rule, frame, path=work.path, geometry_columns=list(work.geometry_columns)
     )
-    texts = FuzzyTexts()
-    link_rows(
-        index, frame, prepared, work.rule, reference_field=work.rule.matching_id,
-        decisions=work.decisions, fuzzy=texts,
-    )  # fmt: skip
-    return texts.distinct()
+    draft, texts = draft_links(index, frame, work.rule, decisions=work.decisions)
+    return prepared, draft, texts
 
 
 def job_fuzzy_model(

@@ -57,7 +57,7 @@ from toolkit.importing.partitions import (
     StageEngine,
     job_fuzzy_answers,
     job_fuzzy_model,
-    partition_fuzzy_texts,
+    partition_draft,
     partition_stages,
 )
 from toolkit.importing.parts import (
@@ -107,7 +107,7 @@ __all__ = [
     "job_object",
     "matching_field",
     "materialise_data",
-    "partition_fuzzy_texts",
+    "partition_draft",
     "partition_stages",
     "plan_rows",
     "prepare_payload",
@@ -561,9 +561,12 @@ class ImportRunner:
             index = self.asset_index() if links and self.asset_index is not None else None
             if "fuzzy" in _link_ways(rule) and index is not None:
                 # Mode fuzzy fits its model (EM) on the texts it is given: a first pass
-                # gathers the whole job's, the client fits once, every partition uses it.
-                texts = engine.fuzzy_texts(work, chunked, index, self.progress)
-                work = replace(work, fuzzy_model=job_fuzzy_model(index, rule, texts))
+                # gathers the whole job's, the client fits once, and the second pass
+                # links with it only the rows fuzzy was given (the first pass's drafts).
+                texts, drafts = engine.first_pass(work, chunked, index, self.progress)
+                work = replace(
+                    work, fuzzy_model=job_fuzzy_model(index, rule, texts), first_pass=drafts
+                )
             done = iter(engine.run_parts(work, chunked, index, self.progress))
         for i in range(chunked.count):
             started = time.perf_counter()

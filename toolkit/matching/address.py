@@ -316,10 +316,16 @@ def word_flags(vocabulary: np.ndarray) -> dict[str, np.ndarray]:
 
 def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
     """Inclusive cumulative count of ``flag`` within each row (flat arrays sorted by row)."""
-    total = np.concatenate([[0], np.cumsum(flag, dtype=np.int64)])
+    # Two word-long arrays made, not four (a running total, its copy past a leading 0, a
+    # gather and the difference): at a million names each is 47 MiB of fresh pages.
+    total = np.empty(len(flag) + 1, dtype=np.int64)
+    total[0] = 0
+    np.cumsum(flag, dtype=np.int64, out=total[1:])
     counts = np.bincount(row, minlength=n_rows)
     starts = np.cumsum(counts) - counts
-    cumulative: np.ndarray = total[1:] - total[starts][row]
+    # The total before each row's first word, repeated over the row's words (rows sorted).
+    cumulative = np.repeat(total[starts], counts)
+    np.subtract(total[1:], cumulative, out=cumulative)
     return cumulative
 
 
@@ -445,9 +451,12 @@ def soundex_keys(vocabulary: np.ndarray) -> np.ndarray:
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def mix64(values: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: a cheap, well-spread 64-bit hash of each uint64 value."""
-    z = values.astype(np.uint64, copy=True)
+def mix64(values: np.ndarray, *, copy: bool = True) -> np.ndarray:
+    """splitmix64 finaliser: a cheap, well-spread 64-bit hash of each uint64 value.
+
+    ``copy=False``: a uint64 ``values`` the caller made for this is mixed in place (no
+    second array of its size)."""
+    z = values.astype(np.uint64, copy=copy)
     z ^= z >> np.uint64(30)
     z *= np.uint64(0xBF58476D1CE4E5B9)
     z ^= z >> np.uint64(27)
@@ -464,9 +473,13 @@ def string_hashes(values: np.ndarray) -> np.ndarray:
 def _row_sums(values: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
     """Wrapping uint64 sum of ``values`` per row (flat arrays sorted by row)."""
     counts = np.bincount(row, minlength=n_rows)
-    ends = np.cumsum(counts)
-    total = np.concatenate([[np.uint64(0)], np.cumsum(values, dtype=np.uint64)])
-    sums: np.ndarray = total[ends] - total[ends - counts]
+    # One pass summing each row's run of values in place of a running total of them all
+    # (a word-long array); the wrapping sums are the same.
+    present = counts > 0
+    sums = np.zeros(n_rows, dtype=np.uint64)
+    if len(values):
+        starts = np.cumsum(counts) - counts
+        sums[present] = np.add.reduceat(values.astype(np.uint64, copy=False), starts[present])
     return sums
 
 
@@ -494,10 +507,10 @@ def sequence_keys(words: Words, element: np.ndarray, mask: np.ndarray, ordered: 
 def word_hashes(words: Words, element: np.ndarray, ordered: bool) -> np.ndarray:
     """Each flat word's part of a ``sequence_keys`` key: its ``element`` hash mixed (with
     its position when ``ordered``). Worked out once, it serves every mask."""
-    elem = element[words.word_code]
+    elem = element[words.word_code]  # a new array, mixed in place
     if ordered:
-        return mix64(elem ^ (words.position.astype(np.uint64) * _GOLDEN))
-    return mix64(elem)
+        elem ^= words.position.astype(np.uint64) * _GOLDEN
+    return mix64(elem, copy=False)
 
 
 def _keys_of(words: Words, mixed: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -506,7 +519,7 @@ def _keys_of(words: Words, mixed: np.ndarray, mask: np.ndarray) -> np.ndarray:
     pass over the words, no gathers of the masked ones)."""
     counts = np.bincount(words.row[mask], minlength=words.n_rows).astype(np.uint64)
     summed = np.where(mask, mixed, np.uint64(0))
-    keys = mix64(_row_sums(summed, words.row, words.n_rows) + counts * _GOLDEN)
+    keys = mix64(_row_sums(summed, words.row, words.n_rows) + counts * _GOLDEN, copy=False)
     keys[counts == 0] = 0
     # 0 means "no key"; a real key of 0 is astronomically unlikely, but never let it match.
     keys[(counts > 0) & (keys == 0)] = 1
