@@ -174,6 +174,65 @@ def test_a_short_street_name_one_letter_wrong_links() -> None:
     ].tolist()
 
 
+def _one_edit_neighbours(text: str, letters: str) -> set[str]:
+    """Every text one edit (OSA: a letter changed, added, dropped, or two swapped) away."""
+    out = {text[:i] + c + text[i:] for i in range(len(text) + 1) for c in letters}
+    out |= {text[:i] + text[i + 1 :] for i in range(len(text))}
+    out |= {text[:i] + c + text[i + 1 :] for i in range(len(text)) for c in letters}
+    out |= {text[:i] + text[i + 1] + text[i] + text[i + 2 :] for i in range(len(text) - 1)}
+    return out - {text}
+
+
+def test_texts_one_edit_apart_score_above_the_near_miss_floor() -> None:
+    # near_miss measures edits only where Jaro-Winkler reaches NEAR_MISS_MIN_SIMILARITY: that
+    # loses no near miss only if every pair one edit apart scores above it. The worst cases
+    # are short texts of few letters repeated (greedy matching and transpositions); every
+    # such text is tried.
+    from itertools import product
+
+    from rapidfuzz import process
+    from rapidfuzz.distance import JaroWinkler
+
+    left: list[str] = []
+    right: list[str] = []
+    for letters, longest in (("AB", 9), ("ABC", 7), ("ABCD", 5)):
+        for n in range(prob.NEAR_MISS_MIN_LENGTH - 1, longest + 1):
+            for chars in product(letters, repeat=n):
+                text = "".join(chars)
+                for other in _one_edit_neighbours(text, letters):
+                    if max(len(text), len(other)) >= prob.NEAR_MISS_MIN_LENGTH:
+                        left.append(text)
+                        right.append(other)
+    sim = process.cpdist(left, right, scorer=JaroWinkler.normalized_similarity, workers=-1)
+    assert len(sim) > 100_000
+    assert sim.min() == pytest.approx(0.738, abs=0.001)  # AABCBAB / BABCBAB
+    assert sim.min() > prob.NEAR_MISS_MIN_SIMILARITY + 0.1
+
+
+def test_near_misses_are_those_of_measuring_every_pair() -> None:
+    # Pairs one edit apart (and others), short and long: near_miss raises exactly the pairs
+    # that measuring every pair's edits and lengths would.
+    rng = np.random.default_rng(3)
+    letters = "ABCDEKLMNORST"
+    words = ["".join(rng.choice(list(letters), rng.integers(2, 10))) for _ in range(3000)]
+    left = np.array(words, dtype=object)
+    edited = [sorted(_one_edit_neighbours(w, letters))[rng.integers(0, 20)] for w in words[:1500]]
+    right = np.array(edited + list(rng.choice(words, 1500)), dtype=object)
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA, JaroWinkler
+
+    sim = process.cpdist(left, right, scorer=JaroWinkler.normalized_similarity)
+    at = np.arange(len(left))
+    raised = sim.copy()
+    prob.near_miss(left, right, raised, at)
+    distance = process.cpdist(left, right, scorer=OSA.distance)
+    longer = np.array([max(len(a), len(b)) for a, b in zip(left, right, strict=True)])
+    near = (sim < prob.TEXT_BANDS[0]) & (distance <= 1) & (longer >= prob.NEAR_MISS_MIN_LENGTH)
+    assert near.sum() > 300
+    expected = np.where(near, prob.TEXT_BANDS[0], sim)
+    np.testing.assert_array_equal(raised, expected)
+
+
 def _town_names() -> list[str]:
     return [
         "12 SMITH STREET KEW",

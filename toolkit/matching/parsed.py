@@ -265,21 +265,30 @@ def encode(texts: dict[str, pa.Array]) -> tuple[np.ndarray, dict[str, np.ndarray
 def subset_words(analysis: Analysis) -> tuple[Words, Structure, np.ndarray]:
     """The words and structure of only the distinct strings ``analysis`` uses (a fallback
     batch shares the whole batch's analysis), and each row's string among them."""
-    used, row_code = np.unique(analysis.codes, return_inverse=True)
     words, parts = analysis.words, analysis.parts
-    wanted = np.full(words.n_rows, -1, dtype=np.int64)
-    wanted[used] = np.arange(len(used))
+    used, wanted = _renumbered(analysis.codes, words.n_rows)
     keep = wanted[words.row] >= 0
-    word_used, word_code = np.unique(words.word_code[keep], return_inverse=True)
+    word_used, word_wanted = _renumbered(words.word_code[keep], len(words.vocabulary))
     sub = Words(
         wanted[words.row[keep]],
         words.position[keep],
-        word_code.astype(np.int64),
+        word_wanted[words.word_code[keep]],
         words.vocabulary[word_used],
         len(used),
     )
     sub_parts = Structure(*(getattr(parts, f)[keep] for f in Structure.__dataclass_fields__))
-    return sub, sub_parts, row_code.astype(np.int64)
+    return sub, sub_parts, wanted[analysis.codes]
+
+
+def _renumbered(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``codes`` (each below ``size``) in order, and each code's number among
+    them (-1: unused): ``np.unique``'s answer by a mark and a running count, not its sort
+    (0.4 s of CPU for the 250,000 fuzzy texts of a 1M import)."""
+    mark = np.zeros(size, dtype=bool)
+    mark[codes] = True
+    number = np.cumsum(mark, dtype=np.int64) - 1
+    number[~mark] = -1
+    return np.flatnonzero(mark), number
 
 
 def _blocking_keys(

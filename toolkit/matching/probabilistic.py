@@ -99,13 +99,11 @@ class _Texts:
         present = np.flatnonzero((left != 0) & (right != 0))
         if len(present):
             # The object arrays go in as they are: copying them to lists first cost as much.
+            left_texts, right_texts = self.left[left[present]], self.right[right[present]]
             sim[present] = process.cpdist(
-                self.left[left[present]],
-                self.right[right[present]],
-                scorer=JaroWinkler.normalized_similarity,
-                workers=-1,
+                left_texts, right_texts, scorer=JaroWinkler.normalized_similarity, workers=-1
             )
-            near_miss(self.left[left[present]], self.right[right[present]], sim, present)
+            near_miss(left_texts, right_texts, sim, present)
         return sim
 
     def jaro_winkler_many(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
@@ -154,23 +152,30 @@ class _Texts:
 # KGAN/KHAN, CZOK/COOK, GREN/GREEN) count as a near match even where Jaro–Winkler, weak on
 # short words, scores them lower: random names are seldom one edit apart.
 NEAR_MISS_MIN_LENGTH = 4
+# Texts one edit apart, the longer of NEAR_MISS_MIN_LENGTH or more, score at least 0.738 in
+# Jaro–Winkler (AABCBAB/BABCBAB; searched exhaustively over short texts of few letters, the
+# worst case, in tests): only pairs scoring this or more can be near misses, so only they
+# are measured (of the candidates' pairs below the first band, about one in six).
+NEAR_MISS_MIN_SIMILARITY = 0.6
 
 
 def near_miss(left: np.ndarray, right: np.ndarray, sim: np.ndarray, at: np.ndarray) -> None:
     """Raise ``sim[at]`` to the first band where the texts ``left``/``right`` (one pair per
     position of ``at``) are one edit apart and the longer at least NEAR_MISS_MIN_LENGTH long."""
-    below = np.flatnonzero(sim[at] < TEXT_BANDS[0])
+    near_sim = sim[at]
+    below = np.flatnonzero((near_sim < TEXT_BANDS[0]) & (near_sim >= NEAR_MISS_MIN_SIMILARITY))
     if not len(below):
         return
     distance = process.cpdist(
         left[below], right[below], scorer=OSA.distance, score_cutoff=1, workers=-1
     )
+    # Lengths only of the few pairs one edit apart (counted per text, under the GIL).
+    one_edit = below[distance <= 1]
     lengths = np.maximum(
-        np.fromiter(map(len, left[below]), np.int64, len(below)),
-        np.fromiter(map(len, right[below]), np.int64, len(below)),
+        np.fromiter(map(len, left[one_edit]), np.int64, len(one_edit)),
+        np.fromiter(map(len, right[one_edit]), np.int64, len(one_edit)),
     )
-    near = below[(distance <= 1) & (lengths >= NEAR_MISS_MIN_LENGTH)]
-    sim[at[near]] = TEXT_BANDS[0]
+    sim[at[one_edit[lengths >= NEAR_MISS_MIN_LENGTH]]] = TEXT_BANDS[0]
 
 
 def _text_level(sim: np.ndarray) -> np.ndarray:
