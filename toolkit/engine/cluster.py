@@ -38,7 +38,7 @@ from toolkit.matching.lookup import LookupResult, run_lookup
 from toolkit.matching.modes import FuzzyTexts, fuzzy_model, match_fuzzy
 from toolkit.matching.probabilistic import Model
 from toolkit.progress import Progress
-from toolkit.scratch import scratch_folder
+from toolkit.scratch import ScratchFolder, scratch_folder
 from toolkit.sources import SourceProblem
 from toolkit.sources.chunks import ChunkedSource, CsvPart, Part, PartRead, read_part
 
@@ -183,6 +183,9 @@ class DaskEngine:
         )
         # The last index published: the object (cheap to recognise) and its reference.
         self._published: tuple[AssetIndex, IndexRef] | None = None
+        # First passes' folders (by path) until their second pass ends: scratch folders,
+        # so a client killed in between leaves none behind for good (toolkit.scratch).
+        self._first_passes: dict[str, ScratchFolder] = {}
 
     @property
     def dashboard_link(self) -> str | None:
@@ -292,7 +295,7 @@ class DaskEngine:
                 yield rows, problems, stages
         finally:
             if work.first_pass is not None:
-                shutil.rmtree(work.first_pass, ignore_errors=True)
+                self._first_pass_done(work.first_pass)
 
     def _in_order(self, submit: Callable[[int], Any], count: int) -> Iterator[Any]:
         """The results of ``submit(i)`` for each ``i`` below ``count``, in order, with at
@@ -320,9 +323,11 @@ class DaskEngine:
         draft wait for ``run_parts``. Only the texts come back: the rows stay with the
         workers."""
         ref = self.index_ref(index)
-        folder = self.work_dir / f"first-pass-{uuid.uuid4().hex}"
-        folder.mkdir(parents=True)
-        work = replace(work, first_pass=str(folder))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        scratch = ScratchFolder("toolkit-first-pass-", self.work_dir)
+        folder = str(scratch.path)
+        self._first_passes[folder] = scratch
+        work = replace(work, first_pass=folder)
         [work_future] = self.client.scatter([work], hash=False)
         parts: list[Any] = (
             self._parts(source)
@@ -336,9 +341,17 @@ class DaskEngine:
         try:
             texts: list[pd.Series] = self._gather(futures, "fuzzy texts", progress)
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            self._first_pass_done(folder)
             raise
-        return texts, str(folder)
+        return texts, folder
+
+    def _first_pass_done(self, folder: str) -> None:
+        """Remove a first pass's folder (and let go of its lock)."""
+        scratch = self._first_passes.pop(folder, None)
+        if scratch is not None:
+            scratch.remove()
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def read_parts(self, source: ChunkedSource, progress: Progress, head: int = 0) -> Any:
         """Read every partition of ``source`` on the workers, so that its report is whole;
