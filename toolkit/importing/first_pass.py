@@ -16,7 +16,7 @@ import pandas as pd
 
 from toolkit.errors import OptionError
 from toolkit.importing.link_stage import IndexProvider
-from toolkit.importing.linking import LinkDraft, draft_links
+from toolkit.importing.linking import LinkDraft, draft_links, warm_link_index
 from toolkit.importing.partitions import job_fuzzy_answers
 from toolkit.importing.parts import StagedParts, release_unused
 from toolkit.importing.request import ImportRequest
@@ -100,6 +100,10 @@ def fuzzy_first_pass(
     # The next part is read and checked while this one is linked: the CSV reader and much
     # of the rule's column work release the GIL, so the two share the two cores.
     with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:
+        with stage("link"):
+            # What the index builds on first use (2-3 s at a million assets) is built
+            # while the first part is read and checked, where this thread would wait.
+            warm_link_index(shared["index"], rule)
         for i, frame, prepared in parts:
             with stage("link"):
                 draft, fuzzy_texts = draft_links(
