@@ -35,7 +35,13 @@ from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.importing.asset_writes import EarlyAssets, Unstreamable, insert_early, write_assets
 from toolkit.importing.first_pass import FirstPass, fuzzy_first_pass, part_shown
 from toolkit.importing.item_writes import register_fields, write_items
-from toolkit.importing.link_stage import IndexProvider, link_assets, linked_rows, make_places
+from toolkit.importing.link_stage import (
+    IndexProvider,
+    LinkRecorder,
+    link_assets,
+    linked_rows,
+    make_places,
+)
 from toolkit.importing.outcome import (
     NO_ROWS,
     Kept,
@@ -486,6 +492,33 @@ class ImportRunner:
                 self.store, self.asset_index, self.progress, partial(self._stage, outcome),
                 request, rule, chunked, folder, shared,
             )  # fmt: skip
+        # Each part's links are recorded while the next is linked; all are recorded
+        # before the parts' write (which may record them again, with places made).
+        links = rule.import_type == "item" and rule.asset_link is not None
+        recorder = LinkRecorder(self.store) if links and chunked.count > 1 else None
+        with ExitStack() as ends:
+            if recorder is not None:
+                ends.callback(recorder.close)
+            yield from self._local_parts(
+                job_id, request, rule, chunked, may_update, outcome, shared, first_pass, recorder
+            )
+            if recorder is not None:
+                with self._stage(outcome, "link"):
+                    recorder.finish()
+
+    def _local_parts(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        may_update: bool,
+        outcome: Outcome,
+        shared: dict[str, Any],
+        first_pass: StagedParts[FirstPass] | None,
+        recorder: LinkRecorder | None,
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
+        """:meth:`_parts` on this process, after the first pass if there is one."""
         for i in range(chunked.count):
             shown = part_shown(self.progress, chunked, i)
             with self._stage(outcome, "read"):
@@ -509,7 +542,7 @@ class ImportRunner:
                     linked = link_assets(
                         self.store, self.asset_index, self.geocoder, job_id, frame, prepared, rule,
                         outcome, progress=shown, append=i > 0, shared=shared, draft=draft,
-                        fuzzy=None if draft is None else shared["answers"],
+                        fuzzy=None if draft is None else shared["answers"], recorder=recorder,
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
