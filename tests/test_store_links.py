@@ -11,8 +11,8 @@ import threading
 import pandas as pd
 import pytest
 
-from toolkit.importing.link_stage import LinkRecorder
 from toolkit.store import SiteStore
+from toolkit.store.link_recorder import LinkRecorder
 
 NAN = math.nan
 
@@ -158,7 +158,7 @@ def test_a_part_the_recorder_cannot_write_is_raised_and_the_parts_before_stay(
     # Let go on the caller's own failure instead, the writer's is logged, not raised.
     recorder = LinkRecorder(store)
     recorder.record(job, _part_with_fuzzy().iloc[:1], append=True)
-    with caplog.at_level(logging.WARNING, logger="toolkit.importing.link_stage"):
+    with caplog.at_level(logging.WARNING, logger="toolkit.store.link_recorder"):
         recorder.close()
     assert "recording an import's links failed" in caplog.text
     assert store.jobs.links(job)["row"].tolist() == [1, 2, 3]

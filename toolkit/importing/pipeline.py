@@ -35,13 +35,7 @@ from toolkit.errors import NotFoundError, OptionError, StoreError, ToolkitError
 from toolkit.importing.asset_writes import EarlyAssets, Unstreamable, insert_early, write_assets
 from toolkit.importing.first_pass import FirstPass, fuzzy_first_pass, part_shown
 from toolkit.importing.item_writes import register_fields, write_items
-from toolkit.importing.link_stage import (
-    IndexProvider,
-    LinkRecorder,
-    link_assets,
-    linked_rows,
-    make_places,
-)
+from toolkit.importing.link_stage import IndexProvider, link_assets, linked_rows, make_places
 from toolkit.importing.outcome import (
     NO_ROWS,
     Kept,
@@ -93,6 +87,7 @@ from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceReport
 from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
+from toolkit.store.link_recorder import LinkRecorder
 
 if TYPE_CHECKING:
     from toolkit.matching import Geocoder
