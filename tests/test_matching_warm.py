@@ -111,3 +111,25 @@ def test_a_way_with_wrong_options_is_left_for_the_linking_to_refuse() -> None:
     index = AssetIndex.from_frame(asset_frame())
     warm_link_index(index, _rule("propnum", maxRank=7))  # not a rank: soundex not warmed
     assert not any(isinstance(b, tuple) and b[0][0].startswith("sound") for b in _built(index))
+
+
+def test_only_the_ways_the_file_gives_rows_to_are_warmed() -> None:
+    """A file without the id and code columns (headings matched as the linking matches
+    them: trimmed, any case) and without geometry warms only the address way."""
+    index = AssetIndex.from_frame(asset_frame())
+    warm_link_index(index, _rule("propnum"), columns=["Reference", " address "], geometry=False)
+    assert _built(index) == {
+        (("exact_full", "Property"), False),
+        (("exact_street/bare", "Property"), False),
+        (("exact_street", "Property"), False),
+        (("sound_full", "Property"), False),
+        (("sound_street/bare", "Property"), False),
+        (("sound_street", "Property"), False),
+    }
+    index = AssetIndex.from_frame(asset_frame())
+    warm_link_index(index, _rule("propnum"), columns=["PROPERTY NUMBER"], geometry=True)
+    assert _built(index) == {
+        (("code:propnum", "Property"), True),
+        (("stripped:propnum", "Property"), True),
+        "box_grid",
+    }

@@ -17,7 +17,7 @@ makes none) and links the row to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,23 +167,36 @@ def draft_links(
     return LinkDraft(linker.arrays, rows, before, record.calls), texts
 
 
-def warm_link_index(index: AssetIndex, rule: ImportRule) -> None:
+def warm_link_index(
+    index: AssetIndex,
+    rule: ImportRule,
+    *,
+    columns: Collection[str] | None = None,
+    geometry: bool = True,
+) -> None:
     """Build in ``index`` what linking ``rule``'s rows builds there on first use (the key
     tables and grid of each way's modes: ``warm_index``), e.g. while the first rows are
-    read. Only a head start: a way whose options are wrong is left to fail where the rows
-    are linked, as it would have, and then only if some row takes that way."""
+    read: of the ways the file's ``columns`` (None: any) and ``geometry`` give rows to (a
+    table of a million codes not needed is 100 MiB held for nothing). Only a head start:
+    a way whose options are wrong is left to fail where the rows are linked, as it would
+    have, and then only if some row takes that way."""
     link = rule.asset_link
     if link is None:
         return
+    headings = None if columns is None else {c.strip().casefold() for c in columns}
+
+    def given(column: str | None) -> bool:
+        return column is not None and (headings is None or column.strip().casefold() in headings)
+
     asset_class = link.options.get("assetClass")
     ways: list[dict[str, Any]] = []
-    if link.id_column:
+    if given(link.id_column):
         ways.append({"mode": "id", "assetClass": asset_class})
-    if link.lookup_column:
+    if given(link.lookup_column):
         ways.append({"mode": "code", "assetClass": asset_class, "codeField": link.codefield})
-    if link.use_geometry:
+    if link.use_geometry and geometry:
         ways.append({"mode": "geo", "assetClass": asset_class})
-    if link.friendly_columns:
+    if any(given(c) for c in link.friendly_columns):
         ways.append(dict(link.options))
     for way in ways:
         try:

@@ -516,21 +516,22 @@ class ImportRunner:
         """:meth:`_parts` on this process, after the first pass if there is one."""
         for i in range(chunked.count):
             shown = part_shown(self.progress, chunked, i)
-            with self._stage(outcome, "read"):
-                part = chunked.read(i)
-            frame = part.frame
             draft = None
-            with self._stage(outcome, "validate"):
-                if first_pass is None:
+            if first_pass is None:
+                with self._stage(outcome, "read"):
+                    part = chunked.read(i)
+                with self._stage(outcome, "validate"):
                     prepared = apply_rule(
                         rule,
-                        frame,
+                        part.frame,
                         path=request.name,
                         geometry_columns=part.geometry_columns,
                         progress=shown,
                     )
-                else:
-                    prepared, draft = first_pass.load(i)
+            else:
+                with self._stage(outcome, "validate"):
+                    prepared, draft, part = first_pass.load(i)
+            frame = part.frame
             linked = Linked(asset_ids=None, problems=no_problems())
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
