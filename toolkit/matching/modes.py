@@ -771,7 +771,7 @@ def _fuzzy_decided(
     if not len(scored.q):  # none of these queries has a candidate
         result.explained = np.full(n, -1, dtype=np.int64)
         result.probability = np.full(n, np.nan)
-        result.evidence = np.full((n, scored.bits.shape[1]), np.nan)
+        result.evidence = np.full((n, len(probabilistic.COMPONENTS)), np.nan)
         _no_match(result, NO_FUZZY_CANDIDATE)
         return result
     best = scored.best
@@ -780,7 +780,7 @@ def _fuzzy_decided(
     p_best = np.where(has, scored.probability[safe], np.nan)
     result.explained = np.where(has, row_asset[scored.a[safe]], -1)
     result.probability = p_best
-    result.evidence = np.where(has[:, None], scored.bits[safe], np.nan)
+    result.evidence = np.where(has[:, None], scored.bits(safe), np.nan)
     n_same = np.where(has, per_row[scored.a[safe]], 0)
     second = scored.second
     p_second = np.where(second >= 0, scored.probability[np.maximum(second, 0)], 0.0)
