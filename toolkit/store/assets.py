@@ -268,8 +268,24 @@ class AssetStore:
     def frame(self, *, active_only: bool = True, bounds: bool = False) -> pd.DataFrame:
         """Every asset of the site as columns (geometry as WKB), to build a matching index;
         ``bounds`` adds each geometry's box as stored (float, NaN where NULL)."""
+        frame: pd.DataFrame = self.columns(active_only=active_only, bounds=bounds).to_pandas(
+            types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get
+        )
+        return frame
+
+    def columns(
+        self,
+        *,
+        active_only: bool = True,
+        bounds: bool = False,
+        names: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The columns ``names`` (default: :data:`FRAME_COLUMNS`, and the boxes with
+        ``bounds``) of every asset of the site as an Arrow table, by id: what an index is
+        built from, without a pandas copy of each WKB (a million Python bytes objects)."""
         status = "AND status > 0" if active_only else ""
-        names = self.FRAME_COLUMNS + (self.BOUNDS_COLUMNS if bounds else ())
+        if names is None:
+            names = self.FRAME_COLUMNS + (self.BOUNDS_COLUMNS if bounds else ())
         # A million rows make a million tuples, each of which would set off the cyclic
         # collector's scans of everything tracked (a third of the read's CPU); they hold
         # no cycles.
@@ -283,12 +299,9 @@ class AssetStore:
                 f"SELECT {', '.join(names)} FROM asset WHERE site_id = ? {status} ORDER BY id",
                 (self.site_id,),
             ).fetchall()
-            table = _rows_table(rows, names)
+            table = _rows_table(rows, tuple(names))
             del rows
-        frame: pd.DataFrame = table.to_pandas(
-            types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get
-        )
-        return frame
+        return table
 
     def query(
         self,
