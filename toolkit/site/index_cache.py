@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import logging
-import tempfile
 import threading
 import time
 
@@ -141,12 +140,10 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
 
 def _keep(store: SiteStore, stamp: str, index: AssetIndex) -> None:
     """Cache ``index`` in the site file as the index of assets of ``stamp``."""
-    # Spooled to disk past 64 MiB: a million assets' index is a few hundred.
-    with tempfile.SpooledTemporaryFile(max_size=64 * 2**20) as spool:
-        index.dump(spool)
-        spool.seek(0)
-        # A busy or read-only file: matching still works, only slower next time.
-        store.index_cache.put(stamp, spool)
+    # Stored from Arrow's buffers as they are: spooling a million assets' dump to a file
+    # first wrote and read 200 MiB more (0.3 s of CPU).
+    # A busy or read-only file: matching still works, only slower next time.
+    store.index_cache.put(stamp, index.dump_parts())
 
 
 INDEX_RECHECK_S = 2.0
