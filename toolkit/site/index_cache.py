@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import shapely
 
+from toolkit.allocator import heap_kept_for_reuse
 from toolkit.errors import ToolkitError
 from toolkit.matching import AssetIndex
 from toolkit.matching.index import ASSET_FIELDS, DUMP_ENCODING, dump_encoding
@@ -130,11 +131,15 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
             if encoding != DUMP_ENCODING or index.outdated:
                 _keep(store, stamp, index)
             return index
-    frame, wkb, bounds = site_assets(store)
-    index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds)
-    # The frame's texts are not needed to save the index.
-    del frame, wkb, bounds
-    _keep(store, stamp, index)
+    # The build makes and drops arrays of a million values over and over: kept in the
+    # heap for the next one rather than faulted in afresh (12% fewer page faults, about
+    # 1 s less CPU of ~12.5 at a million parcels, for ~60 MiB more at the peak).
+    with heap_kept_for_reuse():
+        frame, wkb, bounds = site_assets(store)
+        index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds)
+        # The frame's texts are not needed to save the index.
+        del frame, wkb, bounds
+        _keep(store, stamp, index)
     return index
 
 
