@@ -87,6 +87,7 @@ from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceReport
 from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
+from toolkit.store.link_recorder import LinkRecorder
 
 if TYPE_CHECKING:
     from toolkit.matching import Geocoder
@@ -486,30 +487,58 @@ class ImportRunner:
                 self.store, self.asset_index, self.progress, partial(self._stage, outcome),
                 request, rule, chunked, folder, shared,
             )  # fmt: skip
+        # Each part's links are recorded while the next is linked; all are recorded
+        # before the parts' write (which may record them again, with places made).
+        links = rule.import_type == "item" and rule.asset_link is not None
+        recorder = LinkRecorder(self.store) if links and chunked.count > 1 else None
+        with ExitStack() as ends:
+            if recorder is not None:
+                ends.callback(recorder.close)
+            yield from self._local_parts(
+                job_id, request, rule, chunked, may_update, outcome, shared, first_pass, recorder
+            )
+            if recorder is not None:
+                with self._stage(outcome, "link"):
+                    recorder.finish()
+
+    def _local_parts(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        may_update: bool,
+        outcome: Outcome,
+        shared: dict[str, Any],
+        first_pass: StagedParts[FirstPass] | None,
+        recorder: LinkRecorder | None,
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
+        """:meth:`_parts` on this process, after the first pass if there is one."""
         for i in range(chunked.count):
             shown = part_shown(self.progress, chunked, i)
-            with self._stage(outcome, "read"):
-                part = chunked.read(i)
-            frame = part.frame
             draft = None
-            with self._stage(outcome, "validate"):
-                if first_pass is None:
+            if first_pass is None:
+                with self._stage(outcome, "read"):
+                    part = chunked.read(i)
+                with self._stage(outcome, "validate"):
                     prepared = apply_rule(
                         rule,
-                        frame,
+                        part.frame,
                         path=request.name,
                         geometry_columns=part.geometry_columns,
                         progress=shown,
                     )
-                else:
-                    prepared, draft = first_pass.load(i)
+            else:
+                with self._stage(outcome, "validate"):
+                    prepared, draft, part = first_pass.load(i)
+            frame = part.frame
             linked = Linked(asset_ids=None, problems=no_problems())
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
                     linked = link_assets(
                         self.store, self.asset_index, self.geocoder, job_id, frame, prepared, rule,
                         outcome, progress=shown, append=i > 0, shared=shared, draft=draft,
-                        fuzzy=None if draft is None else shared["answers"],
+                        fuzzy=None if draft is None else shared["answers"], recorder=recorder,
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
