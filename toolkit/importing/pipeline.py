@@ -80,12 +80,12 @@ from toolkit.importing.request import (
 from toolkit.importing.results import job_object, result_html, write_rejects
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule, load_rule, numbers_for_text
 from toolkit.importing.scope import existing_keys, import_scope, matching_field, scope_has_records
-from toolkit.importing.streamed import EarlyTransaction, read_ahead
+from toolkit.importing.streamed import EarlyTransaction, read_ahead, read_in_turn
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceReport
-from toolkit.sources.chunks import ChunkedSource, read_chunks
+from toolkit.sources.chunks import ChunkedSource, PartRead, read_chunks
 from toolkit.store import Actor, SiteStore
 
 if TYPE_CHECKING:
@@ -486,10 +486,31 @@ class ImportRunner:
                 self.store, self.asset_index, self.progress, partial(self._stage, outcome),
                 request, rule, chunked, folder, shared,
             )  # fmt: skip
+        # An asset import read ahead of its write reads its next part while this one is
+        # ruled and prepared (the read is most of the reader's work, and lets go of the GIL).
+        reads = read_in_turn(chunked.count, chunked.read, ahead=self._early is not None)
+        with closing(reads):
+            yield from self._parts_read(
+                job_id, request, rule, chunked, reads, first_pass, shared, may_update, outcome
+            )  # fmt: skip
+
+    def _parts_read(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        reads: Iterator[PartRead],
+        first_pass: StagedParts[FirstPass] | None,
+        shared: dict[str, Any],
+        may_update: bool,
+        outcome: Outcome,
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
+        """:meth:`_parts` of the parts ``reads`` gives, read here."""
         for i in range(chunked.count):
             shown = part_shown(self.progress, chunked, i)
             with self._stage(outcome, "read"):
-                part = chunked.read(i)
+                part = next(reads)
             frame = part.frame
             draft = None
             with self._stage(outcome, "validate"):
