@@ -312,6 +312,26 @@ def test_stopping_early_closes_the_parts_and_ends_the_reader(tmp_path: Path, sto
     assert inspect.getgeneratorstate(source) == "GEN_CLOSED"  # not left suspended
 
 
+def test_a_new_key_repeated_in_a_later_part_is_refused_as_one_part_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """A first import (no record has the key yet) whose row 30 repeats row 2's code, five
+    parts apart: the parts inserted as read keep row 2 and refuse row 30, as the file
+    read as one part does; stored assets, audit and summary alike."""
+    rows = [{**r, "id": ""} for r in _rows()]
+    rows[29]["code"] = rows[1]["code"]
+    source = _write(tmp_path / "repeats.csv", rows)
+    results = []
+    for name, env in (("parts", PARTS), ("one", ONE_PART)):
+        site = tmp_path / f"{name}.sqlite"
+        code, summary = _import(site, env, source)
+        results.append((code, summary, _stored(site)))
+    assert results[0] == results[1]
+    code, summary, (assets, _) = results[0]
+    assert (code, summary["counts"]["inserted"], summary["counts"]["rejected"]) == (0, 35, 1)
+    assert [a[3] for a in assets].count(rows[1]["code"]) == 1
+
+
 def test_parts_read_in_turn_come_in_order_the_next_read_meanwhile() -> None:
     """``read_in_turn`` gives each part in order; while the caller holds part i, part
     i + 1 is read in another thread (at most one ahead); a part that fails to read is
