@@ -19,13 +19,14 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyogrio
 import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
 from toolkit.importing import parts as parts_module
 from toolkit.importing.pipeline import ImportRequest, ImportRunner
-from toolkit.importing.streamed import read_ahead
+from toolkit.importing.streamed import read_ahead, read_in_turn
 from toolkit.store import SiteStore
 from toolkit.store.assets import AssetStore
 
@@ -330,6 +331,111 @@ def test_stopping_early_closes_the_parts_and_ends_the_reader(tmp_path: Path, sto
     assert closed_in == ["toolkit-read-ahead"]
     assert _readers() == []
     assert inspect.getgeneratorstate(source) == "GEN_CLOSED"  # not left suspended
+
+
+def test_a_new_key_repeated_in_a_later_part_is_refused_as_one_part_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """A first import (no record has the key yet) whose row 30 repeats row 2's code, five
+    parts apart: the parts inserted as read keep row 2 and refuse row 30, as the file
+    read as one part does; stored assets, audit and summary alike."""
+    rows = [{**r, "id": ""} for r in _rows()]
+    rows[29]["code"] = rows[1]["code"]
+    source = _write(tmp_path / "repeats.csv", rows)
+    results = []
+    for name, env in (("parts", PARTS), ("one", ONE_PART)):
+        site = tmp_path / f"{name}.sqlite"
+        code, summary = _import(site, env, source)
+        results.append((code, summary, _stored(site)))
+    assert results[0] == results[1]
+    code, summary, (assets, _) = results[0]
+    assert (code, summary["counts"]["inserted"], summary["counts"]["rejected"]) == (0, 35, 1)
+    assert [a[3] for a in assets].count(rows[1]["code"]) == 1
+
+
+def test_parts_read_in_turn_come_in_order_the_next_read_meanwhile() -> None:
+    """``read_in_turn`` gives each part in order; while the caller holds part i, part
+    i + 1 is read in another thread (at most one ahead); a part that fails to read is
+    raised when it is asked for, after the parts before it."""
+    started: list[int] = []
+    ahead = threading.Event()
+
+    def read(i: int) -> int:
+        started.append(i)
+        if i == 1:
+            ahead.set()
+        if i == 3:
+            raise ValueError("row 31: cannot read")
+        return i * 10
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="row 31"):
+        for part in read_in_turn(5, read, ahead=True):
+            if part == 0:
+                assert ahead.wait(10)  # part 1 is read while part 0 is held
+            got.append(part)
+            assert max(started) <= len(got)  # never more than one ahead
+    assert got == [0, 10, 20] and started == [0, 1, 2, 3]
+    assert list(read_in_turn(3, lambda i: i, ahead=False)) == [0, 1, 2]
+
+
+def test_parts_read_in_turn_closed_early_leave_no_read_running() -> None:
+    """Closed while part 1 is still being read, the generator returns once that read
+    has ended (nothing is left reading the file), and no later part is begun."""
+    release = threading.Event()
+    ended: list[int] = []
+
+    def read(i: int) -> int:
+        if i == 1:
+            release.wait(10)
+        ended.append(i)
+        return i
+
+    reading = read_in_turn(4, read, ahead=True)
+    assert next(reading) == 0
+    threading.Timer(0.2, release.set).start()
+    reading.close()
+    assert ended == [0, 1]
+    assert not [t for t in threading.enumerate() if t.name.startswith("toolkit-read-part")]
+
+
+def test_a_late_shapefile_part_that_fails_to_read_writes_nothing(
+    sqlite_site: SiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 3,000 parcels in parts of 1,000: the third part is read in a thread of its own
+    while the second is ruled, and the disk fails that read (an I/O error injected at
+    GDAL's read of those features): the job fails naming the file, the parts inserted
+    before are rolled back and no reader is left."""
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "1000")
+    read = pyogrio.read_dataframe
+    reads: list[tuple[int, str]] = []
+
+    def failing(source: Any, **options: Any) -> Any:
+        skip = int(options.get("skip_features", 0))
+        reads.append((skip, threading.current_thread().name))
+        if skip >= 2000:
+            raise pyogrio.errors.DataSourceError("I/O error reading features 2001 to 3000")
+        return read(source, **options)
+
+    monkeypatch.setattr(pyogrio, "read_dataframe", failing)
+    before = _site_counts(sqlite_site)
+    runner = ImportRunner(sqlite_site, rule_paths=[RULES], user_id="officer")
+    job = runner.run(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+    assert (job["status"], job["code"]) == ("FAILED", 400)
+    assert job["summary"]["reason"] == (
+        f"{SAMPLE / 'parcels.zip'}: parcels.shp: cannot read: "
+        "I/O error reading features 2001 to 3000"
+    )
+    assert _site_counts(sqlite_site) == before
+    assert [skip for skip, _ in reads] == [0, 1000, 2000]
+    assert {name.split("_")[0] for _, name in reads} == {"toolkit-read-part"}
+    assert _readers() == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("toolkit-read-part")]
+    # With the disk well again, the same import goes through.
+    monkeypatch.setattr(pyogrio, "read_dataframe", read)
+    job = runner.run(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+    assert job["status"] == "COMPLETE"
+    assert job["summary"]["counts"]["inserted"] == 3000
 
 
 # --- a failure while the parts are inserted as read ---------------------------------------

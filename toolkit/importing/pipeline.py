@@ -80,12 +80,12 @@ from toolkit.importing.request import (
 from toolkit.importing.results import job_object, result_html, write_rejects
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule, load_rule, numbers_for_text
 from toolkit.importing.scope import existing_keys, import_scope, matching_field, scope_has_records
-from toolkit.importing.streamed import EarlyTransaction, read_ahead
+from toolkit.importing.streamed import EarlyTransaction, read_ahead, read_in_turn
 from toolkit.names import IMPORT_TYPES
 from toolkit.progress import Progress, no_progress
 from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceReport
-from toolkit.sources.chunks import ChunkedSource, read_chunks
+from toolkit.sources.chunks import ChunkedSource, PartRead, read_chunks
 from toolkit.store import Actor, SiteStore
 from toolkit.store.link_recorder import LinkRecorder
 
@@ -491,12 +491,17 @@ class ImportRunner:
         # before the parts' write (which may record them again, with places made).
         links = rule.import_type == "item" and rule.asset_link is not None
         recorder = LinkRecorder(self.store) if links and chunked.count > 1 else None
+        # An asset import read ahead of its write reads its next part while this one is
+        # ruled and prepared (the read is most of the reader's work, and lets go of the GIL).
+        reads = read_in_turn(chunked.count, chunked.read, ahead=self._early is not None)
         with ExitStack() as ends:
+            ends.enter_context(closing(reads))
             if recorder is not None:
                 ends.callback(recorder.close)
             yield from self._local_parts(
-                job_id, request, rule, chunked, may_update, outcome, shared, first_pass, recorder
-            )
+                job_id, request, rule, chunked, reads, may_update, outcome, shared, first_pass,
+                recorder,
+            )  # fmt: skip
             if recorder is not None:
                 with self._stage(outcome, "link"):
                     recorder.finish()
@@ -507,19 +512,21 @@ class ImportRunner:
         request: ImportRequest,
         rule: ImportRule,
         chunked: ChunkedSource,
+        reads: Iterator[PartRead],
         may_update: bool,
         outcome: Outcome,
         shared: dict[str, Any],
         first_pass: StagedParts[FirstPass] | None,
         recorder: LinkRecorder | None,
     ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
-        """:meth:`_parts` on this process, after the first pass if there is one."""
+        """:meth:`_parts` on this process, of the parts ``reads`` gives (taken only where
+        no first pass kept what is needed of them)."""
         for i in range(chunked.count):
             shown = part_shown(self.progress, chunked, i)
             draft = None
             if first_pass is None:
                 with self._stage(outcome, "read"):
-                    part = chunked.read(i)
+                    part = next(reads)
                 with self._stage(outcome, "validate"):
                     prepared = apply_rule(
                         rule,

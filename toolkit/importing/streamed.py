@@ -2,9 +2,12 @@
 
 An asset import's parts are read (GDAL, PROJ and shapely release the GIL) in a thread
 one part ahead of the write, which inserts each part as it comes (SQLite releases the GIL
-while it steps): :func:`read_ahead`. The write is still one transaction, opened before the
-first part is inserted and ended after the last (:class:`EarlyTransaction`): a failure
-anywhere in between rolls every part back, so the import stays all or nothing.
+while it steps): :func:`read_ahead`; and in that thread, the file's next part is read
+in one more while this one is ruled and prepared (:func:`read_in_turn`): reading, the
+longest of the three, no longer waits for the other two. The write is still one
+transaction, opened before the first part is inserted and ended after the last
+(:class:`EarlyTransaction`): a failure anywhere in between rolls every part back, so the
+import stays all or nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, Generic, TypeVar, cast
 
@@ -78,6 +82,30 @@ def _read_ahead(items: Iterator[T]) -> Generator[T | None, None, None]:
     finally:
         stop.set()
         thread.join()
+
+
+def read_in_turn(count: int, read: Callable[[int], T], *, ahead: bool) -> Generator[T, None, None]:
+    """``read(0)`` to ``read(count - 1)`` in order; with ``ahead``, ``read(i + 1)`` runs
+    in a thread of its own while the caller works on ``read(i)`` (at most one is read
+    ahead). An exception reading is raised here, where the caller asks for that part;
+    closed early, this returns once the part being read ahead is done: nothing is left
+    reading (what it read, or why it failed, is dropped)."""
+    if not ahead or count < 2:
+        for i in range(count):
+            yield read(i)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="toolkit-read-part") as pool:
+        pending: Future[T] | None = pool.submit(read, 0)
+        try:
+            for i in range(count):
+                assert pending is not None
+                item = pending.result()
+                pending = pool.submit(read, i + 1) if i + 1 < count else None
+                yield item
+                del item  # not kept beside the next part
+        finally:
+            if pending is not None:
+                pending.cancel()  # the pool's end waits for it if it has begun
 
 
 def _close(items: Iterator[object]) -> None:
