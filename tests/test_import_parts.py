@@ -231,6 +231,8 @@ AWKWARD = [
     {"Address": "", "Suburb": "BALLARAT CENTRAL"},
     {"Address": "12 JMNES PLACE", "Suburb": "BALLARAT CENTRAL", "Property Number": "1"},
     {"Address": "7 Nowhere Lane", "Suburb": "Atlantis"},
+    # A point the reader sets aside: the row is rejected, in whichever part it is.
+    {"Address": "12 JMNES PLACE", "Suburb": "BALLARAT CENTRAL", "Latitude": "north"},
 ]
 
 
@@ -251,7 +253,7 @@ def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
         writer = csv.DictWriter(handle, header)
         writer.writeheader()
         writer.writerows(rows)
-    links = {}
+    links, outcomes, items = {}, {}, {}
     for chunk in ("", "23", "61"):
         site_path = tmp_path / f"site{chunk}.sqlite"
         with pytest.MonkeyPatch.context() as patch:
@@ -264,8 +266,18 @@ def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
                 )
         assert job["status"] == "COMPLETE"
         links[chunk] = _rows(site_path, "SELECT * FROM import_link ORDER BY row")
+        outcomes[chunk] = {k: v for k, v in job["summary"].items() if k != "timings"}
+        items[chunk] = _rows(site_path, "SELECT id, asset_id, fields FROM item ORDER BY id")
     assert links["23"] == links[""]
     assert links["61"] == links[""]
+    # The second pass does not read the parts again: the rows the reader set aside (the
+    # points it could not read) are rejected as the one part rejects them.
+    assert outcomes["23"] == outcomes["61"] == outcomes[""]
+    assert items["23"] == items["61"] == items[""]
+    problems = outcomes[""]["errors"]
+    assert [e["row"] for e in problems if e["column"] == "Latitude"] == [112, 138]
+    assert outcomes[""]["counts"]["rejected"] == 3
+    assert len(items[""]) == len(rows) - outcomes[""]["counts"]["rejected"]
     modes = [link[5] for link in links[""]]
     assert modes.count("fuzzy") > 10 and "soundex" in modes and "code" in modes
     errors = [str(link[8]) for link in links[""]]

@@ -89,7 +89,7 @@ from toolkit.sources.chunks import ChunkedSource, read_chunks
 from toolkit.store import Actor, SiteStore
 
 if TYPE_CHECKING:
-    from toolkit.matching import Geocoder
+    from toolkit.matching import AssetIndex, Geocoder
 
 # The runner orchestrates the stages, each in a module of its own (see their docstrings);
 # the request, the results, the per-partition stages and the plan stay importable from here,
@@ -483,17 +483,20 @@ class ImportRunner:
         first_pass: StagedParts[FirstPass] | None = None
         if chunked.count > 1 and "fuzzy" in _link_ways(rule):
             first_pass = fuzzy_first_pass(
-                self.store, self.asset_index, self.progress, partial(self._stage, outcome),
-                request, rule, chunked, folder, shared,
+                self.store, _trimmed(self.asset_index), self.progress,
+                partial(self._stage, outcome), request, rule, chunked, folder, shared,
             )  # fmt: skip
+            # What fitting and answering fuzzy freed goes back before the second pass.
+            release_unused()
         for i in range(chunked.count):
             shown = part_shown(self.progress, chunked, i)
-            with self._stage(outcome, "read"):
-                part = chunked.read(i)
-            frame = part.frame
             draft = None
-            with self._stage(outcome, "validate"):
-                if first_pass is None:
+            frame: pd.DataFrame
+            if first_pass is None:
+                with self._stage(outcome, "read"):
+                    part = chunked.read(i)
+                frame, problems = part.frame, part.problems
+                with self._stage(outcome, "validate"):
                     prepared = apply_rule(
                         rule,
                         frame,
@@ -501,8 +504,15 @@ class ImportRunner:
                         geometry_columns=part.geometry_columns,
                         progress=shown,
                     )
-                else:
+                del part
+            else:
+                with self._stage(outcome, "validate"):
                     prepared, draft = first_pass.load(i)
+                # The first pass read the part: the rule's result and the link draft are
+                # all the second pass needs of its rows, so it is not read (nor held beside
+                # them) again; the rows are the rule's, the reader's problems known.
+                frame = pd.DataFrame(index=prepared.values.index)
+                problems = chunked.problems_of(i)
             linked = Linked(asset_ids=None, problems=no_problems())
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
@@ -513,7 +523,7 @@ class ImportRunner:
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
-            keep = kept_mask(frame.index, part.problems, prepared, linked)
+            keep = kept_mask(frame.index, problems, prepared, linked)
             with self._stage(outcome, "prepare"):
                 kept_rows = int(keep.sum())
                 shown("prepare", 0, kept_rows)
@@ -530,7 +540,7 @@ class ImportRunner:
             # Not kept while the next part is read, ruled and linked: the caller has staged
             # the payload on disk and let go of the rest (a 250,000-row part: ~0.3 GiB), and
             # of the first pass's results for it.
-            del part, frame, prepared, linked, payload, draft
+            del frame, prepared, linked, payload, draft
 
     def _parts_on(
         self,
@@ -905,6 +915,21 @@ def _release_arrow_memory() -> None:
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
+
+
+def _trimmed(provider: IndexProvider | None) -> IndexProvider | None:
+    """``provider``, giving back what loading the index freed once it is loaded: the
+    first part's link otherwise ran on top of it (about 100 MiB at 1,000,000 parcels)."""
+    if provider is None:
+        return None
+    loader = provider
+
+    def load() -> AssetIndex:
+        index = loader()
+        release_unused()
+        return index
+
+    return load
 
 
 def _rows_of(chunked: ChunkedSource, rows: Sequence[RowNumbers], wanted: set[int]) -> pd.DataFrame:
