@@ -523,6 +523,12 @@ class ImportRunner:
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
+                if chunked.count > 1:
+                    # The links are recorded and no places wait: of the link stage only the
+                    # asset ids and problems go on, not its links nor the first pass's draft
+                    # (a 250,000-row part's texts: ~100 MiB), while the part is prepared.
+                    linked = Linked(linked.asset_ids, linked.problems)
+                    draft = None
             keep = kept_mask(frame.index, problems, prepared, linked)
             with self._stage(outcome, "prepare"):
                 kept_rows = int(keep.sum())
