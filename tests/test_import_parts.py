@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
+from toolkit.importing import pipeline
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 from toolkit.store import Actor, SiteStore
@@ -217,6 +218,43 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
     assert passes[-1] == (8, 8)
     assert any("part 8 of 8" in detail for _, _, _, detail in told["parts"])
     assert not [label for label, *_ in told["whole"] if label == "fuzzy texts"]
+
+
+def test_a_fuzzy_import_is_read_in_parts_of_at_most_fuzzy_part_rows(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unless told otherwise, an item import linked with mode fuzzy is read in parts of at
+    most ``FUZZY_PART_ROWS`` (memory: its first pass holds two parts at once), one linked
+    without fuzzy in parts of ``TOOLKIT_CHUNK_ROWS``' default; a smaller part size given
+    stays."""
+    monkeypatch.setattr(pipeline, "FUZZY_PART_ROWS", 100)
+    shown: dict[tuple[str, str], set[str]] = {}
+    for rule, rows in (
+        ("damage-fuzzy-first", ""),
+        ("damage-soundex", ""),
+        ("damage-fuzzy-first", "60"),
+    ):
+        monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", rows)
+        details: set[str] = set()
+
+        def note(
+            label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+        ) -> None:
+            details.add(detail.split(":")[0])  # noqa: B023 (called in this loop)
+
+        with LocalSite(
+            tmp_path / f"{rule}{rows}.sqlite", "default", rule_paths=[world / "rules"]
+        ) as site:
+            site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+            event = int(site.create_event({"name": "Flood 2026"})["id"])
+            request = ImportRequest("item", rule, world / "damage.csv", event_id=event, region_id=1)
+            job = site.run_import(request, progress=note)
+        assert job["status"] == "COMPLETE"
+        shown[rule, rows] = {d for d in details if d.startswith("part ")}
+    # 294 records: parts of 100 for fuzzy, one part without it, parts of 60 when told.
+    assert shown["damage-fuzzy-first", ""] == {f"part {i} of 3" for i in (1, 2, 3)}
+    assert shown["damage-soundex", ""] == set()
+    assert shown["damage-fuzzy-first", "60"] == {f"part {i} of 5" for i in range(1, 6)}
 
 
 # Rows a fuzzy link in parts must settle as one part does: an address only fuzzy finds,
