@@ -70,3 +70,43 @@ def test_nested_and_elsewhere_it_only_says_whether_it_applies() -> None:
     with allocator.heap_kept_for_reuse() as outer, allocator.heap_kept_for_reuse() as inner:
         assert inner == outer == GLIBC
     assert allocator._holders == 0
+
+
+# Threads that allocate, inside the block or not; then glibc's own count of its heaps.
+THREADS = textwrap.dedent(
+    """
+    import ctypes, sys, threading
+    import numpy as np
+    from contextlib import nullcontext
+    from toolkit.allocator import heap_kept_for_reuse
+
+    def work():
+        kept = [np.ones(1 << 17) for _ in range(50)]  # 1 MiB each: from the thread's heap
+        del kept
+
+    with heap_kept_for_reuse() if sys.argv[1] == "bulk" else nullcontext():
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    sys.stderr.flush()
+    ctypes.CDLL(None).malloc_stats()  # to the C stderr: "Arena 0:", "Arena 1:", ...
+    """
+)
+
+
+@pytest.mark.skipif(not GLIBC, reason="heaps per thread are glibc's")
+def test_the_threads_of_bulk_work_share_the_main_heap() -> None:
+    def arenas(mode: str) -> int:
+        done = subprocess.run(
+            [sys.executable, "-c", THREADS, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return sum(1 for line in done.stderr.splitlines() if line.startswith("Arena "))
+
+    assert arenas("plain") > 1  # glibc's default: a heap of its own for a new thread
+    assert arenas("bulk") == 1

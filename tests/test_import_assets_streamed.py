@@ -275,6 +275,27 @@ def _readers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "toolkit-read-ahead" and t.is_alive()]
 
 
+def test_the_first_part_is_read_before_it_is_asked_for_and_closing_still_stops() -> None:
+    """The reader starts when ``read_ahead`` is called (the caller readies itself
+    meanwhile), and a reading closed before any part was asked for ends its thread and
+    closes its source."""
+    started = threading.Event()
+    closed = threading.Event()
+
+    def parts() -> Generator[int, None, None]:
+        try:
+            started.set()
+            yield from range(10)
+        finally:
+            closed.set()
+
+    reading = read_ahead(parts())
+    assert started.wait(10)
+    reading.close()
+    assert closed.is_set()
+    assert _readers() == []
+
+
 @pytest.mark.parametrize("stop", ["error", "break"])
 def test_stopping_early_closes_the_parts_and_ends_the_reader(tmp_path: Path, stop: str) -> None:
     """The caller fails (or refuses) on part 2: the source of the parts is closed in the

@@ -4,11 +4,15 @@ on both stores, missing values as SQL NULL whatever the column's dtype."""
 from __future__ import annotations
 
 import json
+import logging
 import math
+import threading
 
 import pandas as pd
+import pytest
 
 from toolkit.store import SiteStore
+from toolkit.store.link_recorder import LinkRecorder
 
 NAN = math.nan
 
@@ -112,3 +116,50 @@ def test_nullable_integers_with_missing_values_are_whole_or_null(any_site: SiteS
     ).fetchall()
     assert [tuple(r) for r in kept] == [(4, 100004, None), (5, None, 3)]
     assert all(type(v) is int for r in kept for v in r if v is not None)
+
+
+def _writers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("toolkit-links")]
+
+
+def test_a_recorder_keeps_the_parts_as_recording_them_at_once_would(any_site: SiteStore) -> None:
+    """Recorded in a thread and on a connection of its own while the caller goes on: the
+    same rows as ``record_links`` part by part, in order, and nothing left running."""
+    store = any_site
+    at_once = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    store.jobs.record_links(at_once, _part_with_fuzzy())
+    store.jobs.record_links(at_once, _part_without_fuzzy(), append=True)
+    behind = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    recorder = LinkRecorder(store)
+    recorder.record(behind, _part_with_fuzzy(), append=False)
+    recorder.record(behind, _part_without_fuzzy(), append=True)
+    recorder.finish()
+    kept = store.jobs.links(behind)
+    assert kept["row"].tolist() == [1, 2, 3, 4, 5]
+    pd.testing.assert_frame_equal(kept, store.jobs.links(at_once))
+    assert _writers() == []
+
+
+def test_a_part_the_recorder_cannot_write_is_raised_and_the_parts_before_stay(
+    any_site: SiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The second part repeats a row (the table's key refuses it): ``finish`` raises the
+    store's error, the first part's links stay (each part is its own transaction, as
+    recorded at once), and the writer has ended."""
+    store = any_site
+    job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    recorder = LinkRecorder(store)
+    recorder.record(job, _part_with_fuzzy(), append=False)
+    recorder.record(job, _part_with_fuzzy().iloc[:1], append=True)
+    with pytest.raises(store.db.errors):
+        recorder.finish()
+    assert store.jobs.links(job)["row"].tolist() == [1, 2, 3]
+    assert _writers() == []
+    # Let go on the caller's own failure instead, the writer's is logged, not raised.
+    recorder = LinkRecorder(store)
+    recorder.record(job, _part_with_fuzzy().iloc[:1], append=True)
+    with caplog.at_level(logging.WARNING, logger="toolkit.store.link_recorder"):
+        recorder.close()
+    assert "recording an import's links failed" in caplog.text
+    assert store.jobs.links(job)["row"].tolist() == [1, 2, 3]
+    assert _writers() == []

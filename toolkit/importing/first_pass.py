@@ -9,26 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import geopandas as gpd
 import pandas as pd
 
 from toolkit.errors import OptionError
 from toolkit.importing.link_stage import IndexProvider
-from toolkit.importing.linking import LinkDraft, draft_links
+from toolkit.importing.linking import LinkDraft, draft_links, warm_link_index
 from toolkit.importing.partitions import job_fuzzy_answers
 from toolkit.importing.parts import StagedParts, release_unused
 from toolkit.importing.request import ImportRequest
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
 from toolkit.importing.streamed import read_ahead
 from toolkit.progress import Progress
-from toolkit.sources.chunks import ChunkedSource
+from toolkit.sources.chunks import ChunkedSource, PartRead
 from toolkit.store import SiteStore
 
-# What a job's first pass keeps of a part (on disk): its rule's result, and its links with
-# the rows mode fuzzy was given still to decide (``LinkDraft``).
-FirstPass = tuple[Prepared, LinkDraft]
+# What a job's first pass keeps of a part (on disk): its rule's result, its links with the
+# rows mode fuzzy was given still to decide (``LinkDraft``), and the read's facts with a
+# frame of its rows but no columns (the second pass needs no value the rule has not
+# taken, so it does not read the part again).
+FirstPass = tuple[Prepared, LinkDraft, PartRead]
 
 
 def part_progress(progress: Progress, start: int, rows: int, every: int, name: str) -> Progress:
@@ -83,7 +87,7 @@ def fuzzy_first_pass(
     staged: StagedParts[FirstPass] = StagedParts(folder / "first-pass")
     texts: list[pd.Series] = []
 
-    def ruled(i: int) -> tuple[int, pd.DataFrame, Prepared]:
+    def ruled(i: int) -> tuple[int, PartRead, Prepared]:
         """Part ``i`` read and its rule applied (in the read-ahead thread)."""
         with stage("read"):
             part = chunked.read(i)
@@ -95,20 +99,31 @@ def fuzzy_first_pass(
                 geometry_columns=part.geometry_columns,
                 progress=part_shown(progress, chunked, i),
             )
-        return i, part.frame, prepared
+        return i, part, prepared
 
     # The next part is read and checked while this one is linked: the CSV reader and much
     # of the rule's column work release the GIL, so the two share the two cores.
     with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:
-        for i, frame, prepared in parts:
+        with stage("link"):
+            # What the index builds on first use (2-3 s at a million assets) is built
+            # while the first part is read and checked, where this thread would wait.
+            report = chunked.report
+            warm_link_index(
+                shared["index"],
+                rule,
+                columns=report.columns,
+                geometry=bool(report.geometry_source or report.geometry_columns),
+            )
+        for i, part, prepared in parts:
             with stage("link"):
                 draft, fuzzy_texts = draft_links(
-                    shared["index"], frame, rule, decisions=shared["decisions"]
+                    shared["index"], part.frame, rule, decisions=shared["decisions"]
                 )
                 texts.append(fuzzy_texts)
                 # Each part to disk at once, the last too: the second pass starts with it.
-                staged.add((prepared, draft), len(frame), keep=False)
-            del frame, prepared, draft
+                rows_only = replace(part, frame=gpd.GeoDataFrame(index=part.frame.index))
+                staged.add((prepared, draft, rows_only), len(part.frame), keep=False)
+            del part, prepared, draft, rows_only
             release_unused()
             progress("fuzzy texts", i + 1, chunked.count, unit="parts")
     with stage("link"):

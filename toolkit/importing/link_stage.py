@@ -20,6 +20,7 @@ from toolkit.matching.modes import (
 )
 from toolkit.progress import Progress
 from toolkit.store import Actor, SiteStore
+from toolkit.store.link_recorder import LinkRecorder
 
 if TYPE_CHECKING:
     from toolkit.matching import AssetIndex, Geocoder
@@ -44,10 +45,12 @@ def link_assets(
     modes: Mapping[str, ModeFunction] | None = None,
     fuzzy: ModeFunction | None = None,
     draft: LinkDraft | None = None,
+    recorder: LinkRecorder | None = None,
 ) -> Linked:
     """Link a part's rows; ``shared`` keeps the index and the reviewers' decisions
     between the parts of one import; ``modes`` stand in for mode functions, ``fuzzy`` for
-    mode fuzzy, and ``draft`` is a first pass's (``link_rows``)."""
+    mode fuzzy, and ``draft`` is a first pass's (``link_rows``); ``recorder`` records
+    the links (``linked_rows``)."""
     empty = no_problems()
     if rule.asset_link is None:
         return Linked(pd.Series(pd.NA, index=frame.index, dtype="Int64"), empty)
@@ -71,7 +74,9 @@ def link_assets(
         fuzzy=fuzzy,
         draft=draft,
     )
-    return linked_rows(store, job_id, frame.index, rule, linked, outcome, append=append)
+    return linked_rows(
+        store, job_id, frame.index, rule, linked, outcome, append=append, recorder=recorder
+    )
 
 
 def linked_rows(
@@ -83,14 +88,18 @@ def linked_rows(
     outcome: Outcome,
     *,
     append: bool = False,
+    recorder: LinkRecorder | None = None,
 ) -> Linked:
     """The link stage's result: the links recorded with the job (``append``: a later
-    part's, beside the earlier parts'), their counts, and a problem for each row a
-    required link left without an asset."""
+    part's, beside the earlier parts'; by ``recorder`` if given, else at once), their
+    counts, and a problem for each row a required link left without an asset."""
     empty = no_problems()
     if linked is None or rule.asset_link is None:
         return Linked(pd.Series(pd.NA, index=rows, dtype="Int64"), empty)
-    store.jobs.record_links(job_id, linked.links, append=append)
+    if recorder is None:
+        store.jobs.record_links(job_id, linked.links, append=append)
+    else:
+        recorder.record(job_id, linked.links, append=append)
     outcome.linking = merged_counts(outcome.linking, linked.counts())
     missing = required_missing(rule, linked)
     if missing is None:

@@ -17,7 +17,7 @@ makes none) and links the row to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,15 +27,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import shapely
 
+from toolkit.errors import MatchingError, OptionError
 from toolkit.geocoding import Places, pending_places
 from toolkit.importing.rules import ImportRule, Prepared
-from toolkit.matching import AssetIndex, Geocoder, resolve
+from toolkit.matching import AssetIndex, Geocoder, LookupOptions, resolve
 from toolkit.matching.modes import (
     MODE_FUNCTIONS,
     ModeFunction,
     RecordedCall,
     TextRecord,
     replayed_by_text,
+    warm_index,
 )
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.matching.review import apply_decisions
@@ -163,6 +165,44 @@ def draft_links(
     before = {name: values[rows] for name, values in linker.before.items()}
     linker.settle()
     return LinkDraft(linker.arrays, rows, before, record.calls), texts
+
+
+def warm_link_index(
+    index: AssetIndex,
+    rule: ImportRule,
+    *,
+    columns: Collection[str] | None = None,
+    geometry: bool = True,
+) -> None:
+    """Build in ``index`` what linking ``rule``'s rows builds there on first use (the key
+    tables and grid of each way's modes: ``warm_index``), e.g. while the first rows are
+    read: of the ways the file's ``columns`` (None: any) and ``geometry`` give rows to (a
+    table of a million codes not needed is 100 MiB held for nothing). Only a head start:
+    a way whose options are wrong is left to fail where the rows are linked, as it would
+    have, and then only if some row takes that way."""
+    link = rule.asset_link
+    if link is None:
+        return
+    headings = None if columns is None else {c.strip().casefold() for c in columns}
+
+    def given(column: str | None) -> bool:
+        return column is not None and (headings is None or column.strip().casefold() in headings)
+
+    asset_class = link.options.get("assetClass")
+    ways: list[dict[str, Any]] = []
+    if given(link.id_column):
+        ways.append({"mode": "id", "assetClass": asset_class})
+    if given(link.lookup_column):
+        ways.append({"mode": "code", "assetClass": asset_class, "codeField": link.codefield})
+    if link.use_geometry and geometry:
+        ways.append({"mode": "geo", "assetClass": asset_class})
+    if any(given(c) for c in link.friendly_columns):
+        ways.append(dict(link.options))
+    for way in ways:
+        try:
+            warm_index(index, LookupOptions.from_dict(way))
+        except (OptionError, MatchingError):
+            continue
 
 
 class _Linker:

@@ -87,6 +87,7 @@ from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceReport
 from toolkit.sources.chunks import ChunkedSource, chunk_rows_default, read_chunks
 from toolkit.store import Actor, SiteStore
+from toolkit.store.link_recorder import LinkRecorder
 
 if TYPE_CHECKING:
     from toolkit.matching import AssetIndex, Geocoder
@@ -490,38 +491,58 @@ class ImportRunner:
             )  # fmt: skip
             # What fitting and answering fuzzy freed goes back before the second pass.
             release_unused()
+        # Each part's links are recorded while the next is linked; all are recorded
+        # before the parts' write (which may record them again, with places made).
+        links = rule.import_type == "item" and rule.asset_link is not None
+        recorder = LinkRecorder(self.store) if links and chunked.count > 1 else None
+        with ExitStack() as ends:
+            if recorder is not None:
+                ends.callback(recorder.close)
+            yield from self._local_parts(
+                job_id, request, rule, chunked, may_update, outcome, shared, first_pass, recorder
+            )
+            if recorder is not None:
+                with self._stage(outcome, "link"):
+                    recorder.finish()
+
+    def _local_parts(
+        self,
+        job_id: int,
+        request: ImportRequest,
+        rule: ImportRule,
+        chunked: ChunkedSource,
+        may_update: bool,
+        outcome: Outcome,
+        shared: dict[str, Any],
+        first_pass: StagedParts[FirstPass] | None,
+        recorder: LinkRecorder | None,
+    ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
+        """:meth:`_parts` on this process, after the first pass if there is one."""
         for i in range(chunked.count):
             shown = part_shown(self.progress, chunked, i)
             draft = None
-            frame: pd.DataFrame
             if first_pass is None:
                 with self._stage(outcome, "read"):
                     part = chunked.read(i)
-                frame, problems = part.frame, part.problems
                 with self._stage(outcome, "validate"):
                     prepared = apply_rule(
                         rule,
-                        frame,
+                        part.frame,
                         path=request.name,
                         geometry_columns=part.geometry_columns,
                         progress=shown,
                     )
-                del part
             else:
                 with self._stage(outcome, "validate"):
-                    prepared, draft = first_pass.load(i)
-                # The first pass read the part: the rule's result and the link draft are
-                # all the second pass needs of its rows, so it is not read (nor held beside
-                # them) again; the rows are the rule's, the reader's problems known.
-                frame = pd.DataFrame(index=prepared.values.index)
-                problems = chunked.problems_of(i)
+                    prepared, draft, part = first_pass.load(i)
+            frame = part.frame
             linked = Linked(asset_ids=None, problems=no_problems())
             if rule.import_type == "item":
                 with self._stage(outcome, "link"):
                     linked = link_assets(
                         self.store, self.asset_index, self.geocoder, job_id, frame, prepared, rule,
                         outcome, progress=shown, append=i > 0, shared=shared, draft=draft,
-                        fuzzy=None if draft is None else shared["answers"],
+                        fuzzy=None if draft is None else shared["answers"], recorder=recorder,
                     )  # fmt: skip
                 if linked.result is not None and linked.result.places is not None:
                     assert chunked.count == 1, "places to make need the whole file at once"
@@ -531,7 +552,7 @@ class ImportRunner:
                     # (a 250,000-row part's texts: ~100 MiB), while the part is prepared.
                     linked = Linked(linked.asset_ids, linked.problems)
                     draft = None
-            keep = kept_mask(frame.index, problems, prepared, linked)
+            keep = kept_mask(frame.index, part.problems, prepared, linked)
             with self._stage(outcome, "prepare"):
                 kept_rows = int(keep.sum())
                 shown("prepare", 0, kept_rows)
@@ -548,7 +569,7 @@ class ImportRunner:
             # Not kept while the next part is read, ruled and linked: the caller has staged
             # the payload on disk and let go of the rest (a 250,000-row part: ~0.3 GiB), and
             # of the first pass's results for it.
-            del frame, prepared, linked, payload, draft
+            del part, frame, prepared, linked, payload, draft
 
     def _parts_on(
         self,

@@ -14,7 +14,7 @@ import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -26,11 +26,19 @@ log = logging.getLogger(__name__)
 
 def read_ahead(items: Iterator[T]) -> Generator[T, None, None]:
     """``items`` in order, each made in a thread of its own while the caller works on the
-    one before (at most one waits). An exception making an item is raised here, where
-    the caller asks for it. When the caller stops asking (it is done, failed, or refused
-    the import) and closes this generator, the thread ends and ``items`` is closed in it
-    (a generator's ``finally`` and ``with`` blocks run: its files are closed), and this
-    returns only once that thread has ended: nothing is left reading."""
+    one before (at most one waits). The thread starts at once, so the first item is made
+    while the caller still readies itself. An exception making an item is raised here,
+    where the caller asks for it. When the caller stops asking (it is done, failed, or
+    refused the import) and closes this generator, or lets it go, the thread ends and
+    ``items`` is closed in it (a generator's ``finally`` and ``with`` blocks run: its files
+    are closed), and this returns only once that thread has ended: nothing is left
+    reading."""
+    reading = _read_ahead(items)
+    next(reading)  # the thread has started: from here closing the generator stops it
+    return cast(Generator[T, None, None], reading)
+
+
+def _read_ahead(items: Iterator[T]) -> Generator[T | None, None, None]:
     ready: queue.Queue[tuple[object, BaseException | None]] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
@@ -59,6 +67,7 @@ def read_ahead(items: Iterator[T]) -> Generator[T, None, None]:
     thread = threading.Thread(target=run, name="toolkit-read-ahead", daemon=True)
     thread.start()
     try:
+        yield None  # (read_ahead's own: the caller's first ``next`` is the first item)
         while True:
             item, error = ready.get()
             if error is not None:

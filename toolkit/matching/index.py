@@ -156,6 +156,11 @@ class KeyTable:
             return np.zeros(len(position), dtype=np.int64), np.zeros(len(position), np.int64)
         return self.start[safe], np.where(hit, self.count[safe], 0)
 
+    def warm(self) -> None:
+        """Build now what the first lookup would (a text table's hash index)."""
+        if isinstance(self.distinct, pa.Array):
+            _ = self._text_hashes
+
     @cached_property
     def _text_hashes(self) -> pd.Index | None:
         """A 64-bit hash of each distinct text key, as an index (its hash table is built

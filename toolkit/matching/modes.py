@@ -862,6 +862,34 @@ def _fuzzy_candidates(
     return found[["query", "asset", "score"]].reset_index(drop=True)
 
 
+def warm_index(index: AssetIndex, options: LookupOptions) -> None:
+    """Build now what the index builds on first use for ``options``' mode and fallback
+    (its key tables, and for geo its grid of boxes), so a caller can have it built while
+    it waits for its first rows; the modes then find it ready. Mode fuzzy's side is
+    loaded with the index, and mode contains builds nothing."""
+    cls = options.asset_class
+    for mode in dict.fromkeys(m for m in (options.mode, options.fallback_mode) if m):
+        keys: list[str] = []
+        if mode == "id":
+            keys = ["code:id"]
+        if mode in ("code", "name", "auto"):
+            field = "*" if mode != "code" else _check_code_field(index, options.code_field)
+            keys += [f"code:{field}", f"stripped:{field}"]
+        if mode in ("soundex", "name", "auto"):
+            ranks = range(1, 2 if mode == "name" else options.max_rank + 1)
+            for rank in ranks:
+                full, street = _LEVEL_KEYS[rank]
+                keys += [full, f"{street}/bare", street]
+        for key in keys:
+            index.table(key, cls).warm()
+        if mode in ("soundex", "name", "auto"):
+            index.name_column("postcode")
+        if mode == "geo":
+            index.allowed(cls)
+            index.with_geometry  # noqa: B018 (built on first use, as the box grid)
+            index.box_grid  # noqa: B018
+
+
 MODE_FUNCTIONS: dict[str, ModeFunction] = {
     "id": match_id,
     "code": match_code,

@@ -210,13 +210,6 @@ class ChunkedSource:
         self.learn(i, part)
         return replace(part, problems=[self._renamed(p) for p in part.problems])
 
-    def problems_of(self, i: int) -> list[SourceProblem]:
-        """The problems of part ``i``'s rows (named as the file is), as :meth:`read` gave
-        them, without reading the part again: it must have been read."""
-        if self.parts is None:
-            return self.read(i).problems
-        return [self._renamed(p) for p in self._seen[i].problems]
-
     def learn(self, i: int, part: PartRead) -> None:
         """Take in what reading part ``i`` found (here or on a worker)."""
         if i not in self._seen:

@@ -289,6 +289,26 @@ class Database:
                 raise
             raise DiskFullError(DISK_FULL) from exc
 
+    @contextmanager
+    def transaction_on(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """:meth:`transaction` on a connection of :meth:`connect_again` (a writer thread's
+        own): committed on success, rolled back on any exception, a full disk a
+        :class:`DiskFullError`."""
+        try:
+            self.begin_write(conn)
+            with _undone_on_error(conn):
+                yield conn
+            try:
+                conn.execute("COMMIT")
+            except self.errors:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+                raise
+            raise DiskFullError(DISK_FULL) from exc
+
     @staticmethod
     @contextmanager
     def _bulk_cache(conn: sqlite3.Connection) -> Iterator[None]:
