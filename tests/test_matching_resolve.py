@@ -591,6 +591,11 @@ def test_fuzzy_answers_parsed_and_paired_a_few_queries_at_a_time_are_one_pass_s(
         assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
     assert (whole.result.asset >= 0).sum() >= 2  # some texts link, some do not
     assert (whole.result.asset < 0).sum() >= 3
+    # No text with a candidate in any group: no model, and every text says why.
+    none = modes.FuzzyAnswers.of(index, pd.Series(["Zzz", "", "Qqq Xxx"]), options)
+    assert none.model is None
+    assert none.result.asset.tolist() == [-1, -1, -1]
+    assert none.result.err.tolist() == [modes.NO_FUZZY_CANDIDATE] * 3
 
 
 @pytest.mark.parametrize(

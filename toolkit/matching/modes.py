@@ -604,19 +604,20 @@ class FuzzyAnswers:
             stop = min(start + PAIR_QUERIES, n_queries)
             queries = Parsed.of_words(*rows_of_words(words, parts, start, stop), field_data=True)
             q, comparison = probabilistic.compared_candidates(queries, side.parsed, groups)
-            pieces.append((q + start, comparison))
-            del queries, comparison
+            # Kept as 32-bit rows until every group is paired (query and asset rows fit).
+            pieces.append(
+                (
+                    (q + start).astype(np.int32),
+                    probabilistic.Comparison(comparison.levels, comparison.a.astype(np.int32)),
+                )
+            )
+            del queries, q, comparison
         del words, parts
-        q = np.concatenate([p[0] for p in pieces] or [np.zeros(0, dtype=np.int64)])
+        q, comparison = _joined(pieces)
         if not len(q):
             result = ModeResult.empty(len(codes))
             _no_match(result, NO_FUZZY_CANDIDATE)
             return cls(text, result, None, options.asset_class)
-        comparison = probabilistic.Comparison(
-            np.concatenate([p[1].levels for p in pieces]),
-            np.concatenate([p[1].a for p in pieces]),
-        )
-        del pieces
         model = probabilistic.fit(
             side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), n_queries
         )
@@ -643,6 +644,27 @@ class FuzzyAnswers:
         if k or options.asset_class != self.asset_class or bool((where < 0).any()):
             return match_fuzzy(index, batch, options, k, model=self.model)
         return self.result.take(where)
+
+
+def _joined(
+    pieces: list[tuple[np.ndarray, probabilistic.Comparison]],
+) -> tuple[np.ndarray, probabilistic.Comparison]:
+    """Consecutive groups' pairs (query rows, comparison) as one, each group let go as it is
+    copied in (``pieces`` is emptied): not every group beside the whole at once."""
+    total = sum(len(q) for q, _ in pieces)
+    width = pieces[0][1].levels.shape[1] if pieces else len(probabilistic.COMPONENTS)
+    q = np.empty(total, dtype=np.int64)
+    levels = np.empty((total, width), dtype=np.int8)
+    a = np.empty(total, dtype=np.int64)
+    at = 0
+    pieces.reverse()
+    while pieces:
+        piece_q, piece = pieces.pop()
+        end = at + len(piece_q)
+        q[at:end], levels[at:end], a[at:end] = piece_q, piece.levels, piece.a
+        at = end
+        del piece_q, piece
+    return q, probabilistic.Comparison(levels, a)
 
 
 # A mode's answers on a job's first pass (``TextRecord``): its name, the distinct texts it
