@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from toolkit.matching.address import _per_row_cumsum, _row_sums, mix64
+from toolkit.matching.address import Words, _per_row_cumsum, _row_sums, mix64
 from toolkit.matching.parsed import (
     _ROW_BITS,
     _SORTED_RUN,
@@ -31,9 +31,16 @@ def test_per_row_cumsum_counts_within_each_row(counts: list[int]) -> None:
     row = _rows(counts)
     flag = np.random.default_rng(len(counts)).random(len(row)) < 0.5
     expected = pd.Series(flag.astype(np.int64)).groupby(row).cumsum().to_numpy()
-    got = _per_row_cumsum(flag, row, len(counts))
+    unused = np.zeros(len(row), dtype=np.int64)  # positions and word codes: not read
+    words = Words(row, unused, unused, np.array([], dtype=object), len(counts))
+    got = _per_row_cumsum(flag, words)
     assert got.dtype == np.int64
     assert got.tolist() == expected.tolist()
+    # The rows' runs are counted once per set of words, for every sum over them.
+    assert _per_row_cumsum(~flag, words).tolist() == (
+        pd.Series((~flag).astype(np.int64)).groupby(row).cumsum().tolist()
+    )
+    assert "row_runs" in words.__dict__
 
 
 @pytest.mark.parametrize("counts", COUNTS)

@@ -117,6 +117,28 @@ def test_the_index_is_cached_in_the_file_and_rebuilt_when_assets_change(
         )
 
 
+def test_an_index_built_from_the_store_read_in_parts_is_the_same_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LocalSite(tmp_path / "site.sqlite", "default") as site:
+        parcels = ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip")
+        assert site.run_import(parcels)["status"] == "COMPLETE"
+        frame, wkb, bounds = index_cache_module.site_assets(site.store)
+        whole = io.BytesIO()
+        AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds).dump(whole)
+        # 3,000 parcels read 700 rows at a time: five parts, the last one short.
+        monkeypatch.setattr("toolkit.store.assets.READ_ROWS", 700)
+        frame, wkb, bounds = index_cache_module.site_assets(site.store)
+        assert frame["name"].array.__arrow_array__().num_chunks == 5
+        in_parts = io.BytesIO()
+        AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds).dump(in_parts)
+        assert len(frame) == 3000 and in_parts.getvalue() == whole.getvalue()
+        # What the cache keeps is that dump, stored in parts sliced from its buffers.
+        site_asset_index(site.store)
+        cached = site.store.index_cache.get(site.store.assets.stamp())
+        assert cached is not None and bytes(cached) == whole.getvalue()
+
+
 def test_an_index_built_from_the_store_keeps_its_wkb_and_answers_as_one_from_the_frame(
     tmp_path: Path,
 ) -> None:

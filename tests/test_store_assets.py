@@ -91,6 +91,22 @@ def test_the_frame_for_an_index_holds_every_column_and_the_stored_boxes(site) ->
     assert list(empty.columns) == [*assets.FRAME_COLUMNS, *assets.BOUNDS_COLUMNS]
 
 
+def test_the_columns_read_in_parts_are_those_read_at_once(site, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _db, assets = site
+    whole = assets.columns(bounds=True)
+    # Two rows a part: three rows make two parts, joined into the same columns.
+    monkeypatch.setattr("toolkit.store.assets.READ_ROWS", 2)
+    parts = assets.columns(bounds=True)
+    assert parts.column("id").num_chunks == 2
+    assert parts.combine_chunks().equals(whole.combine_chunks())
+    assert parts.column("id").to_pylist() == [100001, 100002, 100003]
+    # Only the columns asked for, of active assets.
+    some = assets.columns(names=("id", "geometry"))
+    assert some.column_names == ["id", "geometry"] and some.num_rows == 3
+    monkeypatch.setattr("toolkit.store.assets.READ_ROWS", 1)
+    assert assets.columns(names=("id",)).column("id").to_pylist() == [100001, 100002, 100003]
+
+
 def test_search_filters(site) -> None:  # type: ignore[no-untyped-def]
     _db, assets = site
     page = Page()

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from toolkit.store.blobs import BlobFile, open_parts, parts_of
+from toolkit.store.blobs import BlobFile, open_parts, parts_of, parts_of_buffers
 
 
 @pytest.fixture
@@ -47,6 +47,28 @@ def test_parts_read_back_as_the_bytes_in_any_range(connection: sqlite3.Connectio
     with pytest.raises(ValueError, match="negative seek"):
         stored.seek(-1)
     stored.close()
+
+
+def test_buffers_are_stored_in_parts_sliced_from_them_without_a_copy(
+    connection: sqlite3.Connection,
+) -> None:
+    big = bytes(range(256)) * 2  # 512 bytes: five whole parts of 100 and a tail
+    buffers = [b"head", big, b"", bytearray(b"x" * 30), memoryview(b"y" * 250), b"end"]
+    data = b"".join(bytes(b) for b in buffers)
+    parts = list(parts_of_buffers(buffers, part_bytes=100))
+    assert b"".join(bytes(p) for p in parts) == data
+    assert all(0 < len(p) <= 100 for p in parts)
+    # The whole parts of a large buffer are views of it; the small ones are joined.
+    views = [p for p in parts if isinstance(p, memoryview)]
+    assert len(views) == 5 + 2 and all(v.obj is big or v.obj == b"y" * 250 for v in views)
+    assert parts[0] == b"head"
+    for part, chunk in enumerate(parts):
+        connection.execute("INSERT INTO t VALUES (?, ?, ?)", (7, part, chunk))
+    stored = open_parts(connection, "t", "k = ?", (7,))
+    assert stored is not None and stored.read_whole() == data
+    # Nothing to store is still one (empty) part.
+    assert [bytes(p) for p in parts_of_buffers([], part_bytes=100)] == [b""]
+    assert [bytes(p) for p in parts_of_buffers([b""], part_bytes=100)] == [b""]
 
 
 def test_the_rest_read_into_one_buffer_from_any_position(connection: sqlite3.Connection) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import jellyfish
 import numpy as np
@@ -183,6 +184,13 @@ class Words:
     vocabulary: np.ndarray  # object array of distinct canonical words
     n_rows: int
 
+    @cached_property
+    def row_runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's first flat word and its number of words (words sorted by row):
+        counted once for the several per-row sums of an analysis."""
+        counts = np.bincount(self.row, minlength=self.n_rows)
+        return np.cumsum(counts) - counts, counts
+
 
 # Street types that are also written joined to the name (``PRIDHAMSTREET``): long and
 # rarely the tail of a real name word (unlike GROVE, RIDGE, VIEW: ELMGROVE, PINERIDGE).
@@ -314,15 +322,17 @@ def word_flags(vocabulary: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def _per_row_cumsum(flag: np.ndarray, row: np.ndarray, n_rows: int) -> np.ndarray:
-    """Inclusive cumulative count of ``flag`` within each row (flat arrays sorted by row)."""
+def _per_row_cumsum(flag: np.ndarray, words: Words) -> np.ndarray:
+    """Inclusive cumulative count of ``flag`` (one per flat word) within each row."""
     # Two word-long arrays made, not four (a running total, its copy past a leading 0, a
     # gather and the difference): at a million names each is 47 MiB of fresh pages.
     total = np.empty(len(flag) + 1, dtype=np.int64)
     total[0] = 0
-    np.cumsum(flag, dtype=np.int64, out=total[1:])
-    counts = np.bincount(row, minlength=n_rows)
-    starts = np.cumsum(counts) - counts
+    # Widened first, then summed in place: a cumsum that casts as it goes (bool to int64)
+    # runs through numpy's buffered loop, three times slower.
+    total[1:] = flag
+    np.cumsum(total[1:], out=total[1:])
+    starts, counts = words.row_runs
     # The total before each row's first word, repeated over the row's words (rows sorted).
     cumulative = np.repeat(total[starts], counts)
     np.subtract(total[1:], cumulative, out=cumulative)
@@ -355,13 +365,13 @@ def structure(words: Words) -> Structure:
     is_unit = is_unit_kw.copy()
     is_unit[1:] |= is_unit_kw[:-1] & (pos[1:] == 1)
     alpha = ~w_digit & ~is_unit
-    names_so_far = _per_row_cumsum(alpha & ~w_type, row, n)
+    names_so_far = _per_row_cumsum(alpha & ~w_type, words)
     names_before = names_so_far - (alpha & ~w_type)
     boundary_candidate = w_type & (names_before > 0)
-    boundaries_seen = _per_row_cumsum(boundary_candidate, row, n)
+    boundaries_seen = _per_row_cumsum(boundary_candidate, words)
     is_type = boundary_candidate & (boundaries_seen == 1)
     w_leading = flags["leading"][words.word_code]
-    first_alpha = alpha & (_per_row_cumsum(alpha, row, n) == 1)
+    first_alpha = alpha & (_per_row_cumsum(alpha, words) == 1)
     name_follows = np.zeros(len(row), dtype=bool)
     name_follows[:-1] = (row[1:] == row[:-1]) & alpha[1:] & ~w_type[1:]
     no_boundary = np.bincount(row[boundary_candidate], minlength=n) == 0
@@ -372,7 +382,7 @@ def structure(words: Words) -> Structure:
     tail_kind = (w_state | w_postcode) & (names_before > 0)
     non_tail = ~tail_kind
     non_tail_total = np.bincount(row, weights=non_tail, minlength=n).astype(np.int64)
-    non_tail_after = non_tail_total[row] - _per_row_cumsum(non_tail, row, n)
+    non_tail_after = non_tail_total[row] - _per_row_cumsum(non_tail, words)
     trailing = tail_kind & (non_tail_after == 0)
     is_state = trailing & w_state
     is_postcode = trailing & w_postcode & ~is_state

@@ -102,14 +102,14 @@ class Parsed:
         # A type written before the name (31 AVENUE SCOTT) is not one of those words: the
         # readings then start at the name, as they would for SCOTT AVENUE.
         lettered = alpha | (parts.is_type & ~parts.is_leading_type & is_alpha_word)
-        rank = _per_row_cumsum(lettered, words.row, words.n_rows) - 1
+        rank = _per_row_cumsum(lettered, words) - 1
         n_lettered = np.bincount(words.row[lettered], minlength=words.n_rows)
         from_end = n_lettered[words.row] - rank  # 1 for the last word of letters
         unit_number = (parts.is_unit & (words.position == 1)) | late_unit
         # The house number: the parsed one, else a number ending the address that is not
         # a postcode (SMITH STREET KEW 17: the number moved to the end).
         parsed_number = np.bincount(words.row[parts.is_number], minlength=words.n_rows) > 0
-        row_length = np.bincount(words.row, minlength=words.n_rows)
+        row_length = words.row_runs[1]
         last_word = words.position == row_length[words.row] - 1
         stray = (
             has_digit[words.word_code]
@@ -120,7 +120,7 @@ class Parsed:
             & ~parsed_number[words.row]
         )
         number_word = parts.is_number | stray
-        number_rank = _per_row_cumsum(number_word, words.row, words.n_rows)
+        number_rank = _per_row_cumsum(number_word, words)
         house_number = number_word & (number_rank == 1)
         number_at = np.full(words.n_rows, -1, dtype=np.int64)
         number_at[words.row[house_number]] = words.position[house_number]
@@ -340,7 +340,7 @@ def _blocking_keys(
     number_hash = text_hash[codes["number"]]
     type_hash = text_hash[codes["street_type"]]
     postcode_hash = text_hash[codes["postcode"]]
-    rank_in_name = _per_row_cumsum(alpha & parts.is_name, words.row, words.n_rows)
+    rank_in_name = _per_row_cumsum(alpha & parts.is_name, words)
     row = words.row[alpha]
     code = words.word_code[alpha]
     collected = _Collected(words.n_rows)

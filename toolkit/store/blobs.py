@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import io
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO
 
 # Large enough that a multi-gigabyte report is a few hundred rows, small enough to hold.
@@ -30,6 +30,34 @@ def parts_of(source: IO[bytes] | io.RawIOBase, part_bytes: int = PART_BYTES) -> 
         if not chunk:
             return
         yield chunk
+
+
+def parts_of_buffers(
+    buffers: Iterable[bytes | bytearray | memoryview], part_bytes: int = PART_BYTES
+) -> Iterator[bytes | memoryview]:
+    """The concatenation of ``buffers`` as parts of at most ``part_bytes``, sliced out of
+    the buffers without copying them (small ones are joined: one part each would be a
+    row each); at least one part, so an empty string is still stored."""
+    pending = bytearray()
+    emitted = False
+    for buffer in buffers:
+        view = memoryview(buffer).cast("B")
+        if len(pending) + len(view) <= part_bytes:
+            pending += view
+            continue
+        if pending:
+            yield bytes(pending)
+            emitted = True
+            pending = bytearray()
+        for start in range(0, len(view), part_bytes):
+            piece = view[start : start + part_bytes]
+            if len(piece) < part_bytes:  # the tail joins the next buffers
+                pending += piece
+            else:
+                yield piece
+                emitted = True
+    if pending or not emitted:
+        yield bytes(pending)
 
 
 class BlobFile(io.RawIOBase):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import IO
 
-from toolkit.store.blobs import open_parts, parts_of
+from toolkit.store.blobs import open_parts, parts_of, parts_of_buffers
 from toolkit.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -47,9 +47,16 @@ class IndexCacheStore:
             log.warning("cannot read the cached asset index of %s: %s", self.db.path, exc)
             return None
 
-    def put(self, stamp: str, source: IO[bytes], *, wait_s: float = WRITE_WAIT_S) -> bool:
-        """Keep the bytes of ``source`` as the index of assets of ``stamp``; False when
-        the file could not take them now.
+    def put(
+        self,
+        stamp: str,
+        source: IO[bytes] | list[bytes | memoryview],
+        *,
+        wait_s: float = WRITE_WAIT_S,
+    ) -> bool:
+        """Keep the bytes of ``source`` (a file, or buffers to store one after the other,
+        written from where they lie: see ``AssetIndex.dump_parts``) as the index of assets
+        of ``stamp``; False when the file could not take them now.
 
         Written on a connection of its own, so it never joins a transaction the site's
         connection has open (a dry run's, or another thread's on a server).
@@ -67,7 +74,8 @@ class IndexCacheStore:
                 "INSERT INTO asset_index_cache (site_id, stamp, date_created) VALUES (?, ?, ?)",
                 (self.site_id, stamp, self.db.clock()),
             )
-            for part, data in enumerate(parts_of(source)):
+            parts = parts_of_buffers(source) if isinstance(source, list) else parts_of(source)
+            for part, data in enumerate(parts):
                 connection.execute(
                     "INSERT INTO asset_index_part (site_id, part, data) VALUES (?, ?, ?)",
                     (self.site_id, part, data),

@@ -266,38 +266,26 @@ class Database:
         through here), and the transaction is rolled back: the site is as it was.
         """
         conn = self.connection
-        if self.dialect == "postgresql":
-            with self._postgres_transaction(commit=commit) as pg:
-                yield pg
-            return
-        try:
-            with self._bulk_cache(conn) if bulk else nullcontext():
-                conn.execute("BEGIN IMMEDIATE")
-                with _undone_on_error(conn):
-                    yield conn
-                if not commit:
-                    conn.execute("ROLLBACK")
-                    return
-                try:
-                    conn.execute("COMMIT")
-                except sqlite3.Error:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-        except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
-                raise
-            raise DiskFullError(DISK_FULL) from exc
+        sqlite_bulk = bulk and self.dialect == "sqlite"
+        with (
+            self._bulk_cache(conn) if sqlite_bulk else nullcontext(),
+            self.transaction_on(conn, commit=commit),
+        ):
+            yield conn
 
     @contextmanager
-    def transaction_on(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        """:meth:`transaction` on a connection of :meth:`connect_again` (a writer thread's
-        own): committed on success, rolled back on any exception, a full disk a
-        :class:`DiskFullError`."""
+    def transaction_on(
+        self, conn: sqlite3.Connection, *, commit: bool = True
+    ) -> Iterator[sqlite3.Connection]:
+        """:meth:`transaction` on ``conn``: the site's connection, or one of
+        :meth:`connect_again` (a writer thread's own)."""
         try:
             self.begin_write(conn)
             with _undone_on_error(conn):
                 yield conn
+            if not commit:
+                conn.execute("ROLLBACK")
+                return
             try:
                 conn.execute("COMMIT")
             except self.errors:
@@ -327,14 +315,6 @@ class Database:
             yield
         finally:
             conn.execute(f"PRAGMA cache_size = {int(before)}")
-
-    @contextmanager
-    def _postgres_transaction(self, *, commit: bool) -> Iterator[sqlite3.Connection]:
-        conn = self.connection
-        conn.execute("BEGIN")
-        with _undone_on_error(conn):
-            yield conn
-        conn.execute("COMMIT" if commit else "ROLLBACK")
 
     def site_id(self, name: str, *, create: bool = False) -> int | None:
         """The id of the site called ``name``; with ``create``, made when missing."""
