@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
+from toolkit.importing import pipeline
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 from toolkit.sources import chunks
@@ -233,6 +234,43 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
     assert not [label for label, *_ in told["whole"] if label == "fuzzy texts"]
 
 
+def test_a_fuzzy_import_is_read_in_parts_of_at_most_fuzzy_part_rows(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unless told otherwise, an item import linked with mode fuzzy is read in parts of at
+    most ``FUZZY_PART_ROWS`` (memory: its first pass holds two parts at once), one linked
+    without fuzzy in parts of ``TOOLKIT_CHUNK_ROWS``' default; a smaller part size given
+    stays."""
+    monkeypatch.setattr(pipeline, "FUZZY_PART_ROWS", 100)
+    shown: dict[tuple[str, str], set[str]] = {}
+    for rule, rows in (
+        ("damage-fuzzy-first", ""),
+        ("damage-soundex", ""),
+        ("damage-fuzzy-first", "60"),
+    ):
+        monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", rows)
+        details: set[str] = set()
+
+        def note(
+            label: str, done: int, total: int | None, *, unit: str = "rows", detail: str = ""
+        ) -> None:
+            details.add(detail.split(":")[0])  # noqa: B023 (called in this loop)
+
+        with LocalSite(
+            tmp_path / f"{rule}{rows}.sqlite", "default", rule_paths=[world / "rules"]
+        ) as site:
+            site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+            event = int(site.create_event({"name": "Flood 2026"})["id"])
+            request = ImportRequest("item", rule, world / "damage.csv", event_id=event, region_id=1)
+            job = site.run_import(request, progress=note)
+        assert job["status"] == "COMPLETE"
+        shown[rule, rows] = {d for d in details if d.startswith("part ")}
+    # 294 records: parts of 100 for fuzzy, one part without it, parts of 60 when told.
+    assert shown["damage-fuzzy-first", ""] == {f"part {i} of 3" for i in (1, 2, 3)}
+    assert shown["damage-soundex", ""] == set()
+    assert shown["damage-fuzzy-first", "60"] == {f"part {i} of 5" for i in range(1, 6)}
+
+
 # Rows a fuzzy link in parts must settle as one part does: an address only fuzzy finds,
 # repeated in later parts (once beside a property number that links it first), written
 # with accents, in lower case, without its suburb, blank, only spaces, and a suburb only.
@@ -245,6 +283,8 @@ AWKWARD = [
     {"Address": "", "Suburb": "BALLARAT CENTRAL"},
     {"Address": "12 JMNES PLACE", "Suburb": "BALLARAT CENTRAL", "Property Number": "1"},
     {"Address": "7 Nowhere Lane", "Suburb": "Atlantis"},
+    # A point the reader sets aside: the row is rejected, in whichever part it is.
+    {"Address": "12 JMNES PLACE", "Suburb": "BALLARAT CENTRAL", "Latitude": "north"},
 ]
 
 
@@ -265,7 +305,7 @@ def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
         writer = csv.DictWriter(handle, header)
         writer.writeheader()
         writer.writerows(rows)
-    links = {}
+    links, outcomes, items = {}, {}, {}
     for chunk in ("", "23", "61"):
         site_path = tmp_path / f"site{chunk}.sqlite"
         with pytest.MonkeyPatch.context() as patch:
@@ -278,8 +318,18 @@ def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
                 )
         assert job["status"] == "COMPLETE"
         links[chunk] = _rows(site_path, "SELECT * FROM import_link ORDER BY row")
+        outcomes[chunk] = {k: v for k, v in job["summary"].items() if k != "timings"}
+        items[chunk] = _rows(site_path, "SELECT id, asset_id, fields FROM item ORDER BY id")
     assert links["23"] == links[""]
     assert links["61"] == links[""]
+    # The second pass does not read the parts again: the rows the reader set aside (the
+    # points it could not read) are rejected as the one part rejects them.
+    assert outcomes["23"] == outcomes["61"] == outcomes[""]
+    assert items["23"] == items["61"] == items[""]
+    problems = outcomes[""]["errors"]
+    assert [e["row"] for e in problems if e["column"] == "Latitude"] == [112, 138]
+    assert outcomes[""]["counts"]["rejected"] == 3
+    assert len(items[""]) == len(rows) - outcomes[""]["counts"]["rejected"]
     modes = [link[5] for link in links[""]]
     assert modes.count("fuzzy") > 10 and "soundex" in modes and "code" in modes
     errors = [str(link[8]) for link in links[""]]

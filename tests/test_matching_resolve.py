@@ -18,6 +18,7 @@ from toolkit.matching import (
     checked_options,
     lookup_one,
     modes,
+    probabilistic,
     queries_from_spec,
     resolve,
     resolve_with_candidates,
@@ -557,6 +558,44 @@ def test_fuzzy_model_fitted_once_makes_parts_match_as_one_batch(index: AssetInde
     for column in ("asset_id", "accuracy", "probability", "err", "mode"):
         assert plain(once[column]) == plain(whole[column]), column
     assert plain(alone["probability"]) != plain(whole["probability"])
+
+
+def test_fuzzy_answers_parsed_and_paired_a_few_queries_at_a_time_are_one_pass_s(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's fuzzy texts are parsed and paired ``PAIR_QUERIES`` distinct queries at a
+    time (memory): the model and every answer are those of all of them at once, the
+    texts that share a query (case, spaces) in different groups included."""
+    texts = pd.Series(
+        [
+            "12 Smiyh St Richmond", "12 Smith St Richmond", "12 Xmith St Richmond",
+            "14 Smith Street", "3 Nowhere Rd", "12 Smith St Richmond 3000", "A1", "",
+            "Zzz", "Ünit 2 12 Smïth St Richmond", "12 smith st richmond", "1 Smith St",
+            "12  SMITH ST RICHMOND",
+        ]
+    )  # fmt: skip
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    whole = modes.FuzzyAnswers.of(index, texts, options)
+    monkeypatch.setattr(probabilistic, "RANGE_QUERIES", 1)
+    monkeypatch.setattr(modes, "PAIR_QUERIES", 2)
+    monkeypatch.setattr(modes, "ANSWER_QUERIES", 3)
+    grouped = modes.FuzzyAnswers.of(index, texts, options)
+    assert whole.model is not None and grouped.model is not None
+    assert grouped.model.prior == whole.model.prior
+    for c in probabilistic.COMPONENTS:
+        assert grouped.model.m[c].tolist() == whole.model.m[c].tolist(), c
+    assert list(grouped.texts) == list(whole.texts) == texts.tolist()
+    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
+        got, expected = getattr(grouped.result, name), getattr(whole.result, name)
+        assert got is not None and expected is not None
+        assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
+    assert (whole.result.asset >= 0).sum() >= 2  # some texts link, some do not
+    assert (whole.result.asset < 0).sum() >= 3
+    # No text with a candidate in any group: no model, and every text says why.
+    none = modes.FuzzyAnswers.of(index, pd.Series(["Zzz", "", "Qqq Xxx"]), options)
+    assert none.model is None
+    assert none.result.asset.tolist() == [-1, -1, -1]
+    assert none.result.err.tolist() == [modes.NO_FUZZY_CANDIDATE] * 3
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from toolkit.matching.index import (
     strip_leading_zeros,
 )
 from toolkit.matching.options import LookupOptions
-from toolkit.matching.parsed import Parsed, subset_words
+from toolkit.matching.parsed import Parsed, rows_of_words, subset_words
 
 # From this many point queries on, mode geo indexes the points instead of probing the
 # asset tree once per point (and always when they are a tenth of the assets or more).
@@ -561,9 +561,12 @@ class FuzzyTexts:
         return pd.Series(pd.unique(pd.concat(self.texts, ignore_index=True)))
 
 
+# Distinct queries parsed and paired at once by ``FuzzyAnswers`` (a multiple of the ranges
+# ``compared_candidates`` pairs, so its ranges are those of one pass over them all).
+PAIR_QUERIES = 3 * probabilistic.RANGE_QUERIES
 # Distinct queries whose pairs are scored at once by ``FuzzyAnswers``: their evidence (seven
 # floats a pair, up to MAX_CANDIDATES pairs a query) stays a few tens of MiB.
-ANSWER_QUERIES = 50_000
+ANSWER_QUERIES = 20_000
 
 
 @dataclass(frozen=True)
@@ -583,20 +586,47 @@ class FuzzyAnswers:
     @classmethod
     def of(cls, index: AssetIndex, texts: pd.Series, options: LookupOptions) -> FuzzyAnswers:
         """The model fitted on ``texts`` (distinct, in first-occurrence order, as
-        ``fuzzy_model``) and each text's answer."""
+        ``fuzzy_model``) and each text's answer. The distinct queries are parsed and
+        paired ``PAIR_QUERIES`` at a time, only their pairs kept: parsing a job's every
+        text at once, beside its pairing's temporaries, was the import's highest point
+        of memory (a query's parse and pairs are its own, so the pairs are those of one
+        pass, in the same order)."""
         batch = QueryBatch(texts.fillna("").astype("str").reset_index(drop=True))
-        fitted = _fuzzy_pairs(index, batch, options)
-        if fitted is None:
-            result = ModeResult.empty(len(batch))
-            _no_match(result, NO_FUZZY_CANDIDATE)
-            return cls(pd.Index(batch.text), result, None, options.asset_class)
-        queries, codes, per_row, q, comparison, model = fitted
+        text = pd.Index(batch.text)
+        words, parts, codes = subset_words(batch.analysis())
+        del batch  # its analysis: every text's words again
+        side = index.fuzzy_side()
         allowed = index.allowed(options.asset_class)
-        row_asset = _row_assets(index.fuzzy_side(), allowed)
+        per_row = np.bincount(side.codes[np.flatnonzero(allowed)], minlength=len(side.parsed))
+        groups = side.groups_for(per_row > 0)
+        n_queries = words.n_rows
+        pieces: list[tuple[np.ndarray, probabilistic.Comparison]] = []
+        for start in range(0, n_queries, PAIR_QUERIES):
+            stop = min(start + PAIR_QUERIES, n_queries)
+            queries = Parsed.of_words(*rows_of_words(words, parts, start, stop), field_data=True)
+            q, comparison = probabilistic.compared_candidates(queries, side.parsed, groups)
+            # Kept as 32-bit rows until every group is paired (query and asset rows fit).
+            pieces.append(
+                (
+                    (q + start).astype(np.int32),
+                    probabilistic.Comparison(comparison.levels, comparison.a.astype(np.int32)),
+                )
+            )
+            del queries, q, comparison
+        del words, parts
+        q, comparison = _joined(pieces)
+        if not len(q):
+            result = ModeResult.empty(len(codes))
+            _no_match(result, NO_FUZZY_CANDIDATE)
+            return cls(text, result, None, options.asset_class)
+        model = probabilistic.fit(
+            side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), n_queries
+        )
+        row_asset = _row_assets(side, allowed)
         n_allowed = int(allowed.sum())
         # Pairs are sorted by query: a range of queries is a range of pairs, scored alone
         # as match_fuzzy would score it among other queries (each query's own pairs decide).
-        bounds = np.arange(0, len(queries) + ANSWER_QUERIES, ANSWER_QUERIES).clip(max=len(queries))
+        bounds = np.arange(0, n_queries + ANSWER_QUERIES, ANSWER_QUERIES).clip(max=n_queries)
         ends = np.searchsorted(q, bounds)
         decided = []
         for lo, hi, first, end in zip(bounds[:-1], bounds[1:], ends[:-1], ends[1:], strict=True):
@@ -606,7 +636,7 @@ class FuzzyAnswers:
             )
             decided.append(_fuzzy_decided(scored, per_row, row_asset))
         result = ModeResult.concat(decided).take(codes)
-        return cls(pd.Index(batch.text), result, model, options.asset_class)
+        return cls(text, result, model, options.asset_class)
 
     def __call__(
         self, index: AssetIndex, batch: QueryBatch, options: LookupOptions, k: int
@@ -615,6 +645,27 @@ class FuzzyAnswers:
         if k or options.asset_class != self.asset_class or bool((where < 0).any()):
             return match_fuzzy(index, batch, options, k, model=self.model)
         return self.result.take(where)
+
+
+def _joined(
+    pieces: list[tuple[np.ndarray, probabilistic.Comparison]],
+) -> tuple[np.ndarray, probabilistic.Comparison]:
+    """Consecutive groups' pairs (query rows, comparison) as one, each group let go as it is
+    copied in (``pieces`` is emptied): not every group beside the whole at once."""
+    total = sum(len(q) for q, _ in pieces)
+    width = pieces[0][1].levels.shape[1] if pieces else len(probabilistic.COMPONENTS)
+    q = np.empty(total, dtype=np.int64)
+    levels = np.empty((total, width), dtype=np.int8)
+    a = np.empty(total, dtype=np.int64)
+    at = 0
+    pieces.reverse()
+    while pieces:
+        piece_q, piece = pieces.pop()
+        end = at + len(piece_q)
+        q[at:end], levels[at:end], a[at:end] = piece_q, piece.levels, piece.a
+        at = end
+        del piece_q, piece
+    return q, probabilistic.Comparison(levels, a)
 
 
 # A mode's answers on a job's first pass (``TextRecord``): its name, the distinct texts it

@@ -280,6 +280,23 @@ def subset_words(analysis: Analysis) -> tuple[Words, Structure, np.ndarray]:
     return sub, sub_parts, wanted[analysis.codes]
 
 
+def rows_of_words(words: Words, parts: Structure, start: int, stop: int) -> tuple[Words, Structure]:
+    """The words and structure of the distinct strings ``start`` to ``stop`` of ``words``
+    alone, numbered from 0, with only the vocabulary they use (each string parses as it
+    does among all of them)."""
+    keep = (words.row >= start) & (words.row < stop)
+    word_used, word_wanted = _renumbered(words.word_code[keep], len(words.vocabulary))
+    sub = Words(
+        words.row[keep] - start,
+        words.position[keep],
+        word_wanted[words.word_code[keep]],
+        words.vocabulary[word_used],
+        stop - start,
+    )
+    sub_parts = Structure(*(getattr(parts, f)[keep] for f in Structure.__dataclass_fields__))
+    return sub, sub_parts
+
+
 def _renumbered(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``codes`` (each below ``size``) in order, and each code's number among
     them (-1: unused): ``np.unique``'s answer by a mark and a running count, not its sort
