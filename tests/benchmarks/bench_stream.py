@@ -7,8 +7,9 @@ whose own peak memory (ru_maxrss) is the figure. Beside each: the same import re
 part (the pipeline before streaming) where asked, and a raw ``pyarrow.csv.read_csv`` of
 the file in the same process, so the cost of reading in parts shows as a ratio.
 
-The rule is the sample's damage rule without its fuzzy fallback: mode fuzzy fits its model
-on the rows at hand, so an import of a fuzzy rule is read as one part.
+The rule is the sample's damage rule without its fuzzy fallback, as when this benchmark
+began, so runs compare across versions (a rule with mode fuzzy is read in parts too, after
+a first pass over every part fits its model: ``bench_import.py`` measures that).
 
     python tests/benchmarks/bench_stream.py                          # 1M parcels; 1M, 5M items
     python tests/benchmarks/bench_stream.py --assets 100000 --items 100000,500000
