@@ -87,4 +87,10 @@ def heap_kept_for_reuse() -> Iterator[bool]:
             if _holders == 0 and _LIBC is not None:
                 if not _set(AFTER):
                     log.debug("mallopt refused the settings after bulk work")
-                _LIBC.malloc_trim(ctypes.c_size_t(0))
+                trim_heap()
+
+
+def trim_heap() -> None:
+    """Give the heap's free memory back to the system now (``malloc_trim``; glibc only)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(ctypes.c_size_t(0))

@@ -10,7 +10,6 @@ dtypes (nullable integers, dates, lists of choices) with no conversion either wa
 
 from __future__ import annotations
 
-import ctypes
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
+
+from toolkit.allocator import trim_heap
 
 T = TypeVar("T")
 
@@ -175,29 +176,10 @@ class StagedFrames:
         return frames
 
 
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc (macOS, musl): its allocator is left as it is
-        return None
-
-
-def map_large_arrays() -> None:
-    """Have glibc give each large array (1 MiB and up: a part's columns) its own mapping,
-    returned to the system when the array is freed. By default glibc raises that threshold
-    as large arrays are freed, then carves them from its heap, where the part's survivors
-    pin the freed space: the process grew part by part though what it held did not."""
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(-3, 1024 * 1024)  # M_MMAP_THRESHOLD; a fixed value stops the raising
-
-
 def release_unused() -> None:
     """Hand the memory a finished part freed back to the system: Arrow's pool (mimalloc)
     and glibc's heap both keep freed pages for reuse."""
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    trim_heap()

@@ -65,7 +65,6 @@ from toolkit.importing.parts import (
     RowNumbers,
     StagedFrames,
     StagedParts,
-    map_large_arrays,
     release_unused,
 )
 from toolkit.importing.payload import Payload, prepare_payload
@@ -90,7 +89,7 @@ from toolkit.store import Actor, SiteStore
 from toolkit.store.link_recorder import LinkRecorder
 
 if TYPE_CHECKING:
-    from toolkit.matching import AssetIndex, Geocoder
+    from toolkit.matching import Geocoder
 
 # The runner orchestrates the stages, each in a module of its own (see their docstrings);
 # the request, the results, the per-partition stages and the plan stay importable from here,
@@ -363,8 +362,6 @@ class ImportRunner:
         )
         matching_id = matching_field(rule, request.matching_id)
         staged: StagedParts[Payload] = StagedParts(folder / "prepared")
-        if chunked.count > 1:
-            map_large_arrays()
         # Asset and user imports write their rows at once: their parts are joined.
         joined: list[Payload] = []
         # What the plan needs of every part stays compact (issue 17: 5,000,000 rows beside a
@@ -486,7 +483,7 @@ class ImportRunner:
         first_pass: StagedParts[FirstPass] | None = None
         if chunked.count > 1 and "fuzzy" in _link_ways(rule):
             first_pass = fuzzy_first_pass(
-                self.store, _trimmed(self.asset_index), self.progress,
+                self.store, self.asset_index, self.progress,
                 partial(self._stage, outcome), request, rule, chunked, folder, shared,
             )  # fmt: skip
             # What fitting and answering fuzzy freed goes back before the second pass.
@@ -957,21 +954,6 @@ def _release_arrow_memory() -> None:
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-
-
-def _trimmed(provider: IndexProvider | None) -> IndexProvider | None:
-    """``provider``, giving back what loading the index freed once it is loaded: the
-    first part's link otherwise ran on top of it (about 100 MiB at 1,000,000 parcels)."""
-    if provider is None:
-        return None
-    loader = provider
-
-    def load() -> AssetIndex:
-        index = loader()
-        release_unused()
-        return index
-
-    return load
 
 
 def _rows_of(chunked: ChunkedSource, rows: Sequence[RowNumbers], wanted: set[int]) -> pd.DataFrame:
