@@ -66,14 +66,14 @@ def test_assets_keep_given_ids_geometry_and_types(site) -> None:  # type: ignore
     assert assets.ids_taken([100002, 5]) == {100002}
     keys = assets.active_keys("propnum")
     assert keys["key"].fillna("-").tolist() == ["005123", "005124", "-"]
-    frame = assets.frame()
+    frame = assets.columns().to_pandas()
     assert frame["id"].tolist() == [100001, 100002, 100003]
     assert json.loads(frame["extra_info"][0]) == {"propnum": "005123"}
 
 
 def test_the_frame_for_an_index_holds_every_column_and_the_stored_boxes(site) -> None:  # type: ignore[no-untyped-def]
     _db, assets = site
-    frame = assets.frame(bounds=True)
+    frame = assets.columns(bounds=True).to_pandas()
     rows = assets.connection.execute(
         f"SELECT {', '.join(assets.FRAME_COLUMNS)} FROM asset ORDER BY id"
     ).fetchall()
@@ -87,7 +87,7 @@ def test_the_frame_for_an_index_holds_every_column_and_the_stored_boxes(site) ->
             assert got == expected, name
     boxes = frame[list(assets.BOUNDS_COLUMNS)].to_numpy(dtype=np.float64)
     np.testing.assert_array_equal(boxes, shapely.bounds(np.array([WEST, EAST, None])))
-    empty = assets.frame(active_only=True, bounds=True).iloc[:0]
+    empty = assets.columns(active_only=True, bounds=True).to_pandas().iloc[:0]
     assert list(empty.columns) == [*assets.FRAME_COLUMNS, *assets.BOUNDS_COLUMNS]
 
 

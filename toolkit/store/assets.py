@@ -267,14 +267,6 @@ class AssetStore:
     )
     BOUNDS_COLUMNS = ("min_x", "min_y", "max_x", "max_y")
 
-    def frame(self, *, active_only: bool = True, bounds: bool = False) -> pd.DataFrame:
-        """Every asset of the site as columns (geometry as WKB), to build a matching index;
-        ``bounds`` adds each geometry's box as stored (float, NaN where NULL)."""
-        frame: pd.DataFrame = self.columns(active_only=active_only, bounds=bounds).to_pandas(
-            types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get
-        )
-        return frame
-
     def columns(
         self,
         *,
