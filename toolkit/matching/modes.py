@@ -22,7 +22,7 @@ from numpy.dtypes import StringDType
 
 from toolkit.errors import OptionError
 from toolkit.matching import accuracy, probabilistic
-from toolkit.matching.address import Analysis
+from toolkit.matching.address import Analysis, Structure, Words
 from toolkit.matching.asset_side import AssetSide
 from toolkit.matching.index import (
     AssetIndex,
@@ -586,33 +586,17 @@ class FuzzyAnswers:
     @classmethod
     def of(cls, index: AssetIndex, texts: pd.Series, options: LookupOptions) -> FuzzyAnswers:
         """The model fitted on ``texts`` (distinct, in first-occurrence order, as
-        ``fuzzy_model``) and each text's answer. The distinct queries are parsed and
-        paired ``PAIR_QUERIES`` at a time, only their pairs kept: parsing a job's every
-        text at once, beside its pairing's temporaries, was the import's highest point
-        of memory (a query's parse and pairs are its own, so the pairs are those of one
-        pass, in the same order)."""
+        ``fuzzy_model``) and each text's answer; the texts' analysis and words are let go
+        before their pairs are joined (``_paired``)."""
         batch = QueryBatch(texts.fillna("").astype("str").reset_index(drop=True))
         text = pd.Index(batch.text)
         words, parts, codes = subset_words(batch.analysis())
         del batch  # its analysis: every text's words again
         side = index.fuzzy_side()
         allowed = index.allowed(options.asset_class)
-        per_row = np.bincount(side.codes[np.flatnonzero(allowed)], minlength=len(side.parsed))
-        groups = side.groups_for(per_row > 0)
+        per_row = _assets_per_row(side, allowed)
         n_queries = words.n_rows
-        pieces: list[tuple[np.ndarray, probabilistic.Comparison]] = []
-        for start in range(0, n_queries, PAIR_QUERIES):
-            stop = min(start + PAIR_QUERIES, n_queries)
-            queries = Parsed.of_words(*rows_of_words(words, parts, start, stop), field_data=True)
-            q, comparison = probabilistic.compared_candidates(queries, side.parsed, groups)
-            # Kept as 32-bit rows until every group is paired (query and asset rows fit).
-            pieces.append(
-                (
-                    (q + start).astype(np.int32),
-                    probabilistic.Comparison(comparison.levels, comparison.a.astype(np.int32)),
-                )
-            )
-            del queries, q, comparison
+        pieces = _paired(side, words, parts, per_row)
         del words, parts
         q, comparison = _joined(pieces)
         if not len(q):
@@ -645,6 +629,40 @@ class FuzzyAnswers:
         if k or options.asset_class != self.asset_class or bool((where < 0).any()):
             return match_fuzzy(index, batch, options, k, model=self.model)
         return self.result.take(where)
+
+
+def _assets_per_row(side: AssetSide, allowed: np.ndarray) -> np.ndarray:
+    """How many allowed assets hold each asset row (distinct name) of the fuzzy side."""
+    counts: np.ndarray = np.bincount(
+        side.codes[np.flatnonzero(allowed)], minlength=len(side.parsed)
+    )
+    return counts
+
+
+def _paired(
+    side: AssetSide, words: Words, parts: Structure, per_row: np.ndarray
+) -> list[tuple[np.ndarray, probabilistic.Comparison]]:
+    """The candidate pairs of the distinct queries ``words`` (``subset_words``) among the
+    asset rows some allowed asset holds (``per_row``), and their comparison, parsed and
+    paired ``PAIR_QUERIES`` queries at a time, only their pairs kept (``_joined`` makes
+    them one): parsing a million-row job's every text at once, beside its pairing's
+    temporaries, was the import's highest point of memory. A query's parse and pairs are
+    its own, so the pairs are those of one pass, in the same order."""
+    groups = side.groups_for(per_row > 0)
+    pieces: list[tuple[np.ndarray, probabilistic.Comparison]] = []
+    for start in range(0, words.n_rows, PAIR_QUERIES):
+        stop = min(start + PAIR_QUERIES, words.n_rows)
+        queries = Parsed.of_words(*rows_of_words(words, parts, start, stop), field_data=True)
+        q, comparison = probabilistic.compared_candidates(queries, side.parsed, groups)
+        # Kept as 32-bit rows until every group is paired (query and asset rows fit).
+        pieces.append(
+            (
+                (q + start).astype(np.int32),
+                probabilistic.Comparison(comparison.levels, comparison.a.astype(np.int32)),
+            )
+        )
+        del queries, q, comparison
+    return pieces
 
 
 def _joined(
@@ -750,30 +768,26 @@ def _fuzzy_pairs(
     options: LookupOptions,
     model: probabilistic.Model | None = None,
 ) -> (
-    tuple[Parsed, np.ndarray, np.ndarray, np.ndarray, probabilistic.Comparison, probabilistic.Model]
+    tuple[int, np.ndarray, np.ndarray, np.ndarray, probabilistic.Comparison, probabilistic.Model]
     | None
 ):
-    """The batch's distinct queries, each row's among them, assets per asset row, the
-    candidate pairs and their comparison, and ``model`` (fitted on them when None);
-    None when no query has a candidate."""
+    """How many distinct queries the batch has, each row's among them, assets per asset
+    row, the candidate pairs and their comparison, and ``model`` (fitted on them when
+    None); None when no query has a candidate."""
     side = index.fuzzy_side()
     # Only the distinct strings of this batch are parsed (a fallback batch shares the
     # analysis of the whole batch).
     words, parts, codes = subset_words(batch.analysis())
-    queries = Parsed.of_words(words, parts, field_data=True)
-    allowed = index.allowed(options.asset_class)
-    allowed_assets = np.flatnonzero(allowed)
-    per_row = np.bincount(side.codes[allowed_assets], minlength=len(side.parsed))
-    q, comparison = probabilistic.compared_candidates(
-        queries, side.parsed, side.groups_for(per_row > 0)
-    )
+    per_row = _assets_per_row(side, index.allowed(options.asset_class))
+    n_queries = words.n_rows
+    q, comparison = _joined(_paired(side, words, parts, per_row))
     if not len(q):
         return None
     if model is None:
         model = probabilistic.fit(
-            side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), len(queries)
+            side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), n_queries
         )
-    return queries, codes, per_row, q, comparison, model
+    return n_queries, codes, per_row, q, comparison, model
 
 
 def match_fuzzy(
@@ -795,10 +809,10 @@ def match_fuzzy(
         result = ModeResult.empty(len(batch))
         _no_match(result, NO_FUZZY_CANDIDATE)
         return result
-    queries, codes, per_row, q, comparison, model = fitted
+    n_queries, codes, per_row, q, comparison, model = fitted
     side = index.fuzzy_side()
     allowed = index.allowed(options.asset_class)
-    scored = probabilistic.score(q, comparison, model, len(queries), int(allowed.sum()), per_row)
+    scored = probabilistic.score(q, comparison, model, n_queries, int(allowed.sum()), per_row)
     result = _fuzzy_decided(scored, per_row, _row_assets(side, allowed)).take(codes)
     if k:
         result.candidates = _fuzzy_candidates(scored, codes, per_row, side, allowed, k)
