@@ -383,16 +383,20 @@ def test_parts_read_in_turn_closed_early_leave_no_read_running() -> None:
     """Closed while part 1 is still being read, the generator returns once that read
     has ended (nothing is left reading the file), and no later part is begun."""
     release = threading.Event()
+    reading_1 = threading.Event()
     ended: list[int] = []
 
     def read(i: int) -> int:
         if i == 1:
+            reading_1.set()
             release.wait(10)
         ended.append(i)
         return i
 
     reading = read_in_turn(4, read, ahead=True)
     assert next(reading) == 0
+    # Closed only once part 1's read has begun (a read not yet begun is called off).
+    assert reading_1.wait(10)
     threading.Timer(0.2, release.set).start()
     reading.close()
     assert ended == [0, 1]
