@@ -376,3 +376,46 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
     assert _rows(path, "SELECT count(*) FROM item") == [(0,)]
     assert _rows(path, "SELECT count(*) FROM import_link") == [(0,)]
     assert not [t for t in threading.enumerate() if t.name == "toolkit-read-ahead"]
+
+
+def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second pass replays the modes before fuzzy: the key tables, name columns and
+    box grid the first pass built are let go before fuzzy pairs its texts (the import's
+    highest point of memory). An index shared with lookups (a server's) keeps what they
+    had built; the links are those of an index that kept everything."""
+    from toolkit.matching.modes import FuzzyAnswers
+    from toolkit.site.index_cache import IndexCache
+
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    held_at_pairing: list[frozenset[tuple[str, object]]] = []
+    of = FuzzyAnswers.of
+
+    def noted(index: Any, texts: Any, options: Any) -> FuzzyAnswers:
+        held_at_pairing.append(index.lookup_structures())
+        return of(index, texts, options)
+
+    monkeypatch.setattr(FuzzyAnswers, "of", staticmethod(noted))
+    links = []
+    for shared in (False, True):
+        path = tmp_path / f"shared-{shared}.sqlite"
+        with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+            site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+            event = int(site.create_event({"name": "Flood 2026"})["id"])
+            before: frozenset[tuple[str, object]] = frozenset()
+            if shared:
+                site.index_cache = IndexCache()
+                site.asset_lookup("12 Smith St", {"mode": "soundex", "maxRank": 1})
+                before = site.asset_index().lookup_structures()
+                assert ("table", ("exact_full", None)) in before
+            request = ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+            )
+            job = site.run_import(request)
+            assert job["status"] == "COMPLETE"
+            assert held_at_pairing[-1] == before
+            if shared:  # what the lookups built is still there
+                assert site.asset_index().lookup_structures() == before
+        links.append(_rows(path, "SELECT * FROM import_link ORDER BY row"))
+    assert links[0] == links[1] and len(links[0]) > 250

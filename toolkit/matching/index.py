@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -415,6 +415,24 @@ class AssetIndex:
         if name not in self._derived:
             self._derived[name] = build()
         return self._derived[name]
+
+    def lookup_structures(self) -> frozenset[tuple[str, object]]:
+        """What the modes before fuzzy built in the index on first use and keep: key tables,
+        text columns of the names, the grid of boxes (for ``let_go``)."""
+        built: set[tuple[str, object]] = {("table", key) for key in self._tables}
+        built |= {("mask", key) for key in self._masks if key[0] == "column"}
+        built |= {("derived", name) for name in ("box_grid",) if name in self._derived}
+        return frozenset(built)
+
+    def let_go(self, structures: Iterable[tuple[str, object]]) -> None:
+        """Drop ``structures`` (of ``lookup_structures``): built again if used again."""
+        held: dict[str, dict[Any, Any]] = {
+            "table": self._tables,
+            "mask": self._masks,
+            "derived": self._derived,
+        }
+        for kind, key in structures:
+            held[kind].pop(key, None)
 
     def fuzzy_side(self) -> AssetSide:
         """The fuzzy matcher's asset side: read from the folder the index was loaded from,
