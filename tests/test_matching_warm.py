@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from matching_assets import asset_frame, queries
@@ -30,10 +31,9 @@ TEXTS = [
 
 
 def _hashed(table: KeyTable) -> bool:
-    """Whether the table's hash table is built (for text keys, of their hashes)."""
-    if isinstance(table.distinct, pd.Index):
-        return "_engine" in table.distinct._cache  # pandas' hash table, built once
-    return "_text_hashes" in vars(table)
+    """Whether a text table's sorted hashes are made (name keys are held sorted, with
+    nothing more to build)."""
+    return isinstance(table.distinct, np.ndarray) or "_text_hashes" in vars(table)
 
 
 def _built(index: AssetIndex) -> set[Any]:

@@ -108,11 +108,25 @@ def _arrow_text(values: pd.Series) -> pa.Array:
     return array.cast(pa.large_string())
 
 
+def sorted_positions(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Position of each query among ``keys`` (sorted, distinct), -1 where absent: a binary
+    search, with no hash table to build or hold."""
+    if not len(keys):
+        return np.full(len(queries), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
+    return np.where(keys[at] == queries, at, -1)
+
+
 @dataclass(frozen=True)
 class KeyTable:
-    """Assets grouped by key (uint64 name keys or code strings), for bulk exact lookups."""
+    """Assets grouped by key (uint64 name keys or code strings), for bulk exact lookups.
 
-    distinct: pd.Index | pa.Array  # distinct keys: a pandas Index (uint64) or arrow strings
+    Name keys are held sorted and found by binary search: a pandas index's hash table of a
+    million keys held ~40 MiB beside them, for each of a rule's up to nine name tables (and
+    took 0.17 s to build at the first part); a lookup of a part's keys takes milliseconds
+    either way."""
+
+    distinct: np.ndarray | pa.Array  # distinct keys: sorted uint64, or arrow strings
     start: np.ndarray  # first slot in ``assets`` of each distinct key
     count: np.ndarray  # number of distinct assets with that key
     assets: np.ndarray  # int64 asset positions, grouped by key
@@ -124,17 +138,25 @@ class KeyTable:
         """Index ``keys[i] -> assets[i]``; 0 and null keys and disallowed assets left out."""
         if isinstance(keys, np.ndarray):
             keep = (keys != 0) & allowed[assets]
-            codes, uniques = pd.factorize(keys[keep])
-            distinct: pd.Index | pa.Array = pd.Index(uniques)
+            kept = keys[keep].astype(np.uint64)
+            # Sorted by key: a key's code is its place among the distinct keys.
+            order = np.argsort(kept)
+            ordered = kept[order]
+            first = np.concatenate([[True], ordered[1:] != ordered[:-1]])[: len(ordered)]
+            distinct: np.ndarray | pa.Array = ordered[first]
+            codes = np.cumsum(first) - 1
+            kept_assets = assets[keep][order]
+            del kept, order, ordered, first
         else:
             keep = keys.is_valid().to_numpy(zero_copy_only=False) & allowed[assets]
             encoded = pc.dictionary_encode(keys.filter(pa.array(keep)))
             codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             distinct = encoded.dictionary
+            kept_assets = assets[keep]
         n_assets = int(assets.max(initial=0)) + 1
         # One sorted unique over code * n + asset both drops repeated (key, asset) pairs
         # and groups the assets by key.
-        pairs = np.sort(codes.astype(np.int64) * n_assets + assets[keep])
+        pairs = np.sort(codes.astype(np.int64) * n_assets + kept_assets)
         # (np.unique is hash-based in numpy 2 and several times slower than sort + diff.)
         pairs = pairs[np.concatenate([[True], np.diff(pairs) != 0])[: len(pairs)]]
         grouped_codes = pairs // n_assets
@@ -143,8 +165,8 @@ class KeyTable:
 
     def lookup(self, queries: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """(first slot, number of distinct assets) per query key; 0/null finds nothing."""
-        if isinstance(self.distinct, pd.Index):
-            position = self.distinct.get_indexer(pd.Index(queries))
+        if isinstance(self.distinct, np.ndarray):
+            position = sorted_positions(self.distinct, np.asarray(queries, dtype=np.uint64))
         else:
             given = (
                 queries if isinstance(queries, pa.Array | pa.ChunkedArray) else pa.array(queries)
@@ -157,21 +179,21 @@ class KeyTable:
         return self.start[safe], np.where(hit, self.count[safe], 0)
 
     def warm(self) -> None:
-        """Build now what the first lookup would: the hash table of the keys (of a text
-        table, of their hashes)."""
-        # A text table's hashes are checked unique, so their hash table is built; pandas
-        # builds an index's hash table when first asked for uniqueness, as every lookup
-        # does (0.17 s for a 1M-asset rule's tables at its first part).
-        keys = self._text_hashes if isinstance(self.distinct, pa.Array) else self.distinct
-        _ = keys is None or keys.is_unique
+        """Build now what the first lookup would (a text table's sorted hashes)."""
+        if isinstance(self.distinct, pa.Array):
+            _ = self._text_hashes
 
     @cached_property
-    def _text_hashes(self) -> pd.Index | None:
-        """A 64-bit hash of each distinct text key, as an index (its hash table is built
-        once, with the first lookup); None if two texts share a hash."""
+    def _text_hashes(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """A 64-bit hash of each distinct text key, sorted, and each one's position among
+        the keys; None if two texts share a hash."""
         assert isinstance(self.distinct, pa.Array)
-        hashes = pd.Index(string_hashes(self.distinct.to_numpy(zero_copy_only=False)))
-        return hashes if hashes.is_unique else None
+        hashes = string_hashes(self.distinct.to_numpy(zero_copy_only=False))
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
+        if bool((ordered[1:] == ordered[:-1]).any()):
+            return None
+        return ordered, order
 
     def _text_positions(self, queries: pa.Array) -> np.ndarray:
         """Position of each text among ``distinct`` (-1: none, or null), found by its hash
@@ -183,9 +205,12 @@ class KeyTable:
             found = pc.index_in(queries, value_set=distinct)
             position: np.ndarray = pc.fill_null(found, -1).to_numpy(zero_copy_only=False)
             return position
+        ordered, order = hashes
         valid = queries.is_valid().to_numpy(zero_copy_only=False)
         texts = pc.fill_null(queries, "").to_numpy(zero_copy_only=False)
-        position = hashes.get_indexer(pd.Index(string_hashes(texts)))
+        at = sorted_positions(ordered, string_hashes(texts))
+        position = order[at] if len(order) else at  # -1 where absent, stays -1 below
+        position[at < 0] = -1
         position[~valid] = -1
         hit = np.flatnonzero(position >= 0)
         if len(hit):
