@@ -65,11 +65,13 @@ def build_index(store: SiteStore) -> tuple[AssetIndex, Dump]:
             frame, wkb, bounds = assets_of(raw.append_column("name", named["name"]))
             frame["name"] = names
             del raw, named, names
+            _let_go_freed()
             analysis = analysed.get()
             if isinstance(analysis, BaseException):
                 raise analysis
             index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds, analysis=analysis)
             del frame, wkb, bounds, analysis
+            _let_go_freed()
             own = index.own_streams()
             side, side_buffers, side_header = side_work.result()
     if changed:
@@ -89,10 +91,19 @@ def _name_side(
         analysed.put(exc)
         raise
     analysed.put(analysis)
+    _let_go_freed()
     side = AssetSide.of_analysis(analysis)
     del analysis
+    _let_go_freed()
     buffers, header = side_streams(side)
     return side, buffers, header
+
+
+def _let_go_freed() -> None:
+    """Return what this thread's Arrow allocator keeps of the memory it freed. Each
+    thread has its own (mimalloc), and neither reuses the other's: kept, the two threads'
+    freed Arrow buffers raised the build's peak by ~100 MiB at a million assets."""
+    pa.default_memory_pool().release_unused()
 
 
 def build_in_turn(store: SiteStore) -> tuple[AssetIndex, Dump]:
