@@ -2,10 +2,12 @@
 
 A million assets' build is a read of the store (3 s of CPU, mostly the sqlite3 module's
 Python objects), the analysis of the names and the fuzzy matcher's side made of it
-(6-7 s, in numpy and Arrow, which let go of the GIL) and the compression of the result
-(1 s). :func:`build_index` reads the names first and analyses them in a second thread
-while it reads the other columns and makes the asset tables: 12 s of wall time became
-about 8 on two cores, for the same index and the same bytes cached.
+(5-6 s, in numpy and Arrow, which let go of the GIL), the asset tables (2 s) and the
+compression of the result (1 s). :func:`build_index` reads the names first and analyses
+them in a second thread while it reads the other columns and makes the asset tables:
+10.5 s became 7.7 with a second core free (``tests/benchmarks/bench_index_build.py``),
+for the same index and the same bytes cached. (The two reads at once, each in its own
+thread, were slower: both make Python objects, and took turns with the GIL row by row.)
 """
 
 from __future__ import annotations
@@ -43,10 +45,11 @@ Dump = list[bytes | memoryview]
 def build_index(store: SiteStore) -> tuple[AssetIndex, Dump]:
     """The index of the site's active assets and its dump (``AssetIndex.dump_parts``).
 
-    The names are read and analysed, and their fuzzy side made and compressed, in a
-    second thread while this one reads the other columns and makes and compresses the
+    The names are read first; a second thread analyses them and makes and compresses
+    their fuzzy side while this one reads the other columns and makes and compresses the
     rest of the index. The two reads are two statements: if the assets changed between
-    them (the site's asset stamp moved), the index is built again from one read.
+    them (the site's asset stamp moved, or the ids differ), the index is built again from
+    one read.
     """
     stamp = store.assets.stamp()
     named = store.assets.columns(names=NAME_COLUMNS)
