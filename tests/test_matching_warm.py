@@ -12,6 +12,7 @@ from matching_assets import asset_frame, queries
 from toolkit.importing.linking import warm_link_index
 from toolkit.importing.rules import AssetLink, FieldRule, ImportRule
 from toolkit.matching import AssetIndex, LookupOptions, resolve
+from toolkit.matching.index import KeyTable
 from toolkit.matching.modes import warm_index
 
 # The sample's texts and one that nothing is like: every rank of soundex is tried.
@@ -28,10 +29,17 @@ TEXTS = [
 ]
 
 
+def _hashed(table: KeyTable) -> bool:
+    """Whether the table's hash table is built (for text keys, of their hashes)."""
+    if isinstance(table.distinct, pd.Index):
+        return "_engine" in table.distinct._cache  # pandas' hash table, built once
+    return "_text_hashes" in vars(table)
+
+
 def _built(index: AssetIndex) -> set[Any]:
-    """What the index holds that is built on first use: key tables (with a text table's
-    hash index or not), and the grid of boxes."""
-    tables = {(key, "_text_hashes" in vars(table)) for key, table in index._tables.items()}
+    """What the index holds that is built on first use: key tables (with their hash
+    table or not), and the grid of boxes."""
+    tables = {(key, _hashed(table)) for key, table in index._tables.items()}
     return tables | ({"box_grid"} & set(index._derived))
 
 
@@ -85,7 +93,7 @@ def _rule(codefield: str | None, **options: Any) -> ImportRule:
 
 # The tables of the rule's address way (soundex to rank 2, in class Property).
 SOUNDEX_TO_RANK_2 = {
-    ((key, "Property"), False)
+    ((key, "Property"), True)
     for rank in ("exact", "sound")
     for key in (f"{rank}_full", f"{rank}_street/bare", f"{rank}_street")
 }

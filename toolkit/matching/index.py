@@ -162,9 +162,13 @@ class KeyTable:
         return self.start[safe], np.where(hit, self.count[safe], 0)
 
     def warm(self) -> None:
-        """Build now what the first lookup would (a text table's hash index)."""
-        if isinstance(self.distinct, pa.Array):
-            _ = self._text_hashes
+        """Build now what the first lookup would: the hash table of the keys (of a text
+        table, of their hashes)."""
+        # A text table's hashes are checked unique, so their hash table is built; pandas
+        # builds an index's hash table when first asked for uniqueness, as every lookup
+        # does (0.17 s for a 1M-asset rule's tables at its first part).
+        keys = self._text_hashes if isinstance(self.distinct, pa.Array) else self.distinct
+        _ = keys is None or keys.is_unique
 
     @cached_property
     def _text_hashes(self) -> pd.Index | None:

@@ -921,32 +921,49 @@ def _fuzzy_candidates(
     return found[["query", "asset", "score"]].reset_index(drop=True)
 
 
-def warm_index(index: AssetIndex, options: LookupOptions) -> None:
-    """Build now what the index builds on first use for ``options``' mode and fallback
-    (its key tables, and for geo its grid of boxes), so a caller can have it built while
-    it waits for its first rows; the modes then find it ready. Mode fuzzy's side is
-    loaded with the index, and mode contains builds nothing."""
+def warm_work(index: AssetIndex, options: LookupOptions) -> dict[str, Callable[[], object]]:
+    """What the index builds on first use for ``options``' mode and fallback, by name, each
+    piece independent of the others (``warm_index`` builds them in turn; a caller may
+    build them in threads of their own): its key tables, and for geo its grid of boxes.
+    Mode fuzzy's side is loaded with the index, and mode contains builds nothing. Raises
+    ``OptionError`` for a code field the index lacks."""
     cls = options.asset_class
+    work: dict[str, Callable[[], object]] = {}
+
+    def tables(*keys: str) -> Callable[[], object]:
+        def build() -> None:
+            for key in keys:
+                index.table(key, cls).warm()
+
+        return build
+
     for mode in dict.fromkeys(m for m in (options.mode, options.fallback_mode) if m):
-        keys: list[str] = []
         if mode == "id":
-            keys = ["code:id"]
+            work["code:id"] = tables("code:id")
         if mode in ("code", "name", "auto"):
             field = "*" if mode != "code" else _check_code_field(index, options.code_field)
-            keys += [f"code:{field}", f"stripped:{field}"]
+            # One piece: both tables are made from the field's codes, derived once.
+            work[f"code:{field}"] = tables(f"code:{field}", f"stripped:{field}")
         if mode in ("soundex", "name", "auto"):
             ranks = range(1, 2 if mode == "name" else options.max_rank + 1)
             for rank in ranks:
                 full, street = _LEVEL_KEYS[rank]
-                keys += [full, f"{street}/bare", street]
-        for key in keys:
-            index.table(key, cls).warm()
-        if mode in ("soundex", "name", "auto"):
-            index.name_column("postcode")
+                for key in (full, f"{street}/bare", street):
+                    work[key] = tables(key)
+            work["postcode"] = partial(index.name_column, "postcode")
         if mode == "geo":
-            index.allowed(cls)
-            index.with_geometry  # noqa: B018 (built on first use, as the box grid)
-            index.box_grid  # noqa: B018
+            # The grid of boxes (built on first use, as the positions with a geometry).
+            work["geo"] = lambda: (index.with_geometry, index.box_grid)
+    return work
+
+
+def warm_index(index: AssetIndex, options: LookupOptions) -> None:
+    """Build now what the index builds on first use for ``options`` (``warm_work``), so a
+    caller can have it built while it waits for its first rows; the modes then find it
+    ready."""
+    index.allowed(options.asset_class)
+    for build in warm_work(index, options).values():
+        build()
 
 
 MODE_FUNCTIONS: dict[str, ModeFunction] = {

@@ -112,10 +112,14 @@ class _Texts:
         of texts among them is measured once (a query's readings repeat the same words,
         and its candidates the same streets)."""
         size = np.int64(len(self.right))
-        packed = np.concatenate([left.astype(np.int64) * size + right for left, right in pairs])
-        distinct, inverse = _factorize(packed)
-        sim = self.jaro_winkler(distinct // size, distinct % size)
-        values = sim[inverse]
+        left = np.concatenate([left for left, _ in pairs])
+        right = np.concatenate([right for _, right in pairs])
+        # Pairs with an empty side (a third of a large job's) have no similarity: only the
+        # others are hashed.
+        present = np.flatnonzero((left != 0) & (right != 0))
+        distinct, inverse = _factorize(left[present].astype(np.int64) * size + right[present])
+        values = np.full(len(left), np.nan)
+        values[present] = self.jaro_winkler(distinct // size, distinct % size)[inverse]
         ends = np.cumsum([len(left) for left, _ in pairs])
         return list(np.split(values, ends[:-1]))
 
