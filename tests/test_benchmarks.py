@@ -40,6 +40,17 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ],
         {0},
     ),
+    "bench_index_build.py": (
+        ["--parcels", "300", "--repeat", "1"],
+        [
+            rf"site ready in {N} s",
+            rf"  two threads +{N} s, CPU +{N} s, peak {N} MiB \(300 assets; load {N}\)",
+            rf"  in turn +{N} s, CPU +{N} s, peak {N} MiB \(300 assets; load {N}\)",
+            rf"asset index build {N} s \(CPU {N} s, target 8 s at 1,000,000\) vs in turn {N} s "
+            rf"\(CPU {N} s\): ratio {N}; peak {N} MiB vs {N} MiB; the same cache bytes: yes",
+        ],
+        {0},
+    ),
     "bench_link_fk.py": (
         ["--links", "2000", "--repeat", "1"],
         [

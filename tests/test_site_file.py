@@ -101,6 +101,7 @@ def test_the_index_is_cached_in_the_file_and_rebuilt_when_assets_change(
 
         with monkeypatch.context() as patched:
             patched.setattr(index_cache_module, "site_assets", no_reading)
+            patched.setattr(index_cache_module, "build_index", no_reading)
             cached = site_asset_index(site.store)
         assert cached.assets.equals(built.assets) and len(cached) == 36
         assert cached.codes.equals(built.codes)

@@ -101,6 +101,11 @@ def as_text(values: pd.Series) -> pd.Series:
     return values.astype("str")
 
 
+def names_of(values: pd.Series) -> pd.Series:
+    """Asset names as an index keeps and analyses them: text, trimmed."""
+    return as_text(values).str.strip()
+
+
 def _arrow_text(values: pd.Series) -> pa.Array:
     array = pa.array(as_text(values).array, from_pandas=True)
     if isinstance(array, pa.ChunkedArray):
@@ -257,6 +262,7 @@ class AssetIndex:
         *,
         wkb: pa.Array | None = None,
         bounds: np.ndarray | None = None,
+        analysis: Analysis | None = None,
     ) -> AssetIndex:
         """Index a (Geo)DataFrame of assets: ``id`` and ``name`` required, others optional.
 
@@ -266,7 +272,8 @@ class AssetIndex:
         has them (the site's store): kept as they are, and the decoded geometries are let
         go once their boxes are taken, as in a loaded index. ``bounds`` with ``wkb`` and no
         geometry column: each WKB's box (xmin, ymin, xmax, ymax; NaN when missing or
-        empty), as the store keeps them: no geometry is decoded.
+        empty), as the store keeps them: no geometry is decoded. ``analysis``: the
+        ``Analysis`` of the names (as :func:`names_of` gives them), when the caller has it.
         """
         if bounds is not None and (wkb is None or _geometry_column(frame) is not None):
             raise MatchingError("boxes are given with WKB geometries, not a geometry column")
@@ -296,6 +303,8 @@ class AssetIndex:
         for name in ASSET_FIELDS:
             if name == "active":
                 assets[name] = _active_flags(table[name]) if name in table else True
+            elif name == "name":
+                assets[name] = names_of(table[name])
             elif name in table:
                 assets[name] = as_text(table[name]).str.strip()
             else:
@@ -307,7 +316,10 @@ class AssetIndex:
         )
         # The names are analysed once: for their keys now, and for the fuzzy matcher's side
         # when it is first built (it takes the analysis and lets it go).
-        analysis = Analysis.of(assets["name"])
+        if analysis is None:
+            analysis = Analysis.of(assets["name"])
+        elif len(analysis) != len(assets):
+            raise MatchingError(f"an analysis of {len(analysis)} names for {len(assets)} assets")
         name_keys = pd.DataFrame({**analysis.keys(), **analysis.texts()}, index=assets.index)
         index = cls(
             assets=assets,
@@ -477,6 +489,14 @@ class AssetIndex:
         side: AssetSide = self.derived("fuzzy", build)
         return side
 
+    def keep_fuzzy_side(self, side: AssetSide) -> None:
+        """Keep ``side``, built elsewhere from this index's analysis of its names (see
+        ``from_frame``), as the fuzzy side :meth:`fuzzy_side` gives."""
+        if len(side.codes) != len(self):
+            raise MatchingError(f"a fuzzy side of {len(side.codes)} assets for {len(self)}")
+        self._derived.pop("analysis", None)
+        self._derived["fuzzy"] = side
+
     def name_column(self, name: str) -> np.ndarray:
         """One column of ``name_keys`` as a numpy array (object for text), cached."""
         cache_key = ("column", name)
@@ -632,18 +652,19 @@ class AssetIndex:
         """The byte string of :meth:`dump` as the buffers it is made of, in order: the
         tables' as Arrow wrote them, so that a caller keeps them (200 MiB at a million
         assets) without a copy into a file first."""
-        buffers = {}
-        side_tables, side_header = self.fuzzy_side().tables()
-        tables = {
-            **self._arrow_tables(),
-            **{f"fuzzy:{name}": table for name, table in side_tables.items()},
-        }
-        options = ipc.IpcWriteOptions(compression="zstd")
-        for name, table in tables.items():
-            sink = pa.BufferOutputStream()
-            with ipc.new_stream(sink, table.schema, options=options) as writer:
-                writer.write_table(table)
-            buffers[name] = sink.getvalue()
+        buffers = self.own_streams()
+        side_buffers, side_header = side_streams(self.fuzzy_side())
+        return self.dump_of({**buffers, **side_buffers}, side_header)
+
+    def own_streams(self) -> dict[str, pa.Buffer]:
+        """The index's own tables (:data:`TABLES`) as :func:`ipc_stream` buffers, by name."""
+        return {name: ipc_stream(table) for name, table in self._arrow_tables().items()}
+
+    def dump_of(
+        self, buffers: dict[str, pa.Buffer], side_header: dict[str, Any]
+    ) -> list[bytes | memoryview]:
+        """:meth:`dump_parts` of tables written already: :meth:`own_streams`, then
+        :func:`side_streams` of this index's fuzzy side (``side_header`` its header)."""
         header = {
             **self._header(),
             "encoding": DUMP_ENCODING,
@@ -762,6 +783,24 @@ class AssetIndex:
         """Loaded from a save of an older toolkit, without the geometries' boxes: saved
         again, it loads without decoding them."""
         return self._geometry is None and self._bounds is None
+
+
+def ipc_stream(table: pa.Table) -> pa.Buffer:
+    """One table of a dump: an Arrow IPC stream, zstd-compressed (:data:`DUMP_ENCODING`)."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema, options=_DUMP_OPTIONS) as writer:
+        writer.write_table(table)
+    buffer: pa.Buffer = sink.getvalue()
+    return buffer
+
+
+_DUMP_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
+
+
+def side_streams(side: AssetSide) -> tuple[dict[str, pa.Buffer], dict[str, Any]]:
+    """A fuzzy side's tables as the ``fuzzy:*`` tables of a dump, and its header."""
+    tables, header = side.tables()
+    return {f"fuzzy:{name}": ipc_stream(table) for name, table in tables.items()}, header
 
 
 def _let_go(data: bytearray) -> None:

@@ -7,25 +7,19 @@ change (a stamp of their count, last change and highest id).
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 import time
 
 import geopandas as gpd
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pa_json
 import shapely
 
 from toolkit.allocator import heap_kept_for_reuse
 from toolkit.errors import ToolkitError
 from toolkit.matching import AssetIndex
-from toolkit.matching.index import ASSET_FIELDS, DUMP_ENCODING, dump_encoding
+from toolkit.matching.index import DUMP_ENCODING, dump_encoding
+from toolkit.site.index_build import build_index, site_assets
 from toolkit.store import SiteStore
-from toolkit.store.assets import AssetStore
 
 log = logging.getLogger(__name__)
 
@@ -35,81 +29,6 @@ def site_asset_frame(store: SiteStore) -> gpd.GeoDataFrame:
     frame, wkb, _bounds = site_assets(store)
     geometry = shapely.from_wkb(wkb.to_numpy(zero_copy_only=False))
     return gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geometry, crs=4326))
-
-
-def site_assets(store: SiteStore) -> tuple[pd.DataFrame, pa.Array, np.ndarray]:
-    """The site's active assets as a frame of asset fields plus one column per code, their
-    geometries as the store keeps them (WKB, binary; null when missing) and each one's box
-    (xmin, ymin, xmax, ymax; NaN when missing or empty): what an index keeps, read without
-    decoding a geometry (a million parcels' WKB took a second and a half to decode, for
-    the boxes the store holds already)."""
-    raw = store.assets.columns(names=_READ_COLUMNS)
-    # Straight from Arrow: a pandas frame of the rows held each WKB as a Python bytes
-    # object, made and then read back (0.4 s of CPU at a million assets).
-    frame = pd.DataFrame(
-        {
-            "id": _text(raw["id"]),
-            "type": _text(raw["type"]),
-            "code": _text(raw["code"]),
-            "name": _text(raw["name"]),
-            "friendly": _text(raw["friendly"]),
-            "regionId": _text(raw["region_id"]),
-            "source": _text(raw["source"]),
-        }
-    )
-    if len(raw):
-        extra = _extra_columns(raw["extra_info"])
-        extra.index = frame.index
-        for name in extra.columns:
-            column = f"{name} (extra)" if name in ASSET_FIELDS else str(name)
-            values = extra[name]
-            frame[column] = values.astype("str").where(values.notna(), None)
-    wkb = raw["geometry"].combine_chunks().cast(pa.large_binary())
-    bounds = np.column_stack(
-        [raw[name].to_numpy().astype(np.float64, copy=False) for name in AssetStore.BOUNDS_COLUMNS]
-    ).reshape(len(raw), 4)
-    # A geometry without a stored box: an empty one (its box is NaN too), or written by
-    # something that left the box out; only those are decoded.
-    unboxed = np.flatnonzero(
-        wkb.is_valid().to_numpy(zero_copy_only=False) & np.isnan(bounds).any(axis=1)
-    )
-    if len(unboxed):
-        chosen = wkb.take(pa.array(unboxed)).to_numpy(zero_copy_only=False)
-        bounds[unboxed] = shapely.bounds(shapely.from_wkb(chosen))
-    return frame, wkb, bounds
-
-
-# What an index is built from (not the status: only active assets are read).
-_READ_COLUMNS = (
-    *(name for name in AssetStore.FRAME_COLUMNS if name != "status"),
-    *AssetStore.BOUNDS_COLUMNS,
-)
-
-
-def _text(values: pa.ChunkedArray) -> pd.Series:
-    """A column as pandas text (``str``, missing as NaN), converted in Arrow: numbers
-    as their decimal digits, as ``astype("str")`` of the numbers writes them."""
-    return pd.Series(values.cast(pa.large_string()), dtype=_STR)
-
-
-_STR = pd.StringDtype("pyarrow", na_value=np.nan)
-
-
-def _extra_columns(extra_info: pa.ChunkedArray) -> pd.DataFrame:
-    """Every asset's extraInfo object as columns, parsed by Arrow's multithreaded reader."""
-    # One line per object, joined in Arrow: the text never becomes a million Python strings.
-    texts = extra_info.combine_chunks().cast(pa.large_string())
-    newline, none = pa.scalar("\n", pa.large_string()), pa.scalar("", pa.large_string())
-    lines = pc.binary_join_element_wise(texts, newline, none)
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset :]
-    data = lines.buffers()[2][offsets[0] : offsets[len(lines)]]
-    try:
-        frame: pd.DataFrame = pa_json.read_json(pa.BufferReader(data)).to_pandas()
-        return frame
-    except pa.ArrowInvalid:
-        # A code that is a number in one asset and text in another: the slower, lenient way.
-        text = data.to_pybytes().decode("utf-8")
-        return pd.read_json(io.StringIO(text), lines=True, dtype=False)
 
 
 def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetIndex:
@@ -135,11 +54,9 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
     # heap for the next one rather than faulted in afresh (12% fewer page faults, about
     # 1 s less CPU of ~12.5 at a million parcels, for ~60 MiB more at the peak).
     with heap_kept_for_reuse():
-        frame, wkb, bounds = site_assets(store)
-        index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds)
-        # The frame's texts are not needed to save the index.
-        del frame, wkb, bounds
-        _keep(store, stamp, index)
+        index, dump = build_index(store)
+        # A busy or read-only file: matching still works, only slower next time.
+        store.index_cache.put(stamp, dump)
     return index
 
 

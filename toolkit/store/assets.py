@@ -31,8 +31,12 @@ ASSET_COLUMNS = {"id": "id", "code": "code", "name": "name", "type": "type"}
 # AssetStore.set_aside_indexes).
 BULK_INDEX_ROWS = 10_000
 METRES_PER_DEGREE = 111_320.0
-# Rows read at a time for an index (``AssetStore.columns``).
-READ_ROWS = 50_000
+# Rows read at a time for an index (``AssetStore.columns``): few enough that a part's
+# Python objects fit in the memory Python's allocator keeps when they are freed. Freed in
+# parts of 50,000 rows (30 MB of objects), its arenas went back to the system every time
+# and were faulted in afresh for the next: 180,000 page faults and 1.1-1.4 s of system
+# CPU to read a million assets, against 13,000 and 0.3 s in parts of 2,000.
+READ_ROWS = 2_000
 
 
 @dataclass(frozen=True)
