@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -649,19 +650,35 @@ def _paired(
     temporaries, was the import's highest point of memory. A query's parse and pairs are
     its own, so the pairs are those of one pass, in the same order."""
     groups = side.groups_for(per_row > 0)
-    pieces: list[tuple[np.ndarray, probabilistic.Comparison]] = []
-    for start in range(0, words.n_rows, PAIR_QUERIES):
-        stop = min(start + PAIR_QUERIES, words.n_rows)
-        queries = Parsed.of_words(*rows_of_words(words, parts, start, stop), field_data=True)
+
+    def compared(queries: Parsed, start: int) -> tuple[np.ndarray, probabilistic.Comparison]:
         q, comparison = probabilistic.compared_candidates(queries, side.parsed, groups)
         # Kept as 32-bit rows until every group is paired (query and asset rows fit).
-        pieces.append(
-            (
-                (q + start).astype(np.int32),
-                probabilistic.Comparison(comparison.levels, comparison.a.astype(np.int32)),
-            )
+        return (
+            (q + start).astype(np.int32),
+            probabilistic.Comparison(comparison.levels, comparison.a.astype(np.int32)),
         )
-        del queries, q, comparison
+
+    def parsed(start: int) -> Parsed:
+        stop = min(start + PAIR_QUERIES, words.n_rows)
+        return Parsed.of_words(*rows_of_words(words, parts, start, stop), field_data=True)
+
+    starts = range(0, words.n_rows, PAIR_QUERIES)
+    if len(starts) < 2:
+        return [compared(parsed(start), start) for start in starts]
+    # Each group is compared (in threads of its own, mostly without the GIL) while the
+    # next is parsed here, which would otherwise wait: one group ahead at most.
+    pieces: list[tuple[np.ndarray, probabilistic.Comparison]] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="toolkit-pairs") as comparing:
+        pending: Future[tuple[np.ndarray, probabilistic.Comparison]] | None = None
+        for start in starts:
+            queries = parsed(start)
+            if pending is not None:
+                pieces.append(pending.result())
+            pending = comparing.submit(compared, queries, start)
+            del queries
+        assert pending is not None
+        pieces.append(pending.result())
     return pieces
 
 
