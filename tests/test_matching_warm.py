@@ -1,4 +1,4 @@
-"""Building ahead what the index builds on first use (``warm_index``, ``warm_link_index``):
+"""Building ahead what the index builds on first use (``warm_work``, ``warm_link_index``):
 exactly what the modes then use, nothing they would not, and the same answers."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from toolkit.importing.linking import warm_link_index
 from toolkit.importing.rules import AssetLink, FieldRule, ImportRule
 from toolkit.matching import AssetIndex, LookupOptions, resolve
 from toolkit.matching.index import KeyTable
-from toolkit.matching.modes import warm_index
+from toolkit.matching.modes import warm_work
 
 # The sample's texts and one that nothing is like: every rank of soundex is tried.
 TEXTS = [
@@ -65,7 +65,10 @@ def test_warming_builds_what_the_mode_uses_and_answers_the_same(options: dict[st
     assert used  # every one of these modes builds something on first use
 
     warm = AssetIndex.from_frame(asset_frame())
-    warm_index(warm, LookupOptions.from_dict(wire))
+    options = LookupOptions.from_dict(wire)
+    warm.allowed(options.asset_class)
+    for build in warm_work(warm, options).values():
+        build()
     assert _built(warm) == used
     got = resolve(warm, queries(*TEXTS), wire)
     pd.testing.assert_frame_equal(got, expected)

@@ -114,7 +114,7 @@ def fuzzy_first_pass(
             held_before = index.lookup_structures()
             report = chunked.report
             warm_link_index(
-                shared["index"],
+                index,
                 rule,
                 columns=report.columns,
                 geometry=bool(report.geometry_source or report.geometry_columns),
@@ -122,7 +122,7 @@ def fuzzy_first_pass(
         for i, part, prepared in parts:
             with stage("link"):
                 draft, fuzzy_texts = draft_links(
-                    shared["index"], part.frame, rule, decisions=shared["decisions"]
+                    index, part.frame, rule, decisions=shared["decisions"]
                 )
                 texts.append(fuzzy_texts)
                 # Each part to disk at once, the last too: the second pass starts with it.

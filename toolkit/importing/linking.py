@@ -177,7 +177,7 @@ def warm_link_index(
     geometry: bool = True,
 ) -> None:
     """Build in ``index`` what linking ``rule``'s rows builds there on first use (the key
-    tables and grid of each way's modes: ``warm_index``), e.g. while the first rows are
+    tables and grid of each way's modes: ``warm_work``), e.g. while the first rows are
     read: of the ways the file's ``columns`` (None: any) and ``geometry`` give rows to (a
     table of a million codes not needed is 100 MiB held for nothing). Only a head start:
     a way whose options are wrong is left to fail where the rows are linked, as it would
@@ -208,8 +208,8 @@ def warm_link_index(
             work.update(warm_work(index, options))
         except (OptionError, MatchingError):
             continue
-    # The pieces are independent and much of their work lets go of the GIL (Arrow's and
-    # pandas' hashing, numpy's sorts): two threads build them in about 60% of the time.
+    # The pieces are independent and much of their work lets go of the GIL (Arrow's
+    # encoding and hashing, numpy's sorts): two threads build them in about 60% of the time.
     with ThreadPoolExecutor(WARM_THREADS, thread_name_prefix="toolkit-warm") as pool:
         for done in [pool.submit(_warmed, build) for build in work.values()]:
             done.result()

@@ -940,8 +940,9 @@ def _fuzzy_candidates(
 
 def warm_work(index: AssetIndex, options: LookupOptions) -> dict[str, Callable[[], object]]:
     """What the index builds on first use for ``options``' mode and fallback, by name, each
-    piece independent of the others (``warm_index`` builds them in turn; a caller may
-    build them in threads of their own): its key tables, and for geo its grid of boxes.
+    piece independent of the others (a caller builds them, in threads of its own if it
+    likes, after ``index.allowed`` of the class), so the modes then find them ready: its
+    key tables, and for geo its grid of boxes.
     Mode fuzzy's side is loaded with the index, and mode contains builds nothing. Raises
     ``OptionError`` for a code field the index lacks."""
     cls = options.asset_class
@@ -972,15 +973,6 @@ def warm_work(index: AssetIndex, options: LookupOptions) -> dict[str, Callable[[
             # The grid of boxes (built on first use, as the positions with a geometry).
             work["geo"] = lambda: (index.with_geometry, index.box_grid)
     return work
-
-
-def warm_index(index: AssetIndex, options: LookupOptions) -> None:
-    """Build now what the index builds on first use for ``options`` (``warm_work``), so a
-    caller can have it built while it waits for its first rows; the modes then find it
-    ready."""
-    index.allowed(options.asset_class)
-    for build in warm_work(index, options).values():
-        build()
 
 
 MODE_FUNCTIONS: dict[str, ModeFunction] = {
