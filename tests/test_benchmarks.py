@@ -119,6 +119,8 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             r"item import alone in a new process \(the same file into a second event of the "
             r"same site, the index loaded from the site file's cache\) "
             rf"{N} s; peak memory {N} MiB \(target < {N}\)",
+            rf"its links' recording process \(an import of {N} rows or more has one\) peak "
+            rf"memory {N} MiB",
         ],
         {0},
     ),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import sqlite3
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from toolkit.importing import pipeline
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 from toolkit.sources import chunks
-from toolkit.store import Actor, SiteStore
+from toolkit.store import Actor, SiteStore, link_recorder
 from toolkit.store.database import Database
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -190,8 +191,18 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
         return read_part(part)
 
     monkeypatch.setattr(chunks, "read_part", counted)
-    for name, rows in {"whole": "", "parts": "37"}.items():
+    started: list[subprocess.Popen[bytes]] = []
+    start = link_recorder._start
+
+    def noted_start(path: Path, site_id: int) -> subprocess.Popen[bytes]:
+        started.append(start(path, site_id))
+        return started[-1]
+
+    monkeypatch.setattr(link_recorder, "_start", noted_start)
+    # "process": the links recorded by a process of their own, as a large import's are.
+    for name, rows in {"whole": "", "process": "37", "parts": "37"}.items():
         monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", rows)
+        monkeypatch.setattr(pipeline, "OWN_PROCESS_ROWS", 1 if name == "process" else 10**9)
         reads.clear()
         seen: list[tuple[str, int, int | None, str]] = []
 
@@ -219,6 +230,9 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
         )  # fmt: skip
         told[name] = seen
     assert out["parts"] == out["whole"]
+    assert out["process"] == out["whole"]
+    # One process recorded the "process" run's links, and ended when they were recorded.
+    assert len(started) == 1 and started[0].returncode == 0
     # Each of the parts run's 8 parts was read once: the second pass takes up what the
     # first kept (the rule's values, the read's problems: the ragged row's among them).
     assert len(reads) == 8 and len(set(reads)) == 8

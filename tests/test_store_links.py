@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import subprocess
 import threading
 
 import pandas as pd
 import pytest
 
+from toolkit.errors import StoreError
 from toolkit.store import SiteStore
 from toolkit.store.link_recorder import LinkRecorder
 
@@ -122,15 +124,28 @@ def _writers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("toolkit-links")]
 
 
-def test_a_recorder_keeps_the_parts_as_recording_them_at_once_would(any_site: SiteStore) -> None:
-    """Recorded in a thread and on a connection of its own while the caller goes on: the
-    same rows as ``record_links`` part by part, in order, and nothing left running."""
+def _processes(recorder: LinkRecorder) -> list[subprocess.Popen[bytes]]:
+    """The recorder's recording process, if it has one now."""
+    process = recorder._process
+    return [] if process is None else [process]
+
+
+@pytest.mark.parametrize("own_process", [False, True])
+def test_a_recorder_keeps_the_parts_as_recording_them_at_once_would(
+    any_site: SiteStore, own_process: bool
+) -> None:
+    """Recorded in a thread and on a connection of its own (``own_process``: by a
+    process of its own, on a SQLite site) while the caller goes on: the same rows as
+    ``record_links`` part by part, in order, and nothing left running."""
     store = any_site
     at_once = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
     store.jobs.record_links(at_once, _part_with_fuzzy())
     store.jobs.record_links(at_once, _part_without_fuzzy(), append=True)
     behind = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
-    recorder = LinkRecorder(store)
+    recorder = LinkRecorder(store, own_process=own_process)
+    recorder.start()
+    processes = _processes(recorder)
+    assert len(processes) == (own_process and store.db.dialect == "sqlite")
     recorder.record(behind, _part_with_fuzzy(), append=False)
     recorder.record(behind, _part_without_fuzzy(), append=True)
     recorder.finish()
@@ -138,17 +153,19 @@ def test_a_recorder_keeps_the_parts_as_recording_them_at_once_would(any_site: Si
     assert kept["row"].tolist() == [1, 2, 3, 4, 5]
     pd.testing.assert_frame_equal(kept, store.jobs.links(at_once))
     assert _writers() == []
+    assert [p.returncode for p in processes] == [0] * len(processes)
 
 
+@pytest.mark.parametrize("own_process", [False, True])
 def test_a_part_the_recorder_cannot_write_is_raised_and_the_parts_before_stay(
-    any_site: SiteStore, caplog: pytest.LogCaptureFixture
+    any_site: SiteStore, caplog: pytest.LogCaptureFixture, own_process: bool
 ) -> None:
     """The second part repeats a row (the table's key refuses it): ``finish`` raises the
-    store's error, the first part's links stay (each part is its own transaction, as
-    recorded at once), and the writer has ended."""
+    store's error (from the recording process too), the first part's links stay (each
+    part is its own transaction, as recorded at once), and the writer has ended."""
     store = any_site
     job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
-    recorder = LinkRecorder(store)
+    recorder = LinkRecorder(store, own_process=own_process)
     recorder.record(job, _part_with_fuzzy(), append=False)
     recorder.record(job, _part_with_fuzzy().iloc[:1], append=True)
     with pytest.raises(store.db.errors):
@@ -156,10 +173,32 @@ def test_a_part_the_recorder_cannot_write_is_raised_and_the_parts_before_stay(
     assert store.jobs.links(job)["row"].tolist() == [1, 2, 3]
     assert _writers() == []
     # Let go on the caller's own failure instead, the writer's is logged, not raised.
-    recorder = LinkRecorder(store)
+    recorder = LinkRecorder(store, own_process=own_process)
     recorder.record(job, _part_with_fuzzy().iloc[:1], append=True)
     with caplog.at_level(logging.WARNING, logger="toolkit.store.link_recorder"):
         recorder.close()
     assert "recording an import's links failed" in caplog.text
     assert store.jobs.links(job)["row"].tolist() == [1, 2, 3]
     assert _writers() == []
+
+
+def test_a_recording_process_that_ends_early_fails_the_recording_clearly(
+    sqlite_site: SiteStore,
+) -> None:
+    """The recording process killed between parts: the next part's recording raises a
+    store error saying that process ended (and how), not a pipe's; the parts it recorded
+    stay, and nothing is left running."""
+    store = sqlite_site
+    job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    recorder = LinkRecorder(store, own_process=True)
+    recorder.record(job, _part_with_fuzzy(), append=False)
+    recorder._wait()
+    (process,) = _processes(recorder)
+    process.kill()
+    process.wait()
+    recorder.record(job, _part_without_fuzzy(), append=True)
+    with pytest.raises(StoreError, match=r"the process recording the import's links ended "
+                       r"\(exit status -9\)"):  # fmt: skip
+        recorder.finish()
+    assert store.jobs.links(job)["row"].tolist() == [1, 2, 3]
+    assert _writers() == [] and _processes(recorder) == []

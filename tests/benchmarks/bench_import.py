@@ -41,6 +41,7 @@ from toolkit.importing.pipeline import ImportRequest
 from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
 from toolkit.store.database import BULK_CACHE_KIB, _statements
+from toolkit.store.link_recorder import OWN_PROCESS_ROWS as RECORDER_ROWS
 from toolkit.store.records import (
     ITEM_KIND,
     Actor,
@@ -163,8 +164,10 @@ with LocalSite(sys.argv[1], "bench") as site:
                                         event_id=event["id"], region_id=1))
     seconds = time.perf_counter() - started
 fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+import resource  # the process that recorded the links, if the import had one (KiB)
+recorder = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 print(json.dumps({"status": job["status"], "seconds": seconds, "counts": job["summary"]["counts"],
-                  "peak": int(fields["VmHWM"].split()[0]) / 1024}))
+                  "peak": int(fields["VmHWM"].split()[0]) / 1024, "recorder": recorder}))
 """
 
 
@@ -404,6 +407,10 @@ def main() -> None:
             f"item import alone in a new process (the same file into a second event of the "
             f"same site, the index loaded from the site file's cache) {fresh['seconds']:.1f} s; "
             f"peak memory {fresh['peak']:,.0f} MiB (target < {PEAK_TARGET_MIB})"
+        )
+        print(
+            f"its links' recording process (an import of {RECORDER_ROWS:,} rows or more has "
+            f"one) peak memory {fresh['recorder']:,.0f} MiB"
         )
 
 

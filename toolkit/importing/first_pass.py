@@ -69,6 +69,8 @@ def fuzzy_first_pass(
     chunked: ChunkedSource,
     folder: Path,
     shared: dict[str, Any],
+    *,
+    before_fuzzy: Callable[[], None] | None = None,
 ) -> StagedParts[FirstPass]:
     """Mode fuzzy fits its model (EM) on the texts it is given in the whole import: a
     first pass reads each part, applies its rule and tries its links with fuzzy only
@@ -77,7 +79,9 @@ def fuzzy_first_pass(
     are kept on disk, part by part, so the second pass links only the rows fuzzy was
     given, with those answers and the modes before fuzzy replayed: memory follows the
     part, the links are the one part's (and the Dask engine's), and nothing is done
-    twice. ``stage`` times a stage of the job (``ImportRunner._stage``)."""
+    twice. ``stage`` times a stage of the job (``ImportRunner._stage``); ``before_fuzzy``
+    runs as fuzzy begins to pair the texts (what the second pass needs begun while
+    fuzzy's threads leave part of a core free)."""
     if asset_index is None:
         raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
     with stage("link"):
@@ -139,5 +143,7 @@ def fuzzy_first_pass(
         # built it) is kept; anything used again is built again.
         index.let_go(index.lookup_structures() - held_before)
         release_unused()
+        if before_fuzzy is not None:
+            before_fuzzy()
         shared["answers"] = job_fuzzy_answers(index, rule, texts)
     return staged

@@ -86,7 +86,7 @@ from toolkit.scratch import scratch_folder
 from toolkit.sources import SourceReport
 from toolkit.sources.chunks import ChunkedSource, PartRead, chunk_rows_default, read_chunks
 from toolkit.store import Actor, SiteStore
-from toolkit.store.link_recorder import LinkRecorder
+from toolkit.store.link_recorder import OWN_PROCESS_ROWS, LinkRecorder
 
 if TYPE_CHECKING:
     from toolkit.matching import Geocoder
@@ -481,24 +481,35 @@ class ImportRunner:
         # afresh on each call, and its caches (built as rows are matched) go with it.
         shared: dict[str, Any] = {}
         first_pass: StagedParts[FirstPass] | None = None
-        if chunked.count > 1 and "fuzzy" in _link_ways(rule):
-            first_pass = fuzzy_first_pass(
-                self.store, self.asset_index, self.progress,
-                partial(self._stage, outcome), request, rule, chunked, folder, shared,
-            )  # fmt: skip
-            # What fitting and answering fuzzy freed goes back before the second pass.
-            release_unused()
         # Each part's links are recorded while the next is linked; all are recorded
-        # before the parts' write (which may record them again, with places made).
+        # before the parts' write (which may record them again, with places made). A
+        # large import's recorder has a process of its own, begun where a core has time
+        # for it: while fuzzy pairs the texts of a first pass (its threads leave part of
+        # one free), else at once.
         links = rule.import_type == "item" and rule.asset_link is not None
-        recorder = LinkRecorder(self.store) if links and chunked.count > 1 else None
-        # An asset import read ahead of its write reads its next part while this one is
-        # ruled and prepared (the read is most of the reader's work, and lets go of the GIL).
-        reads = read_in_turn(chunked.count, chunked.read, ahead=self._early is not None)
+        recorder = (
+            LinkRecorder(self.store, own_process=sum(chunked.sizes) >= OWN_PROCESS_ROWS)
+            if links and chunked.count > 1
+            else None
+        )
         with ExitStack() as ends:
-            ends.enter_context(closing(reads))
             if recorder is not None:
                 ends.callback(recorder.close)
+            if chunked.count > 1 and "fuzzy" in _link_ways(rule):
+                first_pass = fuzzy_first_pass(
+                    self.store, self.asset_index, self.progress,
+                    partial(self._stage, outcome), request, rule, chunked, folder, shared,
+                    before_fuzzy=None if recorder is None else recorder.start,
+                )  # fmt: skip
+                # What fitting and answering fuzzy freed goes back before the second pass.
+                release_unused()
+            # An asset import read ahead of its write reads its next part while this one is
+            # ruled and prepared (the read is most of the reader's work, and lets go of the
+            # GIL).
+            if recorder is not None:
+                recorder.start()
+            reads = read_in_turn(chunked.count, chunked.read, ahead=self._early is not None)
+            ends.enter_context(closing(reads))
             yield from self._local_parts(
                 job_id, request, rule, chunked, reads, may_update, outcome, shared, first_pass,
                 recorder,
