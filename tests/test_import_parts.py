@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from toolkit.cli import cli
-from toolkit.importing import pipeline
+from toolkit.importing import first_pass, pipeline
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 from toolkit.sources import chunks
@@ -357,7 +357,6 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
     """The fuzzy first pass reads and checks the next part in a thread while it links
     this one: a failure there (here the rule's, in the third of eight parts) fails the job
     with its own message and stage, writes nothing, and leaves no reader running."""
-    from toolkit.importing import first_pass
     from toolkit.importing.rules import apply_rule
 
     monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
@@ -433,3 +432,38 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
                 assert site.asset_index().lookup_structures() == before
         links.append(_rows(path, "SELECT * FROM import_link ORDER BY row"))
     assert links[0] == links[1] and len(links[0]) > 250
+
+
+def test_a_fuzzy_first_pass_warms_what_the_first_part_links_by_including_the_box_grid(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CSV's geometry (here latitude, longitude and WKT) is known once a part is read:
+    the first pass goes by its headings, so the grid of boxes is built with the key
+    tables before the first part is linked, and that part's linking builds nothing more
+    of what the modes before fuzzy use."""
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    warmed: list[frozenset[tuple[str, object]]] = []
+    after_first: list[frozenset[tuple[str, object]]] = []
+    warm, draft = first_pass.warm_link_index, first_pass.draft_links
+
+    def noted_warm(index: Any, rule: Any, **given: Any) -> None:
+        warm(index, rule, **given)
+        warmed.append(index.lookup_structures())
+
+    def noted_draft(index: Any, *args: Any, **given: Any) -> Any:
+        drafted = draft(index, *args, **given)
+        after_first.append(index.lookup_structures())
+        return drafted
+
+    monkeypatch.setattr(first_pass, "warm_link_index", noted_warm)
+    monkeypatch.setattr(first_pass, "draft_links", noted_draft)
+    with LocalSite(tmp_path / "site.sqlite", "default", rule_paths=[world / "rules"]) as site:
+        site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+        event = int(site.create_event({"name": "Flood 2026"})["id"])
+        request = ImportRequest(
+            "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+        )
+        assert site.run_import(request)["status"] == "COMPLETE"
+    assert len(warmed) == 1 and len(after_first) == 8
+    assert ("derived", "box_grid") in warmed[0]
+    assert after_first[0] == warmed[0]

@@ -14,6 +14,7 @@ import shapely
 from pyproj import Transformer
 
 from toolkit.sources import ReadLimits, SourceError, read_source
+from toolkit.sources.tabular import names_geometry
 
 # Flinders Street Station, Melbourne, and the same point in GDA2020 / MGA zone 55.
 MELBOURNE_LON, MELBOURNE_LAT = 144.9671, -37.8183
@@ -734,3 +735,26 @@ def test_a_corrupt_deflate_stream_is_a_source_error(tmp_path: Path) -> None:
     broken = write(tmp_path / "broken.zip", bytes(data))
     with pytest.raises(SourceError, match=r"broken\.zip: cannot extract the zip"):
         read_source(broken)
+
+
+@pytest.mark.parametrize(
+    ("headings", "has_geometry"),
+    [
+        (["Reference", "WKT"], True),
+        (["Reference", "Latitude", "Longitude"], True),
+        (["ref", "LAT", "lng"], True),
+        (["Reference", "Latitude"], False),  # a latitude alone makes no point
+        (["Reference", "Address", "Suburb"], False),
+        ([], False),
+    ],
+)
+def test_headings_name_a_geometry_as_the_reader_finds_it(
+    headings: list[str], has_geometry: bool, tmp_path: Path
+) -> None:
+    """``names_geometry`` says from headings alone what reading the table then finds."""
+    assert names_geometry(headings) is has_geometry
+    if headings:
+        path = tmp_path / "t.csv"
+        row = ["POINT (144 -37)" if h == "WKT" else "1" for h in headings]
+        path.write_text(",".join(headings) + "\n" + ",".join(row) + "\n", encoding="utf-8")
+        assert bool(read_source(path)[1].geometry_columns) is has_geometry

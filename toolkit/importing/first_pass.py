@@ -26,6 +26,7 @@ from toolkit.importing.rules import ImportRule, Prepared, apply_rule
 from toolkit.importing.streamed import read_ahead
 from toolkit.progress import Progress
 from toolkit.sources.chunks import ChunkedSource, PartRead
+from toolkit.sources.tabular import names_geometry
 from toolkit.store import SiteStore
 
 # What a job's first pass keeps of a part (on disk): its rule's result, its links with the
@@ -117,11 +118,14 @@ def fuzzy_first_pass(
             index = shared["index"]
             held_before = index.lookup_structures()
             report = chunked.report
+            # A text table's geometry is known once a part is read: by its headings here
+            # (the grid of a million boxes, 0.5 s, was built in the first part's linking).
             warm_link_index(
                 index,
                 rule,
                 columns=report.columns,
-                geometry=bool(report.geometry_source or report.geometry_columns),
+                geometry=bool(report.geometry_source or report.geometry_columns)
+                or names_geometry(report.columns),
             )
         for i, part, prepared in parts:
             with stage("link"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -42,6 +43,15 @@ class TabularGeometry:
     bad: list[BadValues] = field(default_factory=list)
     # The headings the geometry was made from (WKT, latitude, longitude), in that order.
     columns: list[str] = field(default_factory=list)
+
+
+def names_geometry(columns: Sequence[str]) -> bool:
+    """Whether a text table of headings ``columns`` has a geometry by the usual names (a
+    WKT column, or latitude and longitude), as :func:`build_geometry` finds them."""
+    lower = {name.lower() for name in columns}
+    return bool(lower.intersection(WKT_NAMES)) or (
+        bool(lower.intersection(LAT_NAMES)) and bool(lower.intersection(LON_NAMES))
+    )
 
 
 def _find(columns: list[str], given: str | None, usual: tuple[str, ...], path: str) -> str | None:
