@@ -213,6 +213,8 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
         ["--assets", "300", "--items", "300,600"],
         [
             rf"item import of 300 rows: {N} s; peak memory {N} MiB \(target < 3072\)",
+            rf"  its links' recording process \(an import of {N} rows or more has one\) peak "
+            rf"memory {N} MiB",
             rf"item import of 600 rows: {N} s; peak memory {N} MiB \(target < 3072\)",
             rf"time 600 rows / 300 rows: {N} for 2.0x the rows \(linear or better: <= 2.0\)",
         ],

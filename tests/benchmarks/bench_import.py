@@ -54,6 +54,8 @@ from toolkit.store.schema import MIGRATIONS
 STORE_TARGET = 1.2  # issue 17: the store stage within 1.2x the bare insert
 WHOLE_TARGET_S = 20  # issue 17: the whole 1M item import on two cores
 PEAK_TARGET_MIB = 2048
+# This folder: the import run in a process of its own imports recorder_peak from it.
+HERE = Path(__file__).resolve().parent
 ASSET_IMPORT_TARGET_S = 12  # issue 17: the 1M-parcel asset import
 INDEX_BUILD_TARGET_S = 8  # issue 17: the asset index of 1M parcels built ...
 INDEX_LOAD_TARGET_S = 1  # ... and loaded from its cache
@@ -157,6 +159,9 @@ import json, sys, time
 from pathlib import Path
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
+sys.path.insert(0, sys.argv[3])
+from recorder_peak import watch_recorder
+recorder = watch_recorder()
 with LocalSite(sys.argv[1], "bench") as site:
     event = site.create_event({"name": "Benchmark, the import alone"})
     started = time.perf_counter()
@@ -164,17 +169,16 @@ with LocalSite(sys.argv[1], "bench") as site:
                                         event_id=event["id"], region_id=1))
     seconds = time.perf_counter() - started
 fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
-import resource  # the process that recorded the links, if the import had one (KiB)
-recorder = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 print(json.dumps({"status": job["status"], "seconds": seconds, "counts": job["summary"]["counts"],
-                  "peak": int(fields["VmHWM"].split()[0]) / 1024, "recorder": recorder}))
+                  "peak": int(fields["VmHWM"].split()[0]) / 1024,
+                  "recorder": max(recorder, default=0.0)}))
 """
 
 
 def import_alone(site: Path, items: Path) -> dict[str, object]:
     """``_IMPORT_ITEMS`` run on the site file ``site`` in a new process."""
     done = subprocess.run(
-        [sys.executable, "-c", _IMPORT_ITEMS, str(site), str(items)],
+        [sys.executable, "-c", _IMPORT_ITEMS, str(site), str(items), str(HERE)],
         capture_output=True,
         text=True,
         check=True,

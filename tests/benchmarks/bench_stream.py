@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolkit.store.link_recorder import OWN_PROCESS_ROWS as RECORDER_ROWS
+
 PEAK_TARGET_MIB = 3072  # issue 17: a 5,000,000-row item import with peak < 3 GiB
 RULES = Path(__file__).resolve().parents[2] / "pipelines"
 
@@ -56,9 +58,12 @@ def rule_folder(folder: Path) -> Path:
 
 def child(site_path: str, items: str, rules: str, event: int) -> None:
     """One item import in this (fresh) process; prints its figures as JSON."""
+    from recorder_peak import watch_recorder
+
     from toolkit.importing.pipeline import ImportRequest
     from toolkit.site import LocalSite
 
+    recorder = watch_recorder()
     with LocalSite(Path(site_path), "bench", rule_paths=[Path(rules)]) as site:
         request = ImportRequest(
             "item", "damage-soundex", Path(items), event_id=event, region_id=1, dry_run=True
@@ -82,6 +87,7 @@ def child(site_path: str, items: str, rules: str, event: int) -> None:
                 "timings": summary["timings"],
                 "counts": summary["counts"],
                 "peak": peak_rss_mib(),
+                "recorder": max(recorder, default=0.0),
             }
         )
     )
@@ -211,6 +217,10 @@ def main() -> None:
             print(
                 f"item import of {n:,} rows: {results[n]['seconds']:.1f} s; peak memory "
                 f"{results[n]['peak']:,.0f} MiB (target < {PEAK_TARGET_MIB})"
+            )
+            print(
+                f"  its links' recording process (an import of {RECORDER_ROWS:,} rows or more "
+                f"has one) peak memory {results[n]['recorder']:,.0f} MiB"
             )
         if large != small:
             growth = results[large]["seconds"] / results[small]["seconds"]
