@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from toolkit.errors import StoreError
-from toolkit.store import SiteStore
+from toolkit.store import SiteStore, link_recorder
 from toolkit.store.link_recorder import LinkRecorder
 
 NAN = math.nan
@@ -201,4 +204,42 @@ def test_a_recording_process_that_ends_early_fails_the_recording_clearly(
                        r"\(exit status -9\)"):  # fmt: skip
         recorder.finish()
     assert store.jobs.links(job)["row"].tolist() == [1, 2, 3]
+    assert _writers() == [] and _processes(recorder) == []
+
+
+@pytest.mark.parametrize("why", ["cannot start", "cannot open"])
+def test_links_are_recorded_here_when_their_process_cannot_record_them(
+    sqlite_site: SiteStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    why: str,
+) -> None:
+    """An interpreter that cannot run the toolkit as a program (embedded, frozen; here one
+    that exits at once), or a process that cannot open the site file: the links are
+    recorded in this process instead, every part as it would have been, with a warning
+    saying why, and nothing is left running."""
+    store = sqlite_site
+    if why == "cannot start":
+        monkeypatch.setattr(sys, "executable", shutil.which("false"))
+    else:
+        start = link_recorder._start
+        monkeypatch.setattr(
+            link_recorder, "_start", lambda path, site: start(tmp_path / "gone.sqlite", site)
+        )
+    at_once = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    store.jobs.record_links(at_once, _part_with_fuzzy())
+    store.jobs.record_links(at_once, _part_without_fuzzy(), append=True)
+    job = store.jobs.create(import_type="item", import_rule="r", user_id=None, params={})
+    recorder = LinkRecorder(store, own_process=True)
+    with caplog.at_level(logging.WARNING, logger="toolkit.store.link_recorder"):
+        recorder.record(job, _part_with_fuzzy(), append=False)
+        recorder.record(job, _part_without_fuzzy(), append=True)
+        recorder.finish()
+    pd.testing.assert_frame_equal(store.jobs.links(job), store.jobs.links(at_once))
+    expected = {
+        "cannot start": "its own process could not start (exit status 1)",
+        "cannot open": "its own process could not open the site file",
+    }[why]
+    assert f"an import's links are recorded in this process: {expected}" in caplog.text
     assert _writers() == [] and _processes(recorder) == []

@@ -2,9 +2,10 @@
 ``python -m toolkit.store.link_process`` by :class:`~toolkit.store.link_recorder.LinkRecorder`.
 
 It reads pickled messages on its standard input and answers each on its standard output:
-first ``(site file, site id)``, then ``(job id, append, links)`` for each part, answered
-``(None)`` once the part is recorded in its own transaction, or the exception that
-stopped it. It ends at the end of its input (its parent closed it, or ended).
+first ``(site file, site id)``, answered ``None`` once the file is open (or the exception
+that stopped it), then ``(job id, append, links)`` for each part, answered ``None`` once
+the part is recorded in its own transaction, or the exception that stopped it. It ends
+at the end of its input (its parent closed it, or ended).
 """
 
 from __future__ import annotations
@@ -34,9 +35,17 @@ def serve(given: IO[bytes], out: IO[bytes]) -> None:
     from toolkit.store.database import Database
     from toolkit.store.jobs import JobStore
 
-    path, site_id = pickle.load(given)
-    # The parent opened (and, if need be, migrated) the file: nothing to recover here.
-    with Database(path, recover=False, create=False) as db:
+    try:
+        path, site_id = pickle.load(given)
+        # The parent opened (and, if need be, migrated) the file: nothing to recover here.
+        db = Database(path, recover=False, create=False)
+    except EOFError:
+        return
+    except Exception as exc:  # the parent records the links itself
+        answer(out, exc)
+        return
+    answer(out, None)  # ready
+    with db:
         jobs = JobStore(db, site_id)
         while True:
             try:

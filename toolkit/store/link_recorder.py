@@ -50,6 +50,7 @@ class LinkRecorder:
         self._conn: sqlite3.Connection | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._own_process = own_process and store.db.dialect == "sqlite"
+        self._ready = False  # the process has said it is ready
 
     def start(self) -> None:
         """Begin the recording process now (``own_process``), if it has not begun."""
@@ -73,6 +74,17 @@ class LinkRecorder:
     def _send(self, job_id: int, links: pd.DataFrame, append: bool) -> None:
         process = self._process
         assert process is not None and process.stdin is not None and process.stdout is not None
+        if not self._ready:
+            problem = _unready(process)
+            if problem is not None:
+                # Where this interpreter cannot run the toolkit as a program (embedded, or
+                # frozen), the links are recorded here, as below 500,000 rows.
+                log.warning("an import's links are recorded in this process: %s", problem)
+                self._process = None
+                _stop(process)
+                self._write(job_id, links, append)
+                return
+            self._ready = True
         try:
             pickle.dump((job_id, append, links), process.stdin, protocol=5)
             process.stdin.flush()
@@ -132,6 +144,21 @@ def _start(path: Path, site_id: int) -> subprocess.Popen[bytes]:
         pickle.dump((str(path.resolve()), site_id), process.stdin)
         process.stdin.flush()
     return process
+
+
+def _unready(process: subprocess.Popen[bytes]) -> str | None:
+    """Why the recording process cannot record (it ended, or could not open the site
+    file), or None once it has said it is ready."""
+    assert process.stdout is not None
+    try:
+        ready = pickle.load(process.stdout)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+        return f"its own process could not start (exit status {process.poll()})"
+    if ready is not None:
+        return f"its own process could not open the site file: {ready}"
+    return None
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
