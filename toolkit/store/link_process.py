@@ -1,5 +1,6 @@
-"""The process of its own that records a large import's links: run as
-``python -m toolkit.store.link_process`` by :class:`~toolkit.store.link_recorder.LinkRecorder`.
+"""The process of its own that records a large import's links: run (:func:`main`) by
+:class:`~toolkit.store.link_recorder.LinkRecorder`, or as
+``python -m toolkit.store.link_process``.
 
 It reads pickled messages on its standard input and answers each on its standard output:
 first ``(site file, site id)``, answered ``None`` once the file is open (or the exception
@@ -63,5 +64,10 @@ def serve(given: IO[bytes], out: IO[bytes]) -> None:
             del links, message
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Serve this process's standard input and output."""
     serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()

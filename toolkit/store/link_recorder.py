@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import pickle
 import sqlite3
 import subprocess
@@ -24,8 +23,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # From this many rows an import's links are recorded by a process of its own
-# (``own_process``): its start costs ~0.7 s of CPU on the other core, and it saves about
-# 0.2 s a 125,000-row part.
+# (``own_process``): its start costs ~0.5 s of CPU on the other core, and it saves about
+# 0.1 s a 125,000-row part.
 OWN_PROCESS_ROWS = 500_000
 
 
@@ -78,7 +77,7 @@ class LinkRecorder:
             problem = _unready(process)
             if problem is not None:
                 # Where this interpreter cannot run the toolkit as a program (embedded, or
-                # frozen), the links are recorded here, as below 500,000 rows.
+                # frozen), the links are recorded here, as a smaller import's are.
                 log.warning("an import's links are recorded in this process: %s", problem)
                 self._process = None
                 _stop(process)
@@ -128,16 +127,20 @@ class LinkRecorder:
             _stop(process)
 
 
+# The recording process's program: it imports this same toolkit, from the folder this
+# process found it in (put first unless its own path has it: a site-packages folder put
+# first would come before the standard library).
+_PROGRAM = (
+    "import sys; found = sys.argv[1]; sys.path[:0] = [] if found in sys.path else [found]; "
+    "from toolkit.store.link_process import main; main()"
+)
+
+
 def _start(path: Path, site_id: int) -> subprocess.Popen[bytes]:
     """The recording process of the site file ``path``, told which file and site."""
-    # It imports this same toolkit, wherever this process found it.
     found = str(Path(toolkit.__file__).resolve().parent.parent)
-    paths = [found, *filter(None, [os.environ.get("PYTHONPATH")])]
     process = subprocess.Popen(
-        [sys.executable, "-m", "toolkit.store.link_process"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+        [sys.executable, "-c", _PROGRAM, found], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     assert process.stdin is not None
     with contextlib.suppress(OSError):  # it has ended already: the first part says so
