@@ -1,11 +1,12 @@
-"""Joining an import's address columns into one query text (the address way of linking)."""
+"""Joining an import's address columns into one query text (the address way of linking),
+and the link result's columns made of a way's answers."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from toolkit.importing.linking import _strings, join_address
+from toolkit.importing.linking import _asset_numbers, _strings, join_address
 
 
 def test_address_columns_join_leaving_out_a_part_already_typed() -> None:
@@ -51,3 +52,22 @@ def test_link_text_columns_are_what_pandas_makes_of_them() -> None:
         fast, slow = _strings(values), pd.array(values, dtype="string")
         assert fast.dtype == slow.dtype
         assert pd.Series(fast).equals(pd.Series(slow)), values
+
+
+def test_asset_ids_read_as_numbers_as_pandas_reads_them() -> None:
+    """The found rows' asset ids (text in the index) become the numbers ``to_numeric``
+    makes of them, whichever text column a way's answers hold them in; rows not found are
+    left out; an id Arrow cannot read as an integer still goes the old way."""
+    found = np.array([True, False, True, True])
+    for ids in (
+        pd.Series(pd.array(["12", None, "7", "4000000001"], dtype="str")),
+        pd.Series(pd.array(["12", None, "7", "4000000001"], dtype="string")),
+        pd.Series(["12", None, "7", "4000000001"], dtype=object),
+    ):
+        numbers = _asset_numbers(ids, found)
+        assert numbers.dtype == np.int64
+        assert numbers.tolist() == [12, 7, 4_000_000_001]
+        expected = pd.to_numeric(ids, errors="coerce").to_numpy()[found].astype(np.int64)
+        assert np.array_equal(numbers, expected)
+    assert _asset_numbers(pd.Series(["12", "x"]), np.array([False, False])).tolist() == []
+    assert _asset_numbers(pd.Series([" 12", "7.0"]), np.array([True, True])).tolist() == [12, 7]
