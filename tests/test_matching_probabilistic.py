@@ -357,3 +357,29 @@ def test_an_index_written_as_one_string_keeps_its_fuzzy_side(
     np.testing.assert_array_equal(side.groups.rows, index.fuzzy_side().groups.rows)
     assert after["asset_id"].tolist() == before["asset_id"].tolist()
     np.testing.assert_allclose(after["probability"], before["probability"])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([5, 3, 5, 0, 3, 3, 9], dtype=np.int64),
+        np.array([7], dtype=np.int64),
+        np.array([], dtype=np.int64),
+        # Too wide to pack beside the positions, and negative: hashed by pandas instead.
+        np.array([2**62, 1, 2**62, 5], dtype=np.int64),
+        np.array([-4, 2, -4], dtype=np.int64),
+        np.random.default_rng(3).integers(0, 2**40, 200_000),
+        np.random.default_rng(4).integers(0, 500, 200_000),
+    ],
+)
+def test_factorize_gives_each_value_its_distinct_index(values: np.ndarray) -> None:
+    """``_factorize``'s distinct values are each value once, and each value's index points
+    at its own value: the set and grouping pandas' factorize gives."""
+    distinct, inverse = prob._factorize(values)
+    assert distinct.dtype == np.int64 and inverse.dtype == np.int64
+    assert len(inverse) == len(values)
+    assert np.array_equal(distinct[inverse], values)
+    assert len(np.unique(distinct)) == len(distinct) == len(pd.unique(values))
+    codes, _ = pd.factorize(values)
+    # The same grouping: two values share an index exactly when pandas gives them one.
+    assert len(pd.unique(codes.astype(np.int64) * (len(distinct) + 1) + inverse)) == len(distinct)
