@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from toolkit.importing.linking import _asset_numbers, _strings, join_address
+from toolkit.importing.linking import _asset_numbers, _is_in, _strings, join_address
 
 
 def test_address_columns_join_leaving_out_a_part_already_typed() -> None:
@@ -71,3 +71,21 @@ def test_asset_ids_read_as_numbers_as_pandas_reads_them() -> None:
         assert np.array_equal(numbers, expected)
     assert _asset_numbers(pd.Series(["12", "x"]), np.array([False, False])).tolist() == []
     assert _asset_numbers(pd.Series([" 12", "7.0"]), np.array([True, True])).tolist() == [12, 7]
+
+
+def test_rows_given_to_fuzzy_are_found_by_their_text_as_pandas_finds_them() -> None:
+    """``_is_in`` (which address rows' texts mode fuzzy was given) agrees with pandas'
+    ``get_indexer`` for text, missing values, accents, empty text and NUL, and for values
+    that are not all text."""
+    texts = pd.Series(["12 SMITH ST", "Ünit 2 Smïth", "", "x\x00y"], dtype=object)
+    for values in (
+        np.array(["12 SMITH ST", None, "Ünit 2 Smïth", "12 smith st", "", "x\x00y", "x"]),
+        np.array([None, None], dtype=object),
+        np.array([], dtype=object),
+        np.array(["12 SMITH ST", 7, None], dtype=object),
+    ):
+        values = values.astype(object)
+        expected = pd.Index(texts).get_indexer(values) >= 0
+        assert _is_in(values, texts).tolist() == expected.tolist(), values
+    assert _is_in(np.array(["a", "b", None], dtype=object), texts).tolist() == [False] * 3
+    assert _is_in(np.array(["", "12 SMITH ST"], dtype=object), texts).tolist() == [True, True]
