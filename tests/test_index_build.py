@@ -33,6 +33,10 @@ def _site(path: Path) -> LocalSite:
     with site.db.transaction() as conn:
         conn.execute("UPDATE asset SET status = 0 WHERE id % 97 = 0")
         site.store.assets.changing(conn)
+    # The imports' logs are copied in a thread of their own: ended before the tests
+    # count the threads a build leaves.
+    assert site.db.checkpointer is not None
+    site.db.checkpointer.wait()
     return site
 
 

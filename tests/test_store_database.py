@@ -72,6 +72,37 @@ def test_a_bulk_write_has_a_large_page_cache_only_while_it_lasts(tmp_path: Path)
     assert names == ["a"]
 
 
+def test_a_bulk_write_leaves_copying_its_log_to_a_thread(tmp_path: Path) -> None:
+    path = tmp_path / "site.sqlite"
+    with Database(path) as db:
+        assert db.checkpointer is not None
+        (automatic,) = db.connection.execute("PRAGMA wal_autocheckpoint").fetchone()
+        assert automatic > 0
+        with db.transaction(bulk=True, commit=False) as conn:  # a dry run: nothing to copy
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+            conn.execute("INSERT INTO site(name, date_created) VALUES ('dry', 0)")
+        assert not db.checkpointer.running()
+        before = path.stat().st_size
+        with db.transaction(bulk=True) as conn:
+            # Its commit copies nothing into the file itself: ~8 MiB, well past the
+            # automatic checkpoint's 1,000 pages.
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+            conn.executemany(
+                "INSERT INTO site(name, date_created) VALUES (?, 0)",
+                ((f"{i:06d}" + "x" * 4000,) for i in range(2000)),
+            )
+        db.checkpointer.wait()
+        # The thread copied the log into the file; the committed rows read back.
+        assert path.stat().st_size > before + 8_000_000
+        count = db.connection.execute("SELECT count(*) FROM site").fetchone()[0]
+        # With it done, the next write turns the automatic checkpoint on again.
+        with db.transaction() as conn:
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == automatic
+    assert count == 2000
+    with sqlite3.connect(path) as other:
+        assert other.execute("SELECT count(*) FROM site").fetchone()[0] == 2000
+
+
 def _dead_pid() -> int:
     proc = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 from toolkit.errors import DiskFullError, NoSiteError, StoreError
 from toolkit.model.location import PostgresURL, StoreLocation, display_name, is_postgres
+from toolkit.store.checkpoint import WalCheckpointer
 from toolkit.store.legacy import absorb_side_folders
 from toolkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 from toolkit.store.sql import sounds_like
@@ -69,6 +70,8 @@ class Database:
     errors: tuple[type[Exception], ...] = (sqlite3.Error,)
     # The file, or the URL as given (jobs run elsewhere open the store again by it).
     path: StoreLocation
+    # Copies a SQLite file's log after a bulk write (None on PostgreSQL).
+    checkpointer: WalCheckpointer | None = None
 
     def __init__(
         self,
@@ -103,6 +106,7 @@ class Database:
             self.connection.execute("PRAGMA journal_mode=WAL")
             self.connection.execute("PRAGMA synchronous=NORMAL")
             self.connection.execute("PRAGMA foreign_keys=ON")
+            self.checkpointer = WalCheckpointer(self.path, timeout_s=busy_timeout_s)
             self.connection.create_function("sounds_like", 2, sounds_like, deterministic=True)
             self._migrate()
             absorb_side_folders(self)
@@ -211,6 +215,8 @@ class Database:
                 raw.execute("INSERT INTO toolkit_functions VALUES (%s)", (checksum,))
 
     def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.wait()  # a bulk write's log copied before the file is let go
         self.connection.close()
 
     def connect_again(self, *, timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> sqlite3.Connection:
@@ -260,18 +266,27 @@ class Database:
 
         With ``commit=False`` it is rolled back on success too: the writes are made and
         counted, then undone (an import's dry run). ``bulk``: an import's write of up to
-        millions of rows, given a page cache of ``BULK_CACHE_KIB`` for the transaction.
+        millions of rows, given a page cache of ``BULK_CACHE_KIB`` for the transaction;
+        on SQLite its commit leaves copying the log into the file to a thread
+        (:class:`WalCheckpointer`).
 
         A full disk is a :class:`StoreError` saying so (every write of the store comes
         through here), and the transaction is rolled back: the site is as it was.
         """
         conn = self.connection
-        sqlite_bulk = bulk and self.dialect == "sqlite"
+        if self.checkpointer is not None:
+            self.checkpointer.release(conn)
+        # SQLite's bulk write: its commit leaves the checkpoint to a thread of its own.
+        bulk_write = self.checkpointer if bulk else None
+        if bulk_write is not None:
+            bulk_write.hold(conn)
         with (
-            self._bulk_cache(conn) if sqlite_bulk else nullcontext(),
+            self._bulk_cache(conn) if bulk_write is not None else nullcontext(),
             self.transaction_on(conn, commit=commit),
         ):
             yield conn
+        if bulk_write is not None and commit:
+            bulk_write.request()
 
     @contextmanager
     def transaction_on(
