@@ -98,6 +98,10 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"  asset index build {N} s, CPU {N} s \(target <= 8 s at 1,000,000 parcels\)",
             rf"  asset index load from the site file in a new process {N} s, CPU {N} s "
             rf"\(target <= 1 s\); the index holds {N} MiB, the process peaks at {N} MiB",
+            rf"  its log copied into the site file after the import returned, in a thread "
+            rf"\(asset import\): {N} s more",
+            rf"  its log copied into the site file after the import returned, in a thread "
+            rf"\(item import\): {N} s more",
             rf"  read +{N} s +{N} s +{N}   pyarrow.csv.read_csv",
             rf"  store +{N} s +{N} s +{N}   bare executemany",
             rf" +{N} s +{N} s +{N}   bare executemany \+ the store's set-wise audit statement",

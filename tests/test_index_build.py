@@ -158,3 +158,30 @@ def test_a_failed_read_of_the_other_columns_stops_the_build(
         # The names' thread has finished too: nothing runs on after the failure.
         assert threading.active_count() == threads
         assert site.store.index_cache.get(site.store.assets.stamp()) is None
+
+
+def test_the_index_is_read_once_an_imports_log_is_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While a bulk write's log is being copied, each page read is looked up in the log
+    # first: the build's reads wait for the copy (and so does a load of the cache).
+    with _site(tmp_path / "site.sqlite") as site:
+        order: list[str] = []
+        copied = site.db.log_copied
+        read = AssetStore.columns
+
+        def waited() -> None:
+            order.append("log copied")
+            copied()
+
+        def columns(self: AssetStore, **kwargs: Any) -> Any:
+            order.append("read")
+            return read(self, **kwargs)
+
+        monkeypatch.setattr(site.db, "log_copied", waited)
+        monkeypatch.setattr(AssetStore, "columns", columns)
+        assert len(site_asset_index(site.store)) > 3000  # built
+        assert order[0] == "log copied" and "read" in order
+        order.clear()
+        assert len(site_asset_index(site.store)) > 3000  # loaded from the cache
+        assert order == ["log copied"]

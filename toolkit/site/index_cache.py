@@ -36,6 +36,8 @@ def site_asset_index(store: SiteStore, *, stamp: str | None = None) -> AssetInde
 
     ``stamp`` is the assets' stamp when the caller has just read it.
     """
+    # Its reads (the cache, or every asset) read the file, not an import's log.
+    store.db.log_copied()
     stamp = stamp or store.assets.stamp()
     cached = store.index_cache.get(stamp)
     if cached is not None:

@@ -214,6 +214,14 @@ class Database:
                 raw.execute("DELETE FROM toolkit_functions")
                 raw.execute("INSERT INTO toolkit_functions VALUES (%s)", (checksum,))
 
+    def log_copied(self) -> None:
+        """Return once a bulk write's log has been copied into the file (at once if none
+        is being copied). A large read waits for it: while the log holds pages not yet in
+        the file, each page read is looked up in the log's index first, and a million
+        assets' read for their index took 8.6 s after the copy, 11-12 s during it."""
+        if self.checkpointer is not None:
+            self.checkpointer.wait()
+
     def close(self) -> None:
         if self.checkpointer is not None:
             self.checkpointer.wait()  # a bulk write's log copied before the file is let go
