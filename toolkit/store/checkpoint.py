@@ -5,10 +5,10 @@ automatic checkpoint would copy them into the file inside the COMMIT, first sync
 log it has just written: 2-3 s of the import spent waiting on the disk (bench_import:
 commit 3.2-3.6 s, against 0.7-1.1 s with the checkpoint left to later, and 1 s for that
 checkpoint once the log's pages have gone to the disk). A bulk transaction turns the
-automatic checkpoint off (:func:`bulk_checkpoints`) and, once committed, this copies the
-log in a thread of its own on a connection of its own (SQLite's own advice for large
+automatic checkpoint off (:meth:`WalCheckpointer.hold`) and, once committed, this copies
+the log in a thread of its own on a connection of its own (SQLite's own advice for large
 writes: a checkpoint runs beside readers and writers). The commit is durable either way:
-the log holds it.
+the log holds it. A large read waits for the copy (``Database.log_copied``).
 
 The automatic checkpoint of the store's connection stays off until that copy is done: a
 small commit just after the import would otherwise make the same copy inside itself.
