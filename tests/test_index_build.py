@@ -35,8 +35,7 @@ def _site(path: Path) -> LocalSite:
         site.store.assets.changing(conn)
     # The imports' logs are copied in a thread of their own: ended before the tests
     # count the threads a build leaves.
-    assert site.db.checkpointer is not None
-    site.db.checkpointer.wait()
+    site.db.log_copied()
     return site
 
 

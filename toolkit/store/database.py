@@ -223,8 +223,7 @@ class Database:
             self.checkpointer.wait()
 
     def close(self) -> None:
-        if self.checkpointer is not None:
-            self.checkpointer.wait()  # a bulk write's log copied before the file is let go
+        self.log_copied()  # a bulk write's log copied before the file is let go
         self.connection.close()
 
     def connect_again(self, *, timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> sqlite3.Connection:
