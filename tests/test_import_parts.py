@@ -395,21 +395,30 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
     world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The second pass replays the modes before fuzzy: the key tables, name columns and
-    box grid the first pass built are let go before fuzzy pairs its texts (the import's
-    highest point of memory). An index shared with lookups (a server's) keeps what they
-    had built; the links are those of an index that kept everything."""
-    from toolkit.matching.modes import FuzzyAnswers
+    box grid the first pass built are let go before fuzzy joins the pairs of its texts and
+    fits its model (the end of the first pass's memory). An index shared with lookups (a
+    server's) keeps what they had built; the links are those of an index that kept
+    everything."""
+    from toolkit.importing import first_pass
+    from toolkit.matching.modes import FuzzyAnswers, FuzzyPairing
     from toolkit.site.index_cache import IndexCache
 
     monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
     held_at_pairing: list[frozenset[tuple[str, object]]] = []
-    of = FuzzyAnswers.of
+    pairing_of = first_pass.job_fuzzy_pairing
 
-    def noted(index: Any, texts: Any, options: Any) -> FuzzyAnswers:
-        held_at_pairing.append(index.lookup_structures())
-        return of(index, texts, options)
+    def noted_pairing(index: Any, rule: Any) -> FuzzyPairing:
+        pairing = pairing_of(index, rule)
+        answers = pairing.answers
 
-    monkeypatch.setattr(FuzzyAnswers, "of", staticmethod(noted))
+        def noted() -> FuzzyAnswers:
+            held_at_pairing.append(index.lookup_structures())
+            return answers()
+
+        monkeypatch.setattr(pairing, "answers", noted)
+        return pairing
+
+    monkeypatch.setattr(first_pass, "job_fuzzy_pairing", noted_pairing)
     links = []
     for shared in (False, True):
         path = tmp_path / f"shared-{shared}.sqlite"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -596,6 +597,85 @@ def test_fuzzy_answers_parsed_and_paired_a_few_queries_at_a_time_are_one_pass_s(
     assert none.model is None
     assert none.result.asset.tolist() == [-1, -1, -1]
     assert none.result.err.tolist() == [modes.NO_FUZZY_CANDIDATE] * 3
+
+
+def test_fuzzy_pairing_of_a_jobs_parts_in_a_thread_answers_as_one_batch(
+    index: AssetIndex,
+) -> None:
+    """A job's first pass adds each part's fuzzy texts to a ``FuzzyPairing`` and they are
+    paired in its thread while the next part is linked: a text met in an earlier part is
+    paired once, and the model and every answer are those of the job's distinct texts in
+    first-occurrence order matched at once. Leaving the pairing ends its thread."""
+    parts = [
+        pd.Series(["12 Smiyh St Richmond", "12 Smith St Richmond", "12 Smiyh St Richmond"]),
+        pd.Series(["14 Smith Street", "12 Smith St Richmond", "Zzz"]),
+        pd.Series([], dtype=object),
+        pd.Series(["12 smith st richmond", "3 Nowhere Rd", "12 Xmith St Richmond",
+                   "14 Smith Street"]),
+    ]  # fmt: skip
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    every = pd.Series(pd.unique(pd.concat(parts, ignore_index=True)))
+    whole = modes.FuzzyAnswers.of(index, every, options)
+    with modes.FuzzyPairing(index, options) as pairing:
+        for part in parts:
+            pairing.add(part)
+        threads = [t.name for t in threading.enumerate() if t.name.startswith("toolkit-fuzzy")]
+        assert threads, "the texts were paired in a thread of the pairing's own"
+        paired = pairing.answers()
+    assert not [t for t in threading.enumerate() if t.name.startswith("toolkit-fuzzy")]
+    assert list(paired.texts) == list(whole.texts) == every.tolist()
+    assert whole.model is not None and paired.model is not None
+    assert paired.model.prior == whole.model.prior
+    for c in probabilistic.COMPONENTS:
+        assert paired.model.m[c].tolist() == whole.model.m[c].tolist(), c
+    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
+        got, expected = getattr(paired.result, name), getattr(whole.result, name)
+        assert got is not None and expected is not None
+        assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
+    assert (whole.result.asset >= 0).sum() >= 2 and (whole.result.asset < 0).sum() >= 2
+    # Nothing added: every text of none answered (no model).
+    with modes.FuzzyPairing(index, options) as empty:
+        nothing = empty.answers()
+    assert nothing.model is None and len(nothing.texts) == 0
+
+
+def test_fuzzy_pairing_gives_its_threads_error_and_drops_pairing_not_begun(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while pairing in the thread is raised by ``answers``, not lost; leaving the
+    pairing early (the first pass failed) cancels the parts not yet begun."""
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    started = threading.Event()
+    release = threading.Event()
+    paired: list[list[str]] = []
+    real = modes._paired
+
+    def slow(side: Any, words: Any, parts: Any, per_row: Any, threads: Any = None) -> Any:
+        started.set()
+        release.wait(10)
+        paired.append([str(v) for v in words.vocabulary])
+        if any("BROKEN" in str(v) for v in words.vocabulary):
+            raise MatchingError("pairing failed on BROKEN")
+        return real(side, words, parts, per_row, threads)
+
+    monkeypatch.setattr(modes, "_paired", slow)
+    with modes.FuzzyPairing(index, options) as pairing:
+        pairing.add(pd.Series(["12 Broken St"]))
+        release.set()
+        with pytest.raises(MatchingError, match="BROKEN"):
+            pairing.answers()
+    release.clear()
+    started.clear()
+    paired.clear()
+    pairing = modes.FuzzyPairing(index, options)
+    with pairing:
+        pairing.add(pd.Series(["12 Smith St Richmond"]))
+        assert started.wait(10)
+        pairing.add(pd.Series(["14 Smith Street"]))  # waits behind the first
+        # The first is let finish only once leaving has cancelled what waits behind it.
+        threading.Timer(0.3, release.set).start()
+    assert release.is_set(), "leaving waited for the pairing under way"
+    assert len(paired) == 1, "the second part's pairing was cancelled, not run"
 
 
 @pytest.mark.parametrize(

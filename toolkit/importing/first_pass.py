@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import geopandas as gpd
-import pandas as pd
 
 from toolkit.errors import OptionError
 from toolkit.importing.link_stage import IndexProvider
 from toolkit.importing.linking import LinkDraft, draft_links, warm_link_index
-from toolkit.importing.partitions import job_fuzzy_answers
+from toolkit.importing.partitions import job_fuzzy_pairing
 from toolkit.importing.parts import StagedParts, release_unused
 from toolkit.importing.request import ImportRequest
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
@@ -75,7 +74,8 @@ def fuzzy_first_pass(
 ) -> StagedParts[FirstPass]:
     """Mode fuzzy fits its model (EM) on the texts it is given in the whole import: a
     first pass reads each part, applies its rule and tries its links with fuzzy only
-    noting its texts (``draft_links``); the model is fitted once and fuzzy's answer to
+    noting its texts (``draft_links``), which are paired with their candidates while the
+    next part is linked (``FuzzyPairing``); the model is fitted once and fuzzy's answer to
     each text found (``FuzzyAnswers``, in ``shared``). What the rule gave and the links
     are kept on disk, part by part, so the second pass links only the rows fuzzy was
     given, with those answers and the modes before fuzzy replayed: memory follows the
@@ -93,7 +93,6 @@ def fuzzy_first_pass(
         release_unused()
         shared["decisions"] = store.decisions.all()
     staged: StagedParts[FirstPass] = StagedParts(folder / "first-pass")
-    texts: list[pd.Series] = []
 
     def ruled(i: int) -> tuple[int, PartRead, Prepared]:
         """Part ``i`` read and its rule applied (in the read-ahead thread)."""
@@ -109,45 +108,47 @@ def fuzzy_first_pass(
             )
         return i, part, prepared
 
-    # The next part is read and checked while this one is linked: the CSV reader and much
-    # of the rule's column work release the GIL, so the two share the two cores.
-    with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:
-        with stage("link"):
-            # What the index builds on first use (2-3 s at a million assets) is built
-            # while the first part is read and checked, where this thread would wait.
-            index = shared["index"]
-            held_before = index.lookup_structures()
-            report = chunked.report
-            # A text table's geometry is known once a part is read: by its headings here
-            # (the grid of a million boxes, 0.5 s, was built in the first part's linking).
-            warm_link_index(
-                index,
-                rule,
-                columns=report.columns,
-                geometry=bool(report.geometry_source or report.geometry_columns)
-                or names_geometry(report.columns),
-            )
-        for i, part, prepared in parts:
+    index = shared["index"]
+    # Left, on an error too, once the pairing under way has ended.
+    with job_fuzzy_pairing(index, rule) as pairing:
+        # The next part is read and checked while this one is linked: the CSV reader and
+        # much of the rule's column work release the GIL, so the two share the two cores.
+        with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:
             with stage("link"):
-                draft, fuzzy_texts = draft_links(
-                    index, part.frame, rule, decisions=shared["decisions"]
+                # What the index builds on first use (2-3 s at a million assets) is built
+                # while the first part is read and checked, where this thread would wait.
+                held_before = index.lookup_structures()
+                report = chunked.report
+                # A text table's geometry is known once a part is read: by its headings
+                # (the grid of a million boxes, 0.5 s, was built in the first part's link).
+                warm_link_index(
+                    index,
+                    rule,
+                    columns=report.columns,
+                    geometry=bool(report.geometry_source or report.geometry_columns)
+                    or names_geometry(report.columns),
                 )
-                texts.append(fuzzy_texts)
-                # Each part to disk at once, the last too: the second pass starts with it.
-                rows_only = replace(part, frame=gpd.GeoDataFrame(index=part.frame.index))
-                staged.add((prepared, draft, rows_only), len(part.frame), keep=False)
-            del part, prepared, draft, rows_only
+            for i, part, prepared in parts:
+                with stage("link"):
+                    draft, fuzzy_texts = draft_links(
+                        index, part.frame, rule, decisions=shared["decisions"]
+                    )
+                    # Paired in the pairing's thread while the next part is linked.
+                    pairing.add(fuzzy_texts)
+                    # Each part to disk at once, the last too: the second pass starts with it.
+                    rows_only = replace(part, frame=gpd.GeoDataFrame(index=part.frame.index))
+                    staged.add((prepared, draft, rows_only), len(part.frame), keep=False)
+                del part, prepared, draft, rows_only
+                release_unused()
+                progress("fuzzy texts", i + 1, chunked.count, unit="parts")
+        with stage("link"):
+            # The second pass replays the answers of the modes before fuzzy, so the tables
+            # they built here are let go before fuzzy joins the job's pairs and fits its
+            # model (a million parcels: ~280 MiB). What the index held before (a server's
+            # lookups built it) is kept; anything used again is built again.
+            index.let_go(index.lookup_structures() - held_before)
             release_unused()
-            progress("fuzzy texts", i + 1, chunked.count, unit="parts")
-    with stage("link"):
-        # The second pass replays the answers of the modes before fuzzy, so the tables they
-        # built here are let go before fuzzy pairs the job's texts, the import's highest
-        # point of memory (a million parcels: ~280 MiB; the peak 2,212-2,237 -> 1,935-1,945
-        # MiB, now at the first part). What the index held before (a server's lookups
-        # built it) is kept; anything used again is built again.
-        index.let_go(index.lookup_structures() - held_before)
-        release_unused()
-        if before_fuzzy is not None:
-            before_fuzzy()
-        shared["answers"] = job_fuzzy_answers(index, rule, texts)
+            if before_fuzzy is not None:
+                before_fuzzy()
+            shared["answers"] = pairing.answers()
     return staged

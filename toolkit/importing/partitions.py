@@ -24,7 +24,13 @@ from toolkit.importing.parts import PackedPart
 from toolkit.importing.payload import Payload, prepare_payload
 from toolkit.importing.plan import compact_keys
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
-from toolkit.matching.modes import FuzzyAnswers, ModeFunction, fuzzy_model, match_fuzzy
+from toolkit.matching.modes import (
+    FuzzyAnswers,
+    FuzzyPairing,
+    ModeFunction,
+    fuzzy_model,
+    match_fuzzy,
+)
 from toolkit.matching.options import LookupOptions
 from toolkit.matching.probabilistic import Model
 from toolkit.progress import Progress
@@ -193,9 +199,20 @@ def job_fuzzy_answers(
     return FuzzyAnswers.of(index, *_job_texts(rule, texts))
 
 
+def job_fuzzy_pairing(index: AssetIndex, rule: ImportRule) -> FuzzyPairing:
+    """Mode fuzzy's pairing of a job's texts as its parts find them (``FuzzyPairing``):
+    its ``answers`` are ``job_fuzzy_answers`` of the texts added, in order."""
+    return FuzzyPairing(index, _job_options(rule))
+
+
+def _job_options(rule: ImportRule) -> LookupOptions:
+    """The lookup options of a job's address way, as its partitions use them."""
+    assert rule.asset_link is not None
+    return LookupOptions.from_dict({"useExternalLookups": False, **rule.asset_link.options})
+
+
 def _job_texts(rule: ImportRule, texts: Sequence[pd.Series]) -> tuple[pd.Series, LookupOptions]:
     """The distinct texts of a job's partitions (in row order), and its lookup options."""
-    assert rule.asset_link is not None
-    options = LookupOptions.from_dict({"useExternalLookups": False, **rule.asset_link.options})
+    options = _job_options(rule)
     every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
     return pd.Series(pd.unique(every)), options

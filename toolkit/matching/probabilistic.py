@@ -336,10 +336,11 @@ PARALLEL_MIN_QUERIES = 20_000
 
 
 def compared_candidates(
-    queries: Parsed, assets: Parsed, groups: KeyGroups
+    queries: Parsed, assets: Parsed, groups: KeyGroups, *, threads: int | None = None
 ) -> tuple[np.ndarray, Comparison]:
     """``candidate_pairs`` of every query and their ``compare``: query rows (sorted) and
-    the comparison of each pair."""
+    the comparison of each pair; in up to ``threads`` threads (None: one per core, at
+    most 8)."""
     n = len(queries)
     bounds = np.append(np.arange(0, max(n, 1), RANGE_QUERIES), n).tolist()
 
@@ -347,7 +348,7 @@ def compared_candidates(
         q, a = candidate_pairs(queries, groups, len(assets), rows=(first, end))
         return q, compare(queries, assets, q, a)
 
-    workers = min(os.cpu_count() or 1, 8)
+    workers = min(os.cpu_count() or 1, 8) if threads is None else threads
     if n < PARALLEL_MIN_QUERIES or workers < 2:
         parts = [work(first, end) for first, end in pairwise(bounds)]
     else:
