@@ -391,6 +391,46 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
     assert not [t for t in threading.enumerate() if t.name == "toolkit-read-ahead"]
 
 
+def test_a_failure_pairing_fuzzys_texts_in_their_thread_fails_the_import_and_writes_nothing(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each part's fuzzy texts are paired in a thread while the next part is linked: a
+    failure there (here on the second part's texts) fails the job in its link stage with
+    its own message, writes nothing, and leaves neither that thread nor the reader's."""
+    from toolkit.matching import modes
+
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    paired: list[int] = []
+    real = modes._paired
+
+    def failing(side: Any, words: Any, *args: Any) -> Any:
+        paired.append(words.n_rows)
+        if len(paired) == 2:
+            raise RuntimeError("pairing broke on the second part's texts")
+        return real(side, words, *args)
+
+    monkeypatch.setattr(modes, "_paired", failing)
+    path = tmp_path / "site.sqlite"
+    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+        site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+        event = int(site.create_event({"name": "Flood 2026"})["id"])
+        job = site.run_import(
+            ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+            )
+        )
+    assert job["status"] == "FAILED"
+    assert (
+        "failed in stage link: RuntimeError: pairing broke on the second part's texts"
+        in caplog.text
+    )
+    assert len(paired) >= 2
+    assert _rows(path, "SELECT count(*) FROM item") == [(0,)]
+    assert _rows(path, "SELECT count(*) FROM import_link") == [(0,)]
+    names = [t.name for t in threading.enumerate()]
+    assert not [n for n in names if n.startswith(("toolkit-fuzzy", "toolkit-read-ahead"))]
+
+
 def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
     world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

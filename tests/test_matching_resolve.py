@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -642,8 +643,9 @@ def test_fuzzy_pairing_of_a_jobs_parts_in_a_thread_answers_as_one_batch(
 def test_fuzzy_pairing_gives_its_threads_error_and_drops_pairing_not_begun(
     index: AssetIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A failure while pairing in the thread is raised by ``answers``, not lost; leaving the
-    pairing early (the first pass failed) cancels the parts not yet begun."""
+    """A failure while pairing in the thread is raised by the next ``add`` once it is
+    known, else by ``answers``, not lost; leaving the pairing early (the first pass
+    failed) cancels the parts not yet begun."""
     options = checked_options(index, {**OFF, "mode": "fuzzy"})
     started = threading.Event()
     release = threading.Event()
@@ -664,6 +666,12 @@ def test_fuzzy_pairing_gives_its_threads_error_and_drops_pairing_not_begun(
         release.set()
         with pytest.raises(MatchingError, match="BROKEN"):
             pairing.answers()
+    with modes.FuzzyPairing(index, options) as pairing:
+        pairing.add(pd.Series(["12 Broken St"]))
+        with pytest.raises(MatchingError, match="BROKEN"):
+            for n in range(1, 200):  # the next part's add, once the failure is known
+                pairing.add(pd.Series([f"{n} Smith St Richmond"]))
+                time.sleep(0.05)
     release.clear()
     started.clear()
     paired.clear()

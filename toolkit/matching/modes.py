@@ -640,7 +640,11 @@ class FuzzyPairing:
 
     def add(self, texts: pd.Series) -> None:
         """Pair the texts among ``texts`` not added before (in their first-occurrence
-        order), in the thread if there is one."""
+        order), in the thread if there is one; raises what stopped an earlier pairing
+        (the job fails at the part after, not after its last part)."""
+        for earlier in self._paired:
+            if earlier.done() and earlier.exception() is not None:
+                earlier.result()
         text = texts.fillna("").astype("str").to_numpy(dtype=object)
         distinct = pd.Series(pd.unique(text), dtype=object)
         if self._texts:
