@@ -440,12 +440,12 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
     server's) keeps what they had built; the links are those of an index that kept
     everything."""
     from toolkit.importing import first_pass
+    from toolkit.importing.partitions import job_fuzzy_pairing as pairing_of
     from toolkit.matching.modes import FuzzyAnswers, FuzzyPairing
     from toolkit.site.index_cache import IndexCache
 
     monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
     held_at_pairing: list[frozenset[tuple[str, object]]] = []
-    pairing_of = first_pass.job_fuzzy_pairing
 
     def noted_pairing(index: Any, rule: Any) -> FuzzyPairing:
         pairing = pairing_of(index, rule)
