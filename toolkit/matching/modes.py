@@ -613,11 +613,13 @@ class FuzzyPairing:
     A job's first pass adds each part's texts (``add``): those new to the job are parsed,
     paired and compared in a thread of its own (``threaded``) while the next part is linked,
     where the pairing of them all waited for the last part (a million-row job: 5-7 s of
-    pairing, mostly without the GIL, beside 6-7 s of linking at 1.2 cores; its link stage
-    took 17-25 s before, 16-18 s after, in alternating runs). A text's parse and pairs are
-    its own, so the pairs are those of one batch of every text in first-occurrence order;
-    ``answers`` (once) fits the model on them all and answers each text. Leaving the
-    context stops the thread (pairing not begun is dropped)."""
+    pairing, mostly without the GIL, beside 6-7 s of linking at 1.2 cores; in nine
+    alternating pairs of runs on a noisy two-core machine its link stage took 24.9 s on
+    average before, 23.2 s after, each pair from 7 s faster to 3 s slower, for ~200 MiB
+    more at its peak). A text's parse and pairs are its own, so the pairs are those of one
+    batch of every text in first-occurrence order; ``answers`` (once) fits the model on
+    them all and answers each text. Leaving the context stops the thread (pairing not
+    begun is dropped)."""
 
     def __init__(self, index: AssetIndex, options: LookupOptions, *, threaded: bool = True):
         # Taken here, in the caller's thread: the pairing thread only reads them.
