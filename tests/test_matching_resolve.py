@@ -652,13 +652,13 @@ def test_fuzzy_pairing_gives_its_threads_error_and_drops_pairing_not_begun(
     paired: list[list[str]] = []
     real = modes._paired
 
-    def slow(side: Any, words: Any, parts: Any, per_row: Any, threads: Any = None) -> Any:
+    def slow(side: Any, words: Any, *args: Any) -> Any:
         started.set()
         release.wait(10)
         paired.append([str(v) for v in words.vocabulary])
         if any("BROKEN" in str(v) for v in words.vocabulary):
             raise MatchingError("pairing failed on BROKEN")
-        return real(side, words, parts, per_row, threads)
+        return real(side, words, *args)
 
     monkeypatch.setattr(modes, "_paired", slow)
     with modes.FuzzyPairing(index, options) as pairing:

@@ -601,6 +601,9 @@ class FuzzyAnswers:
         return self.result.take(where)
 
 
+# Queries ``FuzzyPairing`` pairs and compares at once in its thread, beside the caller's
+# linking (``probabilistic.RANGE_QUERIES`` when nothing else runs).
+BESIDE_RANGE_QUERIES = 5_000
 # What ``FuzzyPairing`` made of one batch of texts: each text's parsed row, the number of
 # parsed rows, and the pieces of their pairs (``_paired``), query rows numbered from 0.
 _PairedTexts = tuple[np.ndarray, int, list[tuple[np.ndarray, probabilistic.Comparison]]]
@@ -615,11 +618,11 @@ class FuzzyPairing:
     where the pairing of them all waited for the last part (a million-row job: 5-7 s of
     pairing, mostly without the GIL, beside 6-7 s of linking at 1.2 cores; in nine
     alternating pairs of runs on a noisy two-core machine its link stage took 24.9 s on
-    average before, 23.2 s after, each pair from 7 s faster to 3 s slower, for ~200 MiB
-    more at its peak). A text's parse and pairs are its own, so the pairs are those of one
-    batch of every text in first-occurrence order; ``answers`` (once) fits the model on
-    them all and answers each text. Leaving the context stops the thread (pairing not
-    begun is dropped)."""
+    average before, 23.2 s after, each pair from 7 s faster to 3 s slower; its peak
+    1,682-1,760 MiB before, 1,743-1,772 after). A text's parse and pairs are its own, so
+    the pairs are those of one batch of every text in first-occurrence order; ``answers``
+    (once) fits the model on them all and answers each text. Leaving the context stops
+    the thread (pairing not begun is dropped)."""
 
     def __init__(self, index: AssetIndex, options: LookupOptions, *, threaded: bool = True):
         # Taken here, in the caller's thread: the pairing thread only reads them.
@@ -668,10 +671,17 @@ class FuzzyPairing:
         batch = QueryBatch(texts)
         words, parts, codes = subset_words(batch.analysis())
         del batch  # its analysis: every text's words again
-        # Beside the caller's work, one thread compares: a second would take the core the
-        # caller links on, and hold its temporaries beside the caller's.
-        threads = 1 if self._pool is not None else None
-        return codes, words.n_rows, _paired(self.side, words, parts, self.per_row, threads)
+        if self._pool is None:
+            return codes, words.n_rows, _paired(self.side, words, parts, self.per_row)
+        # Beside the caller's linking, one thread compares (a second would take the core
+        # the caller links on), in small ranges: their temporaries are held beside the
+        # caller's (a million-row job's peak: 1,906-1,910 MiB in ranges of 20,000
+        # queries, 1,744-1,772 in ranges of 5,000; the pairing took the same time).
+        return (
+            codes,
+            words.n_rows,
+            _paired(self.side, words, parts, self.per_row, 1, BESIDE_RANGE_QUERIES),
+        )
 
     def answers(self) -> FuzzyAnswers:
         """The model fitted on every text added and each text's answer."""
@@ -727,6 +737,7 @@ def _paired(
     parts: Structure,
     per_row: np.ndarray,
     threads: int | None = None,
+    range_queries: int | None = None,
 ) -> list[tuple[np.ndarray, probabilistic.Comparison]]:
     """The candidate pairs of the distinct queries ``words`` (``subset_words``) among the
     asset rows some allowed asset holds (``per_row``), and their comparison, parsed and
@@ -738,7 +749,7 @@ def _paired(
 
     def compared(queries: Parsed, start: int) -> tuple[np.ndarray, probabilistic.Comparison]:
         q, comparison = probabilistic.compared_candidates(
-            queries, side.parsed, groups, threads=threads
+            queries, side.parsed, groups, threads=threads, range_queries=range_queries
         )
         # Kept as 32-bit rows until every group is paired (query and asset rows fit).
         return (

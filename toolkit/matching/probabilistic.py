@@ -336,13 +336,19 @@ PARALLEL_MIN_QUERIES = 20_000
 
 
 def compared_candidates(
-    queries: Parsed, assets: Parsed, groups: KeyGroups, *, threads: int | None = None
+    queries: Parsed,
+    assets: Parsed,
+    groups: KeyGroups,
+    *,
+    threads: int | None = None,
+    range_queries: int | None = None,
 ) -> tuple[np.ndarray, Comparison]:
     """``candidate_pairs`` of every query and their ``compare``: query rows (sorted) and
     the comparison of each pair; in up to ``threads`` threads (None: one per core, at
-    most 8)."""
+    most 8), ``range_queries`` queries at a time (None: ``RANGE_QUERIES``)."""
     n = len(queries)
-    bounds = np.append(np.arange(0, max(n, 1), RANGE_QUERIES), n).tolist()
+    size = RANGE_QUERIES if range_queries is None else range_queries
+    bounds = np.append(np.arange(0, max(n, 1), size), n).tolist()
 
     def work(first: int, end: int) -> tuple[np.ndarray, Comparison]:
         q, a = candidate_pairs(queries, groups, len(assets), rows=(first, end))
