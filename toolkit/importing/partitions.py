@@ -25,7 +25,6 @@ from toolkit.importing.payload import Payload, prepare_payload
 from toolkit.importing.plan import compact_keys
 from toolkit.importing.rules import ImportRule, Prepared, apply_rule
 from toolkit.matching.modes import (
-    FuzzyAnswers,
     FuzzyPairing,
     ModeFunction,
     fuzzy_model,
@@ -192,16 +191,9 @@ def job_fuzzy_model(
     return fuzzy_model(index, *_job_texts(rule, texts))
 
 
-def job_fuzzy_answers(
-    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
-) -> FuzzyAnswers:
-    """``job_fuzzy_model`` and mode fuzzy's answer with it to each text of the job."""
-    return FuzzyAnswers.of(index, *_job_texts(rule, texts))
-
-
 def job_fuzzy_pairing(index: AssetIndex, rule: ImportRule) -> FuzzyPairing:
     """Mode fuzzy's pairing of a job's texts as its parts find them (``FuzzyPairing``):
-    its ``answers`` are ``job_fuzzy_answers`` of the texts added, in order."""
+    its ``answers`` are those of ``job_fuzzy_model``'s model to every text added."""
     return FuzzyPairing(index, _job_options(rule))
 
 
