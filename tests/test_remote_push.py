@@ -45,6 +45,14 @@ ITEMS = SAMPLE / "damage_assessments.csv"
 SMALL_CHUNKS = ENVELOPE_BYTES + 25_000  # the 95 KB sample goes in several chunks
 
 
+@pytest.fixture(autouse=True)
+def _own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs in a folder of its own: a push checks its rows against the default
+    site file, ./toolkit.sqlite, and a checkout where the README's first command ran holds
+    one (the demo's, without the site 'staging' these tests push from)."""
+    monkeypatch.chdir(tmp_path)
+
+
 @dataclass
 class Staging:
     """A staging site: the parcels, an event, and an API user on duty with a key."""
