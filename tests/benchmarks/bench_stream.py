@@ -8,12 +8,16 @@ part (the pipeline before streaming) where asked, and a raw ``pyarrow.csv.read_c
 the file in the same process, so the cost of reading in parts shows as a ratio.
 
 The rule is the sample's damage rule without its fuzzy fallback, as when this benchmark
-began, so runs compare across versions (a rule with mode fuzzy is read in parts too, after
-a first pass over every part fits its model: ``bench_import.py`` measures that).
+began, so runs compare across versions. ``--rule fuzzy`` takes the sample's rule as it is:
+a first pass over every part fits fuzzy's model on the job's texts and pairs them with
+their candidates, holding those pairs until the last part. Its larger files are then new
+draws of the generator against the same parcels (each copy corrupted afresh), so fuzzy
+meets as many new texts as a statewide file would give it, not the first file's again.
 
     python tests/benchmarks/bench_stream.py                          # 1M parcels; 1M, 5M items
     python tests/benchmarks/bench_stream.py --assets 100000 --items 100000,500000
     python tests/benchmarks/bench_stream.py --assets 300 --items 300,600   # smoke
+    python tests/benchmarks/bench_stream.py --rule fuzzy                   # with fuzzy
 """
 
 from __future__ import annotations
@@ -46,17 +50,22 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+# The rule each --rule names: the sample's damage rule without its fuzzy fallback (this
+# benchmark's from its start), or as it is.
+RULE_NAMES = {"soundex": "damage-soundex", "fuzzy": "damage-assessments"}
+
+
 def rule_folder(folder: Path) -> Path:
     text = (RULES / "damage_assessments.py").read_text(encoding="utf-8")
     text = text.replace('name="damage-assessments"', 'name="damage-soundex"')
+    without_fuzzy = text.replace('"fallbackMode": "fuzzy",', "")
+    assert without_fuzzy != text, "the sample's damage rule no longer has a fuzzy fallback"
     (folder / "rules").mkdir(exist_ok=True)
-    (folder / "rules" / "damage_soundex.py").write_text(
-        text.replace('"fallbackMode": "fuzzy",', ""), encoding="utf-8"
-    )
+    (folder / "rules" / "damage_soundex.py").write_text(without_fuzzy, encoding="utf-8")
     return folder / "rules"
 
 
-def child(site_path: str, items: str, rules: str, event: int) -> None:
+def child(site_path: str, items: str, rules: str, event: int, rule: str) -> None:
     """One item import in this (fresh) process; prints its figures as JSON."""
     from recorder_peak import watch_recorder
 
@@ -66,7 +75,7 @@ def child(site_path: str, items: str, rules: str, event: int) -> None:
     recorder = watch_recorder()
     with LocalSite(Path(site_path), "bench", rule_paths=[Path(rules)]) as site:
         request = ImportRequest(
-            "item", "damage-soundex", Path(items), event_id=event, region_id=1, dry_run=True
+            "item", RULE_NAMES[rule], Path(items), event_id=event, region_id=1, dry_run=True
         )
         started = time.perf_counter()
         job = site.run_import(request)
@@ -112,29 +121,56 @@ def head(source: Path, target: Path, rows: int) -> None:
 BATCH = 1_000_000
 
 
-def build(base: Path, target: Path, rows: int, batch: int) -> None:
-    """``rows`` records: ``base``'s (``batch`` records) again and again, the k-th copy's
+def build(
+    base: Path, target: Path, rows: int, batch: int, copies: list[Path] | None = None
+) -> None:
+    """``rows`` records: ``base``'s (``batch`` records) again and again, or ``base`` then
+    each of ``copies`` (as many as needed, each of ``batch`` records); the k-th copy's
     references made unique (DA-000001 -> DAk-000001), the last copy cut short."""
     head_line, _, body = base.read_bytes().partition(b"\n")
     with target.open("wb") as out:
         out.write(head_line + b"\n")
         for k in range(-(-rows // batch)):
+            source = base if k == 0 or copies is None else copies[k - 1]
+            if source is not base:
+                body = source.read_bytes().partition(b"\n")[2]
             left = min(batch, rows - k * batch)
             if left < batch:
                 cut = target.with_suffix(".part.csv")
-                head(base, cut, left)
+                head(source, cut, left)
                 body = cut.read_bytes().partition(b"\n")[2].replace(b"\r\n", b"\n")
                 cut.unlink()
             copy = body if k == 0 else (b"\n" + body).replace(b"\nDA-", b"\nDA%d-" % k)[1:]
             out.write(copy if copy.endswith(b"\n") else copy + b"\n")
 
 
-def run(site: Path, items: Path, rules: Path, event: int, chunk_rows: str | None) -> dict[str, Any]:
+def redrawn(data: Path, assets: int, batch: int, seed: int, count: int) -> list[Path]:
+    """``count`` more item files of ``batch`` rows against the parcels ``generate`` made
+    with ``seed`` (the same layout), each drawn and corrupted afresh."""
+    import numpy as np
+
+    from toolkit.sample.columns import write_csv
+    from toolkit.sample.items import build_items
+    from toolkit.sample.parcels import layout
+
+    parcels = layout(assets, np.random.default_rng(seed))
+    files = []
+    for k in range(count):
+        # A stream of its own per copy (the file generate wrote drew from seed's).
+        items, _ = build_items(parcels, batch, np.random.default_rng([seed, k + 1]))
+        files.append(data / f"redrawn-{k + 1}.csv")
+        write_csv(items, files[-1])
+    return files
+
+
+def run(
+    site: Path, items: Path, rules: Path, event: int, chunk_rows: str | None, rule: str
+) -> dict[str, Any]:
     env = dict(os.environ)
     if chunk_rows is not None:
         env["TOOLKIT_CHUNK_ROWS"] = chunk_rows
     out = subprocess.run(
-        [sys.executable, __file__, "--child", str(site), str(items), str(rules), str(event)],
+        [sys.executable, __file__, "--child", str(site), str(items), str(rules), str(event), rule],
         env=env,
         capture_output=True,
         text=True,
@@ -147,7 +183,7 @@ def run(site: Path, items: Path, rules: Path, event: int, chunk_rows: str | None
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assets", type=int, default=1_000_000)
@@ -156,6 +192,13 @@ def main() -> None:
         "--one-part", action="store_true", help="also run the smallest file read as one part"
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--rule",
+        choices=sorted(RULE_NAMES),
+        default="soundex",
+        help="the sample's damage rule without its fuzzy fallback (soundex, comparable with "
+        "earlier runs) or as it is (fuzzy; larger files drawn afresh)",
+    )
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.items.split(","))
 
@@ -170,10 +213,14 @@ def main() -> None:
         started = time.perf_counter()
         batch = min(BATCH, sizes[-1])
         generate(data, assets=args.assets, items=batch, seed=args.seed)
+        copies = None
+        if args.rule == "fuzzy":
+            more = -(-sizes[-1] // batch) - 1
+            copies = redrawn(data, args.assets, batch, args.seed, more)
         files = {}
         for n in sizes:
             files[n] = data / f"items-{n}.csv"
-            build(data / "items.csv", files[n], n, batch)
+            build(data / "items.csv", files[n], n, batch, copies)
         print(
             f"generated {args.assets:,} parcels and {batch:,} items (files of "
             f"{', '.join(f'{n:,}' for n in sizes)} rows from them) "
@@ -199,7 +246,7 @@ def main() -> None:
         if args.one_part:
             runs.insert(1, (sizes[0], str(2**62)))
         for n, chunk in runs:
-            figures = run(site_path, files[n], rules, event, chunk)
+            figures = run(site_path, files[n], rules, event, chunk, args.rule)
             assert figures["status"] == "COMPLETE", figures
             if chunk is None:
                 results[n] = figures
