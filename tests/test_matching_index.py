@@ -11,6 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import shapely
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from matching_assets import asset_frame, ipc_bytes, parquet_dump, queries, rewritten_dump
 
 from toolkit.engine import index_ref
@@ -252,6 +254,37 @@ def test_text_keys_are_found_by_hash_and_checked_against_their_text(
         [1], [], [], [0, 3], [4], [], [],
     ]  # fmt: skip
     assert found(["A1", "B22", "E1", "D4444"], wanted) == [[1], [], [], [0], [3], [], [2]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(
+        st.one_of(st.none(), st.sampled_from(["A1", "b", "É9", "", "A1 ", "7"])), max_size=30
+    ),
+    allowed_seed=st.integers(0, 2**16),
+    wanted=st.lists(
+        st.one_of(st.none(), st.sampled_from(["A1", "b", "É9", "", "Z", "7"])), max_size=8
+    ),
+)
+def test_a_text_table_finds_exactly_the_allowed_assets_of_each_key(
+    keys: list[str | None], allowed_seed: int, wanted: list[str | None]
+) -> None:
+    """Grouped by hash, a code table finds, for each query, the allowed assets whose key is
+    that text (repeated keys, nulls, empty and non-ASCII texts): what a plain mapping of
+    key to assets gives."""
+    assets = np.arange(len(keys), dtype=np.int64)
+    allowed = np.random.default_rng(allowed_seed).random(len(keys)) < 0.7
+    table = KeyTable.build(pa.array(keys, pa.large_string()), assets, allowed)
+    first, count = table.lookup(pa.array(wanted, pa.large_string()))
+    found = [
+        sorted(table.assets[f : f + c].tolist()) if c else []
+        for f, c in zip(first.tolist(), count.tolist(), strict=True)
+    ]
+    expected = [
+        [i for i, key in enumerate(keys) if w is not None and key == w and allowed[i]]
+        for w in wanted
+    ]
+    assert found == expected
 
 
 def test_a_dump_leaves_the_key_table_encoded_until_some_assets_are_left_out() -> None:

@@ -122,6 +122,35 @@ def sorted_positions(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return np.where(keys[at] == queries, at, -1)
 
 
+def _grouped_by_hash(
+    texts: pa.Array,
+) -> tuple[np.ndarray, pa.Array, np.ndarray] | None:
+    """Texts grouped by their hash (``string_hashes``): the code of each text among the
+    distinct ones, the distinct texts in the order of their hashes, and those hashes
+    (sorted, distinct); None when two different texts share a hash. Hashing each text once
+    and sorting the hashes makes both the groups and the lookup's sorted hashes, where
+    Arrow's dictionary encoding was followed by hashing the distinct texts again (a table
+    of a million codes, built and ready for lookups, in alternating processes: 0.52-0.84
+    s before, 0.45-0.69 s after)."""
+    values = texts.to_numpy(zero_copy_only=False)
+    hashes = string_hashes(values)
+    order = np.argsort(hashes)
+    ordered = hashes[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    run = np.cumsum(first) - 1
+    leaders = order[first]
+    # Every text is the text that leads its run of equal hashes, or two texts collide:
+    # only the texts that follow a leader (a key repeated, mostly) need comparing.
+    followers = np.flatnonzero(~first)
+    if not bool((values[order[followers]] == values[leaders[run[followers]]]).all()):
+        return None
+    codes = np.empty(len(values), dtype=np.int64)
+    codes[order] = run
+    return codes, texts.take(pa.array(leaders)), ordered[first]
+
+
 @dataclass(frozen=True)
 class KeyTable:
     """Assets grouped by key (uint64 name keys or code strings), for bulk exact lookups.
@@ -141,6 +170,7 @@ class KeyTable:
         cls, keys: np.ndarray | pa.Array, assets: np.ndarray, allowed: np.ndarray
     ) -> KeyTable:
         """Index ``keys[i] -> assets[i]``; 0 and null keys and disallowed assets left out."""
+        by_hash = None
         if isinstance(keys, np.ndarray):
             keep = (keys != 0) & allowed[assets]
             kept = keys[keep].astype(np.uint64)
@@ -154,9 +184,14 @@ class KeyTable:
             del kept, order, ordered, first
         else:
             keep = keys.is_valid().to_numpy(zero_copy_only=False) & allowed[assets]
-            encoded = pc.dictionary_encode(keys.filter(pa.array(keep)))
-            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            distinct = encoded.dictionary
+            texts = keys.filter(pa.array(keep))
+            by_hash = _grouped_by_hash(texts)
+            if by_hash is None:
+                encoded = pc.dictionary_encode(texts)
+                codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+                distinct = encoded.dictionary
+            else:
+                codes, distinct, hashes = by_hash
             kept_assets = assets[keep]
         n_assets = int(assets.max(initial=0)) + 1
         # One sorted unique over code * n + asset both drops repeated (key, asset) pairs
@@ -166,7 +201,12 @@ class KeyTable:
         pairs = pairs[np.concatenate([[True], np.diff(pairs) != 0])[: len(pairs)]]
         grouped_codes = pairs // n_assets
         count = np.bincount(grouped_codes, minlength=len(distinct))
-        return cls(distinct, np.cumsum(count) - count, count, pairs % n_assets)
+        table = cls(distinct, np.cumsum(count) - count, count, pairs % n_assets)
+        if by_hash is not None:
+            # The distinct texts are in the order of their hashes: the lookup's sorted
+            # hashes are made already (what ``_text_hashes`` would make).
+            table.__dict__["_text_hashes"] = (hashes, np.arange(len(hashes), dtype=np.int64))
+        return table
 
     def lookup(self, queries: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """(first slot, number of distinct assets) per query key; 0/null finds nothing."""
