@@ -640,6 +640,53 @@ def test_fuzzy_pairing_of_a_jobs_parts_in_a_thread_answers_as_one_batch(
     assert nothing.model is None and len(nothing.texts) == 0
 
 
+def test_fuzzy_answers_pair_the_parts_the_thread_has_not_begun_here(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the first pass ends with parts still waiting for the pairing thread,
+    ``answers`` pairs them itself, from the last back, while the thread goes on from the
+    first: the answers stay those of one batch. Here the thread is held on its first part
+    until this thread has paired one, so this thread pairs the later parts."""
+    parts = [
+        pd.Series(["12 Smiyh St Richmond", "3 Nowhere Rd"]),
+        pd.Series(["14 Smith Street", "12 Smiyh St Richmond"]),
+        pd.Series(["12 Xmith St Richmond"]),
+        pd.Series(["12 smith st richmond", "Zzz"]),
+    ]
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    every = pd.Series(pd.unique(pd.concat(parts, ignore_index=True)))
+    whole = modes.FuzzyAnswers.of(index, every, options)
+    here_paired = threading.Event()
+    by_thread: dict[str, list[list[str]]] = {"here": [], "pairing thread": []}
+    real = modes.FuzzyPairing._pair
+
+    def pair(self: modes.FuzzyPairing, texts: pd.Series) -> Any:
+        here = threading.current_thread() is threading.main_thread()
+        if not here:
+            assert here_paired.wait(10), "answers did not pair a waiting part itself"
+        paired = real(self, texts)
+        by_thread["here" if here else "pairing thread"].append(texts.tolist())
+        here_paired.set()
+        return paired
+
+    monkeypatch.setattr(modes.FuzzyPairing, "_pair", pair)
+    with modes.FuzzyPairing(index, options) as pairing:
+        for part in parts:
+            pairing.add(part)
+        answered = pairing.answers()
+    # The thread paired the first part and perhaps the second; this thread the rest,
+    # the last first.
+    assert by_thread["here"][0] == ["12 smith st richmond", "Zzz"]
+    assert by_thread["pairing thread"][0] == ["12 Smiyh St Richmond", "3 Nowhere Rd"]
+    assert len(by_thread["here"]) + len(by_thread["pairing thread"]) == len(parts)
+    assert list(answered.texts) == every.tolist()
+    assert answered.model is not None and whole.model is not None
+    assert answered.model.prior == whole.model.prior
+    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
+        got, expected = getattr(answered.result, name), getattr(whole.result, name)
+        assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
+
+
 def test_fuzzy_pairing_gives_its_threads_error_and_drops_pairing_not_begun(
     index: AssetIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
