@@ -447,12 +447,18 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
     monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
     held_at_pairing: list[frozenset[tuple[str, object]]] = []
 
-    def noted_pairing(index: Any, rule: Any) -> FuzzyPairing:
-        pairing = pairing_of(index, rule)
+    saved_pairs: list[list[str]] = []
+
+    def noted_pairing(index: Any, rule: Any, folder: Path) -> FuzzyPairing:
+        pairing = pairing_of(index, rule, folder)
         answers = pairing.answers
 
         def noted() -> FuzzyAnswers:
             held_at_pairing.append(index.lookup_structures())
+            # Each part's pairs wait in the job's folder, not in memory.
+            for paired in pairing._paired:
+                paired.result()
+            saved_pairs.append(sorted(p.name for p in folder.glob("pairs-*.npz")))
             return answers()
 
         monkeypatch.setattr(pairing, "answers", noted)
@@ -481,6 +487,7 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
                 assert site.asset_index().lookup_structures() == before
         links.append(_rows(path, "SELECT * FROM import_link ORDER BY row"))
     assert links[0] == links[1] and len(links[0]) > 250
+    assert len(saved_pairs[0]) > 3 and saved_pairs[0][0] == "pairs-00000.npz"
 
 
 def test_a_fuzzy_first_pass_warms_what_the_first_part_links_by_including_the_box_grid(

@@ -5,6 +5,7 @@ import threading
 import time
 from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -640,6 +641,45 @@ def test_fuzzy_pairing_of_a_jobs_parts_in_a_thread_answers_as_one_batch(
     assert nothing.model is None and len(nothing.texts) == 0
 
 
+@pytest.mark.parametrize("fit_queries", [probabilistic.FIT_QUERIES, 2])
+def test_fuzzy_pairs_wait_on_disk_part_by_part_and_answer_as_one_batch(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fit_queries: int
+) -> None:
+    """With a folder, each part's pairs are saved there once paired, not held, and read
+    back part by part to fit and to answer: the model (also when the fit chooses some of
+    the queries, as it does beyond ``FIT_QUERIES``: here 2) and every answer are those of
+    the job's distinct texts paired and scored at once, in memory."""
+    monkeypatch.setattr(probabilistic, "FIT_QUERIES", fit_queries)
+    parts = [
+        pd.Series(["12 Smiyh St Richmond", "3 Nowhere Rd", "14 Smith Street"]),
+        pd.Series(["12 Smith St Richmond", "Zzz", "12 Smiyh St Richmond"]),
+        pd.Series(["12 Xmith St Richmond", "12 smith st richmond", "7 Twin Ct Carlton"]),
+    ]
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    every = pd.Series(pd.unique(pd.concat(parts, ignore_index=True)))
+    whole = modes.FuzzyAnswers.of(index, every, options)
+    folder = tmp_path / "pairs"
+    saved: list[list[str]] = []
+    with modes.FuzzyPairing(index, options, folder=folder) as pairing:
+        for part in parts:
+            pairing.add(part)
+        for paired in pairing._paired:
+            batch = paired.result()
+            assert batch.pairs is None and batch.path is not None and batch.path.exists()
+            saved.append(sorted(p.name for p in folder.iterdir()))
+        answered = pairing.answers()
+    assert saved[-1] == ["pairs-00000.npz", "pairs-00001.npz", "pairs-00002.npz"]
+    assert list(answered.texts) == every.tolist()
+    assert answered.model is not None and whole.model is not None
+    assert answered.model.prior == whole.model.prior
+    for c in probabilistic.COMPONENTS:
+        assert answered.model.m[c].tolist() == whole.model.m[c].tolist(), c
+    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
+        got, expected = getattr(answered.result, name), getattr(whole.result, name)
+        assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
+    assert (whole.result.asset >= 0).sum() >= 3 and (whole.result.asset < 0).sum() >= 1
+
+
 def test_fuzzy_answers_pair_the_parts_the_thread_has_not_begun_here(
     index: AssetIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -660,11 +700,11 @@ def test_fuzzy_answers_pair_the_parts_the_thread_has_not_begun_here(
     by_thread: dict[str, list[list[str]]] = {"here": [], "pairing thread": []}
     real = modes.FuzzyPairing._pair
 
-    def pair(self: modes.FuzzyPairing, texts: pd.Series) -> Any:
+    def pair(self: modes.FuzzyPairing, texts: pd.Series, batch: int) -> Any:
         here = threading.current_thread() is threading.main_thread()
         if not here:
             assert here_paired.wait(10), "answers did not pair a waiting part itself"
-        paired = real(self, texts)
+        paired = real(self, texts, batch)
         by_thread["here" if here else "pairing thread"].append(texts.tolist())
         here_paired.set()
         return paired

@@ -110,7 +110,7 @@ def fuzzy_first_pass(
 
     index = shared["index"]
     # Left, on an error too, once the pairing under way has ended.
-    with job_fuzzy_pairing(index, rule) as pairing:
+    with job_fuzzy_pairing(index, rule, folder / "fuzzy-pairs") as pairing:
         # The next part is read and checked while this one is linked: the CSV reader and
         # much of the rule's column work release the GIL, so the two share the two cores.
         with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:

@@ -13,6 +13,7 @@ import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import pandas as pd
@@ -191,10 +192,13 @@ def job_fuzzy_model(
     return fuzzy_model(index, *_job_texts(rule, texts))
 
 
-def job_fuzzy_pairing(index: AssetIndex, rule: ImportRule) -> FuzzyPairing:
-    """Mode fuzzy's pairing of a job's texts as its parts find them (``FuzzyPairing``):
-    its ``answers`` are those of ``job_fuzzy_model``'s model to every text added."""
-    return FuzzyPairing(index, _job_options(rule))
+def job_fuzzy_pairing(
+    index: AssetIndex, rule: ImportRule, folder: Path | None = None
+) -> FuzzyPairing:
+    """Mode fuzzy's pairing of a job's texts as its parts find them (``FuzzyPairing``),
+    their pairs waiting in ``folder`` if given: its ``answers`` are those of
+    ``job_fuzzy_model``'s model to every text added."""
+    return FuzzyPairing(index, _job_options(rule), folder=folder)
 
 
 def _job_options(rule: ImportRule) -> LookupOptions:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -604,9 +605,28 @@ class FuzzyAnswers:
 # Queries ``FuzzyPairing`` pairs and compares at once in its thread, beside the caller's
 # linking (``probabilistic.RANGE_QUERIES`` when nothing else runs).
 BESIDE_RANGE_QUERIES = 5_000
-# What ``FuzzyPairing`` made of one batch of texts: each text's parsed row, the number of
-# parsed rows, and the pieces of their pairs (``_paired``), query rows numbered from 0.
-_PairedTexts = tuple[np.ndarray, int, list[tuple[np.ndarray, probabilistic.Comparison]]]
+
+
+@dataclass(frozen=True)
+class _PairedTexts:
+    """What ``FuzzyPairing`` made of one batch of texts: each text's parsed row (query),
+    the number of queries and of those with a candidate, and their pairs (query rows from
+    0, sorted), held here or saved to ``path`` (``load`` gives them either way)."""
+
+    text_rows: np.ndarray
+    n_queries: int
+    n_present: int
+    pairs: tuple[np.ndarray, probabilistic.Comparison] | None
+    path: Path | None = None
+
+    def load(self) -> tuple[np.ndarray, probabilistic.Comparison]:
+        if self.pairs is not None:
+            return self.pairs
+        assert self.path is not None
+        with np.load(self.path) as saved:  # saved by this process, for this job
+            return saved["q"].astype(np.int64), probabilistic.Comparison(
+                saved["levels"], saved["a"].astype(np.int64)
+            )
 
 
 class FuzzyPairing:
@@ -621,15 +641,25 @@ class FuzzyPairing:
     average before, 23.2 s after, each pair from 7 s faster to 3 s slower; its peak
     1,682-1,760 MiB before, 1,743-1,772 after). A text's parse and pairs are its own, so
     the pairs are those of one batch of every text in first-occurrence order; ``answers``
-    (once) fits the model on them all and answers each text. Leaving the context stops
-    the thread (pairing not begun is dropped)."""
+    (once) fits the model on them all and answers each text. With a ``folder`` each
+    batch's pairs wait there, not in memory, and are read back batch by batch: what the
+    pairs hold follows the part, not the file (22 pairs a text, 4.8 million pairs at a
+    million rows). Leaving the context stops the thread (pairing not begun is dropped)."""
 
-    def __init__(self, index: AssetIndex, options: LookupOptions, *, threaded: bool = True):
+    def __init__(
+        self,
+        index: AssetIndex,
+        options: LookupOptions,
+        *,
+        threaded: bool = True,
+        folder: Path | None = None,
+    ):
         # Taken here, in the caller's thread: the pairing thread only reads them.
         self.side = index.fuzzy_side()
         self.allowed = index.allowed(options.asset_class)
         self.per_row = _assets_per_row(self.side, self.allowed)
         self.asset_class = options.asset_class
+        self.folder = folder
         self._texts: list[pd.Series] = []
         self._seen: set[str] = set()
         self._paired: list[Future[_PairedTexts]] = []
@@ -661,11 +691,12 @@ class FuzzyPairing:
         distinct = pd.Series(text[new], dtype=object)
         self._seen.update(distinct)
         self._texts.append(distinct)
+        batch = len(self._paired)
         if self._pool is not None:
-            self._paired.append(self._pool.submit(self._pair, distinct))
+            self._paired.append(self._pool.submit(self._pair, distinct, batch))
             return
         done: Future[_PairedTexts] = Future()
-        done.set_result(self._pair(distinct))
+        done.set_result(self._pair(distinct, batch))
         self._paired.append(done)
 
     def _pair_waiting_parts(self) -> None:
@@ -680,66 +711,105 @@ class FuzzyPairing:
             if not self._paired[i].cancel():
                 return  # begun or done: the thread has every part before it
             paired: Future[_PairedTexts] = Future()
-            paired.set_result(self._pair(self._texts[i]))
+            paired.set_result(self._pair(self._texts[i], i))
             self._paired[i] = paired
 
-    def _pair(self, texts: pd.Series) -> _PairedTexts:
-        """Each of ``texts``' parsed row, their number and their pairs; the texts' analysis
-        and words are let go before their pairs are joined (``_paired``)."""
-        batch = QueryBatch(texts)
-        words, parts, codes = subset_words(batch.analysis())
-        del batch  # its analysis: every text's words again
+    def _pair(self, texts: pd.Series, batch: int) -> _PairedTexts:
+        """``texts``' parsed rows and their pairs (saved to the folder, if there is one, as
+        batch number ``batch``); the texts' analysis and words are let go before their
+        pairs are joined (``_paired``)."""
+        analysed = QueryBatch(texts)
+        words, parts, codes = subset_words(analysed.analysis())
+        del analysed  # its analysis: every text's words again
         if self._pool is None:
-            return codes, words.n_rows, _paired(self.side, words, parts, self.per_row)
-        # Beside the caller's linking, one thread compares (a second would take the core
-        # the caller links on), in small ranges: their temporaries are held beside the
-        # caller's (a million-row job's peak: 1,906-1,910 MiB in ranges of 20,000
-        # queries, 1,744-1,772 in ranges of 5,000; the pairing took the same time).
-        return (
-            codes,
-            words.n_rows,
-            _paired(self.side, words, parts, self.per_row, 1, BESIDE_RANGE_QUERIES),
+            pieces = _paired(self.side, words, parts, self.per_row)
+        else:
+            # Beside the caller's linking, one thread compares (a second would take the
+            # core the caller links on), in small ranges: their temporaries are held beside
+            # the caller's (a million-row job's peak: 1,906-1,910 MiB in ranges of 20,000
+            # queries, 1,744-1,772 in ranges of 5,000; the pairing took the same time).
+            pieces = _paired(self.side, words, parts, self.per_row, 1, BESIDE_RANGE_QUERIES)
+        q, comparison = _joined(pieces)
+        n_present = int(np.count_nonzero(q[1:] != q[:-1])) + 1 if len(q) else 0
+        if self.folder is None:
+            return _PairedTexts(codes, words.n_rows, n_present, (q, comparison))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"pairs-{batch:05d}.npz"
+        # Query and asset rows fit 32 bits (a part's queries, the side's rows).
+        np.savez(
+            path, q=q.astype(np.int32), levels=comparison.levels, a=comparison.a.astype(np.int32)
         )
+        return _PairedTexts(codes, words.n_rows, n_present, None, path)
 
     def answers(self) -> FuzzyAnswers:
-        """The model fitted on every text added and each text's answer."""
+        """The model fitted on every text added and each text's answer: fitted on the
+        queries ``probabilistic.fit`` would choose among them all, each batch's pairs then
+        scored on their own (a query's answer depends on its own pairs alone)."""
         self._pair_waiting_parts()
-        codes: list[np.ndarray] = []
-        pieces: list[tuple[np.ndarray, probabilistic.Comparison]] = []
-        n_queries = 0
-        while self._paired:
-            text_rows, n_rows, paired = self._paired.pop(0).result()
-            codes.append(text_rows + n_queries)
-            pieces.extend((q + n_queries, comparison) for q, comparison in paired)
-            n_queries += n_rows
-            del paired
+        batches = [paired.result() for paired in self._paired]
+        self._paired.clear()
         text = pd.Index(pd.concat([pd.Series([], dtype=object), *self._texts], ignore_index=True))
-        every = np.concatenate([np.zeros(0, dtype=np.int64), *codes])
-        side = self.side
-        q, comparison = _joined(pieces)
-        if not len(q):
+        starts = np.cumsum([0] + [b.n_queries for b in batches])
+        every = np.concatenate(
+            [np.zeros(0, dtype=np.int64)]
+            + [b.text_rows + start for b, start in zip(batches, starts, strict=False)]
+        )
+        if not sum(b.n_present for b in batches):
             result = ModeResult.empty(len(every))
             _no_match(result, NO_FUZZY_CANDIDATE)
             return FuzzyAnswers(text, result, None, self.asset_class)
-        model = probabilistic.fit(
-            side.parsed, q, comparison, side.u, (side.street_tf, side.locality_tf), n_queries
-        )
-        row_asset = _row_assets(side, self.allowed)
+        model = self._fitted(batches, int(starts[-1]))
+        row_asset = _row_assets(self.side, self.allowed)
         n_allowed = int(self.allowed.sum())
-        per_row = self.per_row
-        # Pairs are sorted by query: a range of queries is a range of pairs, scored alone
-        # as match_fuzzy would score it among other queries (each query's own pairs decide).
-        bounds = np.arange(0, n_queries + ANSWER_QUERIES, ANSWER_QUERIES).clip(max=n_queries)
-        ends = np.searchsorted(q, bounds)
         decided = []
-        for lo, hi, first, end in zip(bounds[:-1], bounds[1:], ends[:-1], ends[1:], strict=True):
-            part = probabilistic.Comparison(comparison.levels[first:end], comparison.a[first:end])
-            scored = probabilistic.score(
-                q[first:end] - lo, part, model, int(hi - lo), n_allowed, per_row
-            )
-            decided.append(_fuzzy_decided(scored, per_row, row_asset))
+        for batch in batches:
+            q, comparison = batch.load()
+            n_queries = batch.n_queries
+            # Pairs are sorted by query: a range of queries is a range of pairs, scored
+            # alone as match_fuzzy would score it among other queries.
+            bounds = np.arange(0, n_queries + ANSWER_QUERIES, ANSWER_QUERIES).clip(max=n_queries)
+            ends = np.searchsorted(q, bounds)
+            for lo, hi, first, end in zip(
+                bounds[:-1], bounds[1:], ends[:-1], ends[1:], strict=True
+            ):
+                part = probabilistic.Comparison(
+                    comparison.levels[first:end], comparison.a[first:end]
+                )
+                scored = probabilistic.score(
+                    q[first:end] - lo, part, model, int(hi - lo), n_allowed, self.per_row
+                )
+                decided.append(_fuzzy_decided(scored, self.per_row, row_asset))
+            del q, comparison
         result = ModeResult.concat(decided).take(every)
         return FuzzyAnswers(text, result, model, self.asset_class)
+
+    def _fitted(self, batches: list[_PairedTexts], n_queries: int) -> probabilistic.Model:
+        """``probabilistic.fit`` on the pairs of every batch (their queries numbered one
+        after another), reading only the pairs of the queries it chooses."""
+        chosen = probabilistic.fit_chosen(sum(b.n_present for b in batches), n_queries)
+        levels, rows = [], []
+        query_start = present_start = 0
+        for batch in batches:
+            q, comparison = batch.load()
+            keep = (
+                slice(None)
+                if chosen is None
+                else chosen[present_start + probabilistic.present_queries(q)]
+            )
+            levels.append(comparison.levels[keep])
+            rows.append(q[keep] + query_start)
+            query_start += batch.n_queries
+            present_start += batch.n_present
+            del q, comparison
+        side = self.side
+        return probabilistic.fit_levels(
+            side.parsed,
+            np.concatenate(levels),
+            np.concatenate(rows),
+            n_queries if chosen is None else probabilistic.FIT_QUERIES,
+            side.u,
+            (side.street_tf, side.locality_tf),
+        )
 
 
 def _assets_per_row(side: AssetSide, allowed: np.ndarray) -> np.ndarray:

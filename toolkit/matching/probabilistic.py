@@ -598,16 +598,43 @@ def fit(
     the term frequencies ``tf`` (street, locality per asset row) come with the asset side."""
     levels = comparison.levels
     starts, number = _grouped(q)
-    if n_queries > FIT_QUERIES:
-        rng = np.random.default_rng(seed)
-        chosen = np.zeros(len(starts), dtype=bool)
-        chosen[rng.choice(len(starts), min(FIT_QUERIES, len(starts)), replace=False)] = True
+    chosen = fit_chosen(len(starts), n_queries, seed)
+    if chosen is not None:
         keep = chosen[number]
-        levels = levels[keep]
-        _, number = _grouped(q[keep])
-        n_queries = FIT_QUERIES
+        levels, q, n_queries = levels[keep], q[keep], FIT_QUERIES
+    return fit_levels(assets, levels, q, n_queries, u, tf)
+
+
+def fit_chosen(n_present: int, n_queries: int, seed: int = 0) -> np.ndarray | None:
+    """Which of the ``n_present`` queries with a candidate (in query order) ``fit`` fits on
+    when ``n_queries`` queries were paired: a mask, or None for all of them."""
+    if n_queries <= FIT_QUERIES:
+        return None
+    rng = np.random.default_rng(seed)
+    chosen = np.zeros(n_present, dtype=bool)
+    chosen[rng.choice(n_present, min(FIT_QUERIES, n_present), replace=False)] = True
+    return chosen
+
+
+def fit_levels(
+    assets: Parsed,
+    levels: np.ndarray,
+    q: np.ndarray,
+    n_queries: int,
+    u: dict[str, np.ndarray],
+    tf: tuple[np.ndarray, np.ndarray],
+) -> Model:
+    """``fit`` on the pairs chosen for it: their ``levels`` and query rows ``q`` (sorted)
+    of ``n_queries`` queries (``FIT_QUERIES`` when they were chosen)."""
+    _, number = _grouped(q)
     m, share = fit_em(levels, number, n_queries, len(assets), u)
     return Model(m, u, share, *tf)
+
+
+def present_queries(q: np.ndarray) -> np.ndarray:
+    """For query rows of pairs sorted by query: each pair's query numbered among the
+    queries with a pair (what ``fit_chosen`` chooses among)."""
+    return _grouped(q)[1]
 
 
 def score(
