@@ -601,6 +601,18 @@ def test_fuzzy_answers_parsed_and_paired_a_few_queries_at_a_time_are_one_pass_s(
     assert none.result.err.tolist() == [modes.NO_FUZZY_CANDIDATE] * 3
 
 
+def assert_same_answers(got: modes.FuzzyAnswers, expected: modes.FuzzyAnswers) -> None:
+    """The same model (prior and every m) and the same answer, column by column."""
+    assert got.model is not None and expected.model is not None
+    assert got.model.prior == expected.model.prior
+    for c in probabilistic.COMPONENTS:
+        assert got.model.m[c].tolist() == expected.model.m[c].tolist(), c
+    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
+        got_column, expected_column = getattr(got.result, name), getattr(expected.result, name)
+        assert got_column is not None and expected_column is not None
+        assert pd.DataFrame(got_column).equals(pd.DataFrame(expected_column)), name
+
+
 def test_fuzzy_pairing_of_a_jobs_parts_in_a_thread_answers_as_one_batch(
     index: AssetIndex,
 ) -> None:
@@ -626,14 +638,7 @@ def test_fuzzy_pairing_of_a_jobs_parts_in_a_thread_answers_as_one_batch(
         paired = pairing.answers()
     assert not [t for t in threading.enumerate() if t.name.startswith("toolkit-fuzzy")]
     assert list(paired.texts) == list(whole.texts) == every.tolist()
-    assert whole.model is not None and paired.model is not None
-    assert paired.model.prior == whole.model.prior
-    for c in probabilistic.COMPONENTS:
-        assert paired.model.m[c].tolist() == whole.model.m[c].tolist(), c
-    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
-        got, expected = getattr(paired.result, name), getattr(whole.result, name)
-        assert got is not None and expected is not None
-        assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
+    assert_same_answers(paired, whole)
     assert (whole.result.asset >= 0).sum() >= 2 and (whole.result.asset < 0).sum() >= 2
     # Nothing added: every text of none answered (no model).
     with modes.FuzzyPairing(index, options) as empty:
@@ -670,13 +675,7 @@ def test_fuzzy_pairs_wait_on_disk_part_by_part_and_answer_as_one_batch(
         answered = pairing.answers()
     assert saved[-1] == ["pairs-00000.npz", "pairs-00001.npz", "pairs-00002.npz"]
     assert list(answered.texts) == every.tolist()
-    assert answered.model is not None and whole.model is not None
-    assert answered.model.prior == whole.model.prior
-    for c in probabilistic.COMPONENTS:
-        assert answered.model.m[c].tolist() == whole.model.m[c].tolist(), c
-    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
-        got, expected = getattr(answered.result, name), getattr(whole.result, name)
-        assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
+    assert_same_answers(answered, whole)
     assert (whole.result.asset >= 0).sum() >= 3 and (whole.result.asset < 0).sum() >= 1
 
 
@@ -720,11 +719,7 @@ def test_fuzzy_answers_pair_the_parts_the_thread_has_not_begun_here(
     assert by_thread["pairing thread"][0] == ["12 Smiyh St Richmond", "3 Nowhere Rd"]
     assert len(by_thread["here"]) + len(by_thread["pairing thread"]) == len(parts)
     assert list(answered.texts) == every.tolist()
-    assert answered.model is not None and whole.model is not None
-    assert answered.model.prior == whole.model.prior
-    for name in ("asset", "count", "accuracy", "err", "explained", "probability", "evidence"):
-        got, expected = getattr(answered.result, name), getattr(whole.result, name)
-        assert pd.DataFrame(got).equals(pd.DataFrame(expected)), name
+    assert_same_answers(answered, whole)
 
 
 def test_fuzzy_pairing_gives_its_threads_error_and_drops_pairing_not_begun(
