@@ -679,6 +679,36 @@ def test_fuzzy_pairs_wait_on_disk_part_by_part_and_answer_as_one_batch(
     assert (whole.result.asset >= 0).sum() >= 3 and (whole.result.asset < 0).sum() >= 1
 
 
+@pytest.mark.parametrize("fit_queries", [probabilistic.FIT_QUERIES, 2])
+def test_a_pairings_model_alone_is_the_model_of_its_texts_at_once(
+    index: AssetIndex, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fit_queries: int
+) -> None:
+    """``FuzzyPairing.model`` (a Dask job's client: its texts added a partition at a time,
+    their pairs waiting on disk) is the model ``fuzzy_model`` fits on the distinct texts
+    at once, also when the fit chooses among the queries; none without a candidate."""
+    monkeypatch.setattr(probabilistic, "FIT_QUERIES", fit_queries)
+    parts = [
+        pd.Series(["12 Smiyh St Richmond", "3 Nowhere Rd", None]),
+        pd.Series(["12 Smith St Richmond", "12 Smiyh St Richmond", "14 Smith Street"]),
+        pd.Series(["12 Xmith St Richmond", "12 smith st richmond"]),
+    ]
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    every = pd.Series(pd.unique(pd.concat(parts, ignore_index=True).fillna("")))
+    expected = modes.fuzzy_model(index, every, options)
+    with modes.FuzzyPairing(index, options, threaded=False, folder=tmp_path) as pairing:
+        for part in parts:
+            pairing.add(part)
+        model = pairing.model()
+    assert len(list(tmp_path.glob("pairs-*.npz"))) == 3
+    assert model is not None and expected is not None
+    assert model.prior == expected.prior
+    for c in probabilistic.COMPONENTS:
+        assert model.m[c].tolist() == expected.m[c].tolist(), c
+    with modes.FuzzyPairing(index, options, threaded=False) as nothing:
+        nothing.add(pd.Series(["Zzz", "Qqq Xxx"]))
+        assert nothing.model() is None
+
+
 def test_fuzzy_answers_pair_the_parts_the_thread_has_not_begun_here(
     index: AssetIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:

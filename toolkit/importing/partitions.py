@@ -28,7 +28,6 @@ from toolkit.importing.rules import ImportRule, Prepared, apply_rule
 from toolkit.matching.modes import (
     FuzzyPairing,
     ModeFunction,
-    fuzzy_model,
     match_fuzzy,
 )
 from toolkit.matching.options import LookupOptions
@@ -185,11 +184,16 @@ def partition_draft(
 
 
 def job_fuzzy_model(
-    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series]
+    index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series], folder: Path | None = None
 ) -> Model | None:
     """Mode fuzzy's model for a whole job from its partitions' texts (in row order): the
-    model the job read as one part fits, so every partition links as that part would."""
-    return fuzzy_model(index, *_job_texts(rule, texts))
+    model the job read as one part fits, so every partition links as that part would.
+    Paired a partition at a time, the pairs waiting in ``folder`` if given (not all in
+    memory at once)."""
+    with FuzzyPairing(index, _job_options(rule), threaded=False, folder=folder) as pairing:
+        for partition in texts:
+            pairing.add(partition)
+        return pairing.model()
 
 
 def job_fuzzy_pairing(
@@ -205,10 +209,3 @@ def _job_options(rule: ImportRule) -> LookupOptions:
     """The lookup options of a job's address way, as its partitions use them."""
     assert rule.asset_link is not None
     return LookupOptions.from_dict({"useExternalLookups": False, **rule.asset_link.options})
-
-
-def _job_texts(rule: ImportRule, texts: Sequence[pd.Series]) -> tuple[pd.Series, LookupOptions]:
-    """The distinct texts of a job's partitions (in row order), and its lookup options."""
-    options = _job_options(rule)
-    every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
-    return pd.Series(pd.unique(every)), options

@@ -472,7 +472,7 @@ class ImportRunner:
         pass kept of them is in ``folder``)."""
         if self.engine is not None:
             yield from self._parts_on(
-                self.engine, job_id, request, rule, chunked, may_update, outcome
+                self.engine, job_id, request, rule, chunked, folder, may_update, outcome
             )
             return
         # One index and one set of decisions for every part: a provider may load the index
@@ -591,11 +591,13 @@ class ImportRunner:
         request: ImportRequest,
         rule: ImportRule,
         chunked: ChunkedSource,
+        folder: Path,
         may_update: bool,
         outcome: Outcome,
     ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
         """:meth:`_parts` with rule, link and payload run per partition by ``engine``'s
-        workers, which read their partitions themselves."""
+        workers, which read their partitions themselves (fuzzy's pairs, if it fits a
+        model, wait in ``folder``)."""
         links = rule.import_type == "item" and rule.asset_link is not None
         if links and self.asset_index is None:
             raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
@@ -618,7 +620,9 @@ class ImportRunner:
                 # links with it only the rows fuzzy was given (the first pass's drafts).
                 texts, drafts = engine.first_pass(work, chunked, index, self.progress)
                 work = replace(
-                    work, fuzzy_model=job_fuzzy_model(index, rule, texts), first_pass=drafts
+                    work,
+                    fuzzy_model=job_fuzzy_model(index, rule, texts, folder / "fuzzy-pairs"),
+                    first_pass=drafts,
                 )
             done = iter(engine.run_parts(work, chunked, index, self.progress))
         for i in range(chunked.count):

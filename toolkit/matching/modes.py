@@ -745,9 +745,7 @@ class FuzzyPairing:
         """The model fitted on every text added and each text's answer: fitted on the
         queries ``probabilistic.fit`` would choose among them all, each batch's pairs then
         scored on their own (a query's answer depends on its own pairs alone)."""
-        self._pair_waiting_parts()
-        batches = [paired.result() for paired in self._paired]
-        self._paired.clear()
+        batches = self._batches()
         text = pd.Index(pd.concat([pd.Series([], dtype=object), *self._texts], ignore_index=True))
         starts = np.cumsum([0] + [b.n_queries for b in batches])
         every = np.concatenate(
@@ -782,6 +780,22 @@ class FuzzyPairing:
             del q, comparison
         result = ModeResult.concat(decided).take(every)
         return FuzzyAnswers(text, result, model, self.asset_class)
+
+    def model(self) -> probabilistic.Model | None:
+        """The model fitted on every text added, as ``answers`` fits it, without answering
+        the texts (None when no query has a candidate): a Dask job's client fits it, and
+        its workers answer their own rows."""
+        batches = self._batches()
+        if not sum(b.n_present for b in batches):
+            return None
+        return self._fitted(batches, sum(b.n_queries for b in batches))
+
+    def _batches(self) -> list[_PairedTexts]:
+        """Every batch paired (what stopped a pairing is raised here), once."""
+        self._pair_waiting_parts()
+        batches = [paired.result() for paired in self._paired]
+        self._paired.clear()
+        return batches
 
     def _fitted(self, batches: list[_PairedTexts], n_queries: int) -> probabilistic.Model:
         """``probabilistic.fit`` on the pairs of every batch (their queries numbered one
