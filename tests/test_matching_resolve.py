@@ -679,9 +679,14 @@ def test_fuzzy_pairs_wait_on_disk_part_by_part_and_answer_as_one_batch(
     assert (whole.result.asset >= 0).sum() >= 3 and (whole.result.asset < 0).sum() >= 1
 
 
+@pytest.mark.parametrize("threaded", [True, False])
 @pytest.mark.parametrize("fit_queries", [probabilistic.FIT_QUERIES, 2])
 def test_a_pairings_model_alone_is_the_model_of_its_texts_at_once(
-    index: AssetIndex, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fit_queries: int
+    index: AssetIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    fit_queries: int,
+    threaded: bool,
 ) -> None:
     """``FuzzyPairing.model`` (a Dask job's client: its texts added a partition at a time,
     their pairs waiting on disk) is the model ``fuzzy_model`` fits on the distinct texts
@@ -695,7 +700,7 @@ def test_a_pairings_model_alone_is_the_model_of_its_texts_at_once(
     options = checked_options(index, {**OFF, "mode": "fuzzy"})
     every = pd.Series(pd.unique(pd.concat(parts, ignore_index=True).fillna("")))
     expected = modes.fuzzy_model(index, every, options)
-    with modes.FuzzyPairing(index, options, threaded=False, folder=tmp_path) as pairing:
+    with modes.FuzzyPairing(index, options, threaded=threaded, folder=tmp_path) as pairing:
         for part in parts:
             pairing.add(part)
         model = pairing.model()
