@@ -553,7 +553,7 @@ def test_fuzzy_model_fitted_once_makes_parts_match_as_one_batch(index: AssetInde
     assert noted.distinct().tolist() == ["12 Smiyh St Richmond", "12 Xmith St Richmond",
                                          "14 Smith Street", "3 Nowhere Rd",
                                          "12 Smith St Richmond 3000"]  # fmt: skip
-    model = modes.fuzzy_model(index, noted.distinct(), checked_options(index, options))
+    model = modes.fuzzy_model(index, [noted.distinct()], checked_options(index, options))
     assert model is not None
     fuzzy = partial(modes.match_fuzzy, model=model)
     once = pd.concat([resolve(index, p, options, fuzzy=fuzzy) for p in parts], ignore_index=True)
@@ -688,9 +688,10 @@ def test_a_pairings_model_alone_is_the_model_of_its_texts_at_once(
     fit_queries: int,
     threaded: bool,
 ) -> None:
-    """``FuzzyPairing.model`` (a Dask job's client: its texts added a partition at a time,
-    their pairs waiting on disk) is the model ``fuzzy_model`` fits on the distinct texts
-    at once, also when the fit chooses among the queries; none without a candidate."""
+    """``FuzzyPairing.model`` (a Dask job's client, through ``fuzzy_model``: its texts
+    added a partition at a time, their pairs waiting on disk) is the model
+    ``match_fuzzy`` fits on the distinct texts as one batch, also when the fit chooses
+    among the queries; none without a candidate."""
     monkeypatch.setattr(probabilistic, "FIT_QUERIES", fit_queries)
     parts = [
         pd.Series(["12 Smiyh St Richmond", "3 Nowhere Rd", None]),
@@ -699,16 +700,20 @@ def test_a_pairings_model_alone_is_the_model_of_its_texts_at_once(
     ]
     options = checked_options(index, {**OFF, "mode": "fuzzy"})
     every = pd.Series(pd.unique(pd.concat(parts, ignore_index=True).fillna("")))
-    expected = modes.fuzzy_model(index, every, options)
+    one_batch = modes._fuzzy_pairs(index, modes.QueryBatch(every), options)
+    assert one_batch is not None
+    expected = one_batch[-1]
     with modes.FuzzyPairing(index, options, threaded=threaded, folder=tmp_path) as pairing:
         for part in parts:
             pairing.add(part)
         model = pairing.model()
     assert len(list(tmp_path.glob("pairs-*.npz"))) == 3
-    assert model is not None and expected is not None
-    assert model.prior == expected.prior
-    for c in probabilistic.COMPONENTS:
-        assert model.m[c].tolist() == expected.m[c].tolist(), c
+    by_partition = modes.fuzzy_model(index, parts, options, tmp_path / "again")
+    for got in (model, by_partition):
+        assert got is not None
+        assert got.prior == expected.prior
+        for c in probabilistic.COMPONENTS:
+            assert got.m[c].tolist() == expected.m[c].tolist(), c
     with modes.FuzzyPairing(index, options, threaded=False) as nothing:
         nothing.add(pd.Series(["Zzz", "Qqq Xxx"]))
         assert nothing.model() is None
@@ -832,7 +837,7 @@ def test_a_first_pass_then_fuzzy_answers_give_the_parts_what_one_batch_gives(
     answers = modes.FuzzyAnswers.of(
         index, pd.Series(pd.unique(noted)), checked_options(index, options)
     )
-    model = modes.fuzzy_model(index, pd.Series(pd.unique(noted)), checked_options(index, options))
+    model = modes.fuzzy_model(index, [pd.Series(pd.unique(noted))], checked_options(index, options))
     assert answers.model is not None and model is not None
     assert answers.model.prior == model.prior
     real = dict(modes.MODE_FUNCTIONS)

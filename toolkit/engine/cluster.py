@@ -410,8 +410,9 @@ class DaskEngine:
                 "fuzzy texts",
                 progress or no_progress,
             )
-            every = pd.concat([pd.Series([], dtype=object), *texts], ignore_index=True)
-            model = fuzzy_model(index, pd.Series(pd.unique(every)), checked_options(index, options))
+            # Paired a partition at a time, the pairs waiting on disk (as an import's).
+            with scratch_folder("toolkit-lookup-") as folder:
+                model = fuzzy_model(index, texts, checked_options(index, options), folder)
         futures = [
             self.client.submit(
                 _lookup_part, ref, queries.iloc[start:end], options, candidates, decisions,

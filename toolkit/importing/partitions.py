@@ -28,6 +28,7 @@ from toolkit.importing.rules import ImportRule, Prepared, apply_rule
 from toolkit.matching.modes import (
     FuzzyPairing,
     ModeFunction,
+    fuzzy_model,
     match_fuzzy,
 )
 from toolkit.matching.options import LookupOptions
@@ -187,16 +188,9 @@ def job_fuzzy_model(
     index: AssetIndex, rule: ImportRule, texts: Sequence[pd.Series], folder: Path | None = None
 ) -> Model | None:
     """Mode fuzzy's model for a whole job from its partitions' texts (in row order): the
-    model the job read as one part fits, so every partition links as that part would.
-    Paired a partition at a time, the pairs waiting in ``folder`` if given, not all in
-    memory at once: the pairing's thread takes the partitions from the first, this one
-    from the last (``FuzzyPairing.model``). A million-row job's 236,712 texts in 20
-    partitions: 10.1-10.2 s with a traced peak of 137-140 MiB, against 8.1-8.8 s and
-    453-498 MiB paired at once, a peak that grew with the file."""
-    with FuzzyPairing(index, _job_options(rule), folder=folder) as pairing:
-        for partition in texts:
-            pairing.add(partition)
-        return pairing.model()
+    model the job read as one part fits, so every partition links as that part would
+    (``fuzzy_model``, its pairs waiting in ``folder`` if given)."""
+    return fuzzy_model(index, texts, _job_options(rule), folder)
 
 
 def job_fuzzy_pairing(
