@@ -14,6 +14,7 @@ import shapely
 
 from toolkit.store import Database
 from toolkit.store.assets import AssetStore, NewAssets, geometry_columns
+from toolkit.store.items import ItemStore
 from toolkit.store.records import Actor, _literals
 
 TRICKY = [
@@ -159,9 +160,11 @@ def test_a_bulk_insert_into_an_empty_table_builds_its_indexes_after(
 
 def test_postgresql_keeps_its_indexes(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("toolkit.store.assets.BULK_INDEX_ROWS", 1)
+    monkeypatch.setattr("toolkit.store.items.BULK_INDEX_ROWS", 1)
     db = Database(pg_url)
     site_id = db.site_id("demo", create=True)
     assert site_id is not None
     with db.transaction() as conn:
         assert AssetStore(conn, site_id).set_aside_indexes(conn, 1_000_000) == []
+        assert ItemStore(conn, site_id).set_aside_indexes(conn, 1_000_000) == []
     db.close()

@@ -22,6 +22,7 @@ from toolkit.site import LocalSite
 from toolkit.sources import chunks
 from toolkit.store import Actor, SiteStore, link_recorder
 from toolkit.store.database import Database
+from toolkit.store.items import ItemStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 RULE = (SAMPLE.parent / "pipelines" / "damage_assessments.py").read_text(encoding="utf-8")
@@ -91,50 +92,78 @@ def _rows(site: Path, sql: str) -> list[tuple[object, ...]]:
         return list(conn.execute(sql))
 
 
+# Each run's item indexes set aside for its inserts (ItemStore.set_aside_indexes).
+SET_ASIDE: dict[str, list[int]] = {}
+
+
 @pytest.fixture(scope="module")
 def runs(world: Path) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for name, env in {
         "whole": {"TOOLKIT_CHUNK_ROWS": ""},
         "parts": {"TOOLKIT_CHUNK_ROWS": "37"},
+        # The item (and asset) indexes set aside for every insert and made after.
+        "bulk": {"TOOLKIT_CHUNK_ROWS": "37"},
     }.items():
-        site = _site(world / f"{name}.sqlite")
-        run: dict[str, object] = {"site": site}
-        code, run["assets"] = _import(
-            world,
-            site,
-            env,
-            str(SAMPLE / "parcels.zip"),
-            "--type",
-            "asset",
-            "--rule",
-            "property-assets",
-        )
-        assert code == 0
-        damage = str(world / "damage.csv")
-        code, run["rolled back"] = _import(world, site, env, damage, *ITEM, "--rollback-on-error")
-        assert code == 1
-        code, run["dry run"] = _import(
-            world,
-            site,
-            env,
-            damage,
-            *ITEM,
-            "--dry-run",
-            "--rejects",
-            str(world / f"dry-{name}.csv"),
-        )
-        assert code == 0
-        code, run["import"] = _import(
-            world, site, env, damage, *ITEM, "--rejects", str(world / f"rejects-{name}.csv")
-        )
-        assert code == 0
-        code, run["again"] = _import(
-            world, site, env, damage, *ITEM, "--overwrite-rule", "updateAndInsert"
-        )
-        assert code == 0
-        out[name] = run
+        with pytest.MonkeyPatch.context() as patch:
+            if name == "bulk":
+                patch.setattr("toolkit.store.items.BULK_INDEX_ROWS", 1)
+                patch.setattr("toolkit.store.assets.BULK_INDEX_ROWS", 1)
+            patch.setattr(ItemStore, "set_aside_indexes", _counted(SET_ASIDE.setdefault(name, [])))
+            out[name] = _runs_of(world, name, env)
     return out
+
+
+def _counted(counts: list[int]) -> Any:
+    """ItemStore.set_aside_indexes, noting in ``counts`` how many it set aside."""
+    real = ItemStore.set_aside_indexes
+
+    def set_aside(self: ItemStore, conn: Any, adding: int) -> list[str]:
+        statements = real(self, conn, adding)
+        counts.append(len(statements))
+        return statements
+
+    return set_aside
+
+
+def _runs_of(world: Path, name: str, env: dict[str, str]) -> dict[str, object]:
+    """The steps of :func:`runs` on a new site file of their own."""
+    site = _site(world / f"{name}.sqlite")
+    run: dict[str, object] = {"site": site}
+    code, run["assets"] = _import(
+        world,
+        site,
+        env,
+        str(SAMPLE / "parcels.zip"),
+        "--type",
+        "asset",
+        "--rule",
+        "property-assets",
+    )
+    assert code == 0
+    damage = str(world / "damage.csv")
+    code, run["rolled back"] = _import(world, site, env, damage, *ITEM, "--rollback-on-error")
+    assert code == 1
+    code, run["dry run"] = _import(
+        world,
+        site,
+        env,
+        damage,
+        *ITEM,
+        "--dry-run",
+        "--rejects",
+        str(world / f"dry-{name}.csv"),
+    )
+    assert code == 0
+    code, run["import"] = _import(
+        world, site, env, damage, *ITEM, "--rejects", str(world / f"rejects-{name}.csv")
+    )
+    assert code == 0
+    code, run["again"] = _import(
+        world, site, env, damage, *ITEM, "--overwrite-rule", "updateAndInsert"
+    )
+    assert code == 0
+    return run
 
 
 def test_parts_count_reject_and_note_as_one_part(
@@ -155,6 +184,44 @@ def test_parts_count_reject_and_note_as_one_part(
     assert rejects[292] == "expected 13 values, found 3; row left out"
     assert rejects[293] == "Reference: reference 'DA-000003' repeats row 3 of this file"
     assert rejects[294] == "Reference: is required but empty"
+
+
+def _item_indexes(site: Path) -> list[tuple[object, ...]]:
+    return _rows(
+        site,
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'item' "
+        "ORDER BY name",
+    )
+
+
+def test_item_indexes_set_aside_for_the_inserts_are_made_again_holding_every_row(
+    runs: dict[str, dict[str, object]],
+) -> None:
+    whole, bulk = runs["whole"], runs["bulk"]
+    assert isinstance(whole["site"], Path) and isinstance(bulk["site"], Path)
+    # Both item indexes set aside for the dry run and the import; none for the refused
+    # run (nothing is inserted) nor the updates (the table holds more items than come).
+    assert SET_ASIDE["bulk"] == [0, 2, 2, 0]
+    assert SET_ASIDE["whole"] == [0, 0, 0, 0]  # a few hundred rows: kept as they go
+    for step in ("rolled back", "dry run", "import", "again"):
+        assert bulk[step] == whole[step], step
+    indexes = _item_indexes(whole["site"])
+    assert [name for name, *_ in indexes] == ["item_asset", "item_scope"]
+    assert _item_indexes(bulk["site"]) == indexes
+    assert _rows(bulk["site"], "PRAGMA integrity_check") == [("ok",)]
+    for sql in (
+        "SELECT id, register_id, event_id, region_id, asset_id, status, is_template, tags, "
+        "fields, import_job_id FROM item ORDER BY id",
+        "SELECT id, asset_id FROM item INDEXED BY item_asset WHERE asset_id IS NOT NULL "
+        "ORDER BY asset_id, id",
+        "SELECT site_id, register_id, event_id, id FROM item INDEXED BY item_scope "
+        "WHERE site_id > 0 ORDER BY site_id, register_id, event_id, id",
+        "SELECT id, user_id, action, record_type, record_id, item_id, event_id, changes, "
+        "message, import_job_id FROM audit_log ORDER BY id",
+    ):
+        rows = _rows(whole["site"], sql)
+        assert len(rows) > 200, sql
+        assert _rows(bulk["site"], sql) == rows, sql
 
 
 def test_parts_store_and_link_as_one_part(runs: dict[str, dict[str, object]]) -> None:

@@ -40,6 +40,9 @@ def write_items(
             return payload.asset_ids
         return pd.Series(pd.NA, index=filled.index, dtype="Int64")
 
+    # Into an item table holding no more items than are coming, its indexes are made
+    # once the items are in, not kept as each goes in.
+    indexes = store.items.set_aside_indexes(conn, len(plan.inserts))
     done = 0
     for payload, inserts, _ in parts.select(plan.inserts):
         filled = payload.filled
@@ -65,6 +68,7 @@ def write_items(
             on_rows=on_rows,
         )
         done += len(inserts)
+    store.items.restore_indexes(conn, indexes)
     changed = 0
     for payload, updates, (ids,) in parts.select(plan.updates, plan.update_ids):
         rows = payload.filled.iloc[updates]

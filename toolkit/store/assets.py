@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.gc_pause import collector_paused
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.dialect import is_postgres_connection
+from toolkit.store.bulk_indexes import BULK_INDEX_ROWS, restore_indexes, set_aside_indexes
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, id_key_frame, json_path, one_row, page_sql
 
@@ -27,9 +27,6 @@ else:
     shapely = lazy("shapely")
 
 ASSET_COLUMNS = {"id": "id", "code": "code", "name": "name", "type": "type"}
-# Fewer new assets than this are inserted into the table's indexes as they go (see
-# AssetStore.set_aside_indexes).
-BULK_INDEX_ROWS = 10_000
 METRES_PER_DEGREE = 111_320.0
 # Rows read at a time for an index (``AssetStore.columns``): few enough that a part's
 # Python objects fit in the memory Python's allocator keeps when they are freed. Freed in
@@ -116,35 +113,17 @@ class AssetStore:
         )
 
     def set_aside_indexes(self, conn: sqlite3.Connection, adding: int) -> list[str]:
-        """Before ``adding`` new assets are inserted in ``conn``'s transaction into an
-        asset table (every site's) holding no more than that many: drop the table's
-        indexes other than its key, and return the statements that make them again,
-        for :meth:`restore_indexes` in the same transaction; else nothing is dropped.
-
-        A new asset's code and box go to random places of those indexes: at a million
-        parcels into an empty table, keeping them as rows came took ~2.5 s more CPU than
-        one sorted build of each after. The schema is only changed inside the
-        transaction: a rollback, or another connection reading meanwhile, sees the
-        indexes as they were. SQLite only (PostgreSQL builds its own way)."""
-        if adding < BULK_INDEX_ROWS or is_postgres_connection(conn):
-            return []
-        # Assets are never deleted, so the largest rowid is about how many there are (and
-        # is found without counting them).
-        (held,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM asset").fetchone()
-        if held > adding:
-            return []
-        indexes = conn.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'asset' "
-            "AND sql IS NOT NULL ORDER BY rowid"  # not the key's own (no sql)
-        ).fetchall()
-        for name, _ in indexes:
-            conn.execute('DROP INDEX "' + str(name).replace('"', '""') + '"')
-        return [str(sql) for _, sql in indexes]
+        """Before ``adding`` new assets are inserted in ``conn``'s transaction: the asset
+        table's indexes set aside (``bulk_indexes.set_aside_indexes``), the statements
+        that make them again returned for :meth:`restore_indexes`. A new asset's code and
+        box go to random places of those indexes: at a million parcels into an empty
+        table, keeping them as rows came took ~2.5 s more CPU than one sorted build of
+        each after."""
+        return set_aside_indexes(conn, "asset", adding, least=BULK_INDEX_ROWS)
 
     def restore_indexes(self, conn: sqlite3.Connection, statements: Sequence[str]) -> None:
         """Make again the indexes :meth:`set_aside_indexes` dropped."""
-        for statement in statements:
-            conn.execute(statement)
+        restore_indexes(conn, statements)
 
     def update_many(
         self,
