@@ -22,6 +22,7 @@ from typing import Any
 import pyogrio
 import pytest
 from click.testing import CliRunner
+from set_aside import counted_set_aside
 
 from toolkit.cli import cli
 from toolkit.importing import parts as parts_module
@@ -159,7 +160,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     ):
         (root / name).mkdir()
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(AssetStore, "set_aside_indexes", _counted(SET_ASIDE.setdefault(name, [])))
+            patch.setattr(
+                AssetStore,
+                "set_aside_indexes",
+                counted_set_aside(AssetStore, SET_ASIDE.setdefault(name, [])),
+            )
             if bulk_rows is not None:
                 patch.setattr("toolkit.store.assets.BULK_INDEX_ROWS", bulk_rows)
             out[name] = _run_all(root / name, files, env)
@@ -168,18 +173,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
 
 # How many indexes each run's inserts set aside, by variant.
 SET_ASIDE: dict[str, list[int]] = {}
-
-
-def _counted(counts: list[int]) -> Any:
-    """AssetStore.set_aside_indexes, noting in ``counts`` how many it set aside."""
-    real = AssetStore.set_aside_indexes
-
-    def counted(self: AssetStore, conn: Any, adding: int) -> list[str]:
-        statements = real(self, conn, adding)
-        counts.append(len(statements))
-        return statements
-
-    return counted
 
 
 def test_every_run_leaves_the_asset_indexes_whole(runs: dict[str, list[Any]]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from set_aside import counted_set_aside
 
 from toolkit.cli import cli
 from toolkit.importing import first_pass, pipeline
@@ -109,21 +110,13 @@ def runs(world: Path) -> dict[str, dict[str, object]]:
             if name == "bulk":
                 patch.setattr("toolkit.store.items.BULK_INDEX_ROWS", 1)
                 patch.setattr("toolkit.store.assets.BULK_INDEX_ROWS", 1)
-            patch.setattr(ItemStore, "set_aside_indexes", _counted(SET_ASIDE.setdefault(name, [])))
+            patch.setattr(
+                ItemStore,
+                "set_aside_indexes",
+                counted_set_aside(ItemStore, SET_ASIDE.setdefault(name, [])),
+            )
             out[name] = _runs_of(world, name, env)
     return out
-
-
-def _counted(counts: list[int]) -> Any:
-    """ItemStore.set_aside_indexes, noting in ``counts`` how many it set aside."""
-    real = ItemStore.set_aside_indexes
-
-    def set_aside(self: ItemStore, conn: Any, adding: int) -> list[str]:
-        statements = real(self, conn, adding)
-        counts.append(len(statements))
-        return statements
-
-    return set_aside
 
 
 def _runs_of(world: Path, name: str, env: dict[str, str]) -> dict[str, object]:
