@@ -491,6 +491,101 @@ def test_a_failure_pairing_fuzzys_texts_in_their_thread_fails_the_import_and_wri
     assert not [n for n in names if n.startswith(("toolkit-fuzzy", "toolkit-read-ahead"))]
 
 
+def _recorded_import(
+    world: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    events: list[str],
+    *,
+    gathering_fails: bool = False,
+) -> tuple[dict[str, Any], Path, list[subprocess.Popen[bytes]]]:
+    """The fuzzy sample import in parts of 37, its links recorded by a process of their
+    own; ``events`` hears when the parts' report is gathered ("gathered"; with
+    ``gathering_fails`` that raises), the links are all recorded ("links") and the write
+    begins ("write")."""
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    monkeypatch.setattr(pipeline, "OWN_PROCESS_ROWS", 1)
+    started: list[subprocess.Popen[bytes]] = []
+    start = link_recorder._start
+
+    def noted_start(path: Path, site_id: int) -> subprocess.Popen[bytes]:
+        started.append(start(path, site_id))
+        return started[-1]
+
+    def noted(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            events.append(name)
+            if name == "gathered" and failing:
+                raise RuntimeError("the report broke")
+            return real(*args, **kwargs)
+
+        return call
+
+    failing: list[bool] = []  # the items' gathering only, not the parcels'
+    monkeypatch.setattr(link_recorder, "_start", noted_start)
+    monkeypatch.setattr(
+        chunks.ChunkedSource, "finish", noted("gathered", chunks.ChunkedSource.finish)
+    )
+    monkeypatch.setattr(
+        link_recorder.LinkRecorder, "finish", noted("links", link_recorder.LinkRecorder.finish)
+    )
+    monkeypatch.setattr(
+        pipeline.ImportRunner,
+        "_plan_and_write",
+        noted("write", pipeline.ImportRunner._plan_and_write),
+    )
+    path = tmp_path / "site.sqlite"
+    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+        site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+        event = int(site.create_event({"name": "Flood 2026"})["id"])
+        events.clear()  # the parcels' own parts gathered
+        failing.extend([True] if gathering_fails else [])
+        job = site.run_import(
+            ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+            )
+        )
+    return job, path, started
+
+
+def test_the_last_parts_links_are_recorded_while_the_parts_are_gathered_and_before_the_write(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder is finished after the parts' report, rejections and keys are gathered
+    (the last part's links recorded meanwhile) and before the write's transaction, which
+    its own transactions would wait behind: every row's link is kept, once."""
+    events: list[str] = []
+    job, path, started = _recorded_import(world, tmp_path, monkeypatch, events)
+    assert job["status"] == "COMPLETE"
+    assert events == ["gathered", "links", "write"]
+    assert len(started) == 1 and started[0].returncode == 0
+    linked = sum(job["summary"]["linking"].values())  # every row linked, or not, by a mode
+    assert linked > 250
+    assert _rows(path, "SELECT count(*), count(DISTINCT row) FROM import_link") == [
+        (linked, linked)
+    ]
+    assert _rows(path, "SELECT count(*) FROM item") == [(job["summary"]["counts"]["inserted"],)]
+
+
+def test_a_failure_after_the_last_part_stops_the_recording_process_and_writes_nothing(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failure between the last part and the write (here gathering the parts' report)
+    fails the job, writes no item, and ends the recording process, the links it had been
+    given recorded (as a failure while linking keeps the links recorded so far)."""
+    events: list[str] = []
+    job, path, started = _recorded_import(
+        world, tmp_path, monkeypatch, events, gathering_fails=True
+    )
+    assert job["status"] == "FAILED"
+    assert "RuntimeError: the report broke" in caplog.text
+    assert events == ["gathered"]  # neither finished nor written
+    assert len(started) == 1 and started[0].returncode == 0
+    assert _rows(path, "SELECT count(*) FROM item") == [(0,)]
+    recorded = _rows(path, "SELECT count(*), count(DISTINCT row) FROM import_link")
+    assert recorded[0][0] == recorded[0][1] > 250
+
+
 def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
     world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -372,7 +372,11 @@ class ImportRunner:
         link_problems = StagedFrames(folder / "rejected", "link")
         first: Prepared | None = None
         linked = Linked(asset_ids=None, problems=no_problems())
-        parts = self._parts(job_id, request, rule, chunked, folder, may_update, outcome)
+        recorder = self._link_recorder(rule, chunked)
+        if recorder is not None:
+            # Closed after the parts (LIFO): on any way out, once nothing is linked any more.
+            stack.callback(recorder.close)
+        parts = self._parts(job_id, request, rule, chunked, folder, may_update, outcome, recorder)
         early = self._early
         if early is not None:
             # The next part is read while this one is inserted.
@@ -451,6 +455,12 @@ class ImportRunner:
             values=keys_frame(keys, kept_rows, matching_id),
             cleared=pd.DataFrame(),
         )
+        if recorder is not None:
+            # The last part's links were recorded while the parts' report, rejections and
+            # keys were gathered; all are recorded before the write's transaction begins
+            # (the recorder's own transactions would wait behind it).
+            with self._stage(outcome, "link"):
+                recorder.finish()
         self._plan_and_write(
             job_id, request, rule, first, kept, staged, linked, outcome,
             rejects_of=lambda wanted: _rows_of(chunked, rows, wanted),
@@ -466,10 +476,12 @@ class ImportRunner:
         folder: Path,
         may_update: bool,
         outcome: Outcome,
+        recorder: LinkRecorder | None,
     ) -> Generator[tuple[np.ndarray, Prepared, Linked, Payload | PackedPart], None, None]:
         """Each part in row order: its row numbers, the rule's result, the link stage's
-        (links recorded with the job), and the payload of its kept rows (what a first
-        pass kept of them is in ``folder``)."""
+        (links recorded with the job by ``recorder``, if given: the caller finishes it),
+        and the payload of its kept rows (what a first pass kept of them is in
+        ``folder``)."""
         if self.engine is not None:
             yield from self._parts_on(
                 self.engine, job_id, request, rule, chunked, folder, may_update, outcome
@@ -479,20 +491,7 @@ class ImportRunner:
         # afresh on each call, and its caches (built as rows are matched) go with it.
         shared: dict[str, Any] = {}
         first_pass: StagedParts[FirstPass] | None = None
-        # Each part's links are recorded while the next is linked; all are recorded
-        # before the parts' write (which may record them again, with places made). A
-        # large import's recorder has a process of its own, begun where a core has time
-        # for it: while fuzzy pairs the texts of a first pass (its threads leave part of
-        # one free), else at once.
-        links = rule.import_type == "item" and rule.asset_link is not None
-        recorder = (
-            LinkRecorder(self.store, own_process=sum(chunked.sizes) >= OWN_PROCESS_ROWS)
-            if links and chunked.count > 1
-            else None
-        )
         with ExitStack() as ends:
-            if recorder is not None:
-                ends.callback(recorder.close)
             if chunked.count > 1 and "fuzzy" in _link_ways(rule):
                 first_pass = fuzzy_first_pass(
                     self.store, self.asset_index, self.progress,
@@ -512,9 +511,16 @@ class ImportRunner:
                 job_id, request, rule, chunked, reads, may_update, outcome, shared, first_pass,
                 recorder,
             )  # fmt: skip
-            if recorder is not None:
-                with self._stage(outcome, "link"):
-                    recorder.finish()
+
+    def _link_recorder(self, rule: ImportRule, chunked: ChunkedSource) -> LinkRecorder | None:
+        """The recorder of a local import's links, read in parts: each part's links are
+        recorded while the next is linked. A large import's recorder has a process of its
+        own, begun where a core has time for it: while fuzzy pairs the texts of a first
+        pass (its threads leave part of one free), else at the second pass."""
+        links = rule.import_type == "item" and rule.asset_link is not None
+        if self.engine is not None or not links or chunked.count < 2:
+            return None
+        return LinkRecorder(self.store, own_process=sum(chunked.sizes) >= OWN_PROCESS_ROWS)
 
     def _local_parts(
         self,
