@@ -19,6 +19,7 @@ from toolkit.matching.address import Analysis
 from toolkit.site import LocalSite
 from toolkit.site.index_build import NAME_COLUMNS, OTHER_COLUMNS, build_in_turn, build_index
 from toolkit.site.index_cache import site_asset_index
+from toolkit.store import assets as store_assets
 from toolkit.store.assets import AssetStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -70,6 +71,25 @@ def test_the_index_built_in_two_threads_is_the_one_built_in_turn(tmp_path: Path)
     assert "analysis" not in index._derived
     assert index.assets["id"].is_unique
     assert {"propnum", "street"} <= set(index.extra_fields)
+
+
+def test_the_index_of_columns_read_apart_is_the_one_of_the_sqlite3_modules_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _site(tmp_path / "site.sqlite") as site:
+        monkeypatch.setattr("toolkit.store.assets.APART_ROWS", 1)
+        reads: list[str] = []
+        real = store_assets.read_apart
+        monkeypatch.setattr(
+            store_assets, "read_apart", lambda *args: reads.append(args[1]) or real(*args)
+        )
+        index, dump = build_index(site.store)
+        assert len(reads) == 2  # the names, then the other columns: both read apart
+        site.store.assets.path = None
+        expected, expected_dump = build_index(site.store)
+    assert len(reads) == 2
+    assert _bytes(dump) == _bytes(expected_dump)
+    _same_index(index, expected)
 
 
 def test_a_site_without_assets_builds_an_empty_index(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from toolkit.errors import NotFoundError
 from toolkit.store.assets import AssetStore
 from toolkit.store.audit import AuditStore
@@ -36,7 +38,9 @@ class SiteStore:
         self.site_id = site_id
         connection = db.connection
         self.items = ItemStore(connection, site_id)
-        self.assets = AssetStore(connection, site_id)
+        self.assets = AssetStore(
+            connection, site_id, path=db.path if isinstance(db.path, Path) else None
+        )
         self.events = EventStore(connection, site_id)
         self.registers = RegisterStore(connection, site_id)
         self.jobs = JobStore(db, site_id)

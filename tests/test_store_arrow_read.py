@@ -1,0 +1,151 @@
+"""Asset columns read in a process apart (the ADBC driver's read into Arrow) are those the
+sqlite3 module reads; what that read cannot give is read the plain way, and a caller's
+open transaction is read in, not beside."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import shapely
+
+from toolkit.store import Database
+from toolkit.store.arrow_read import read_apart
+from toolkit.store.assets import AssetStore, NewAssets, geometry_columns
+from toolkit.store.records import Actor
+
+ROWS = 3_000
+
+
+def _assets(path: Path) -> tuple[Database, AssetStore]:
+    """A site file of 3,000 assets whose first 1,500 have no code, friendly name, region
+    or geometry (the driver's first batches would take those columns for integers), with
+    names and extraInfo outside ASCII, and a few retired."""
+    db = Database(path)
+    site_id = db.site_id("demo", create=True)
+    assets = AssetStore(db.connection, site_id, path=path)
+    later = np.arange(ROWS) >= ROWS // 2
+    west = 143.85 + np.arange(ROWS) * 1e-4
+    boxes = shapely.box(west, -37.56, west + 1e-4, -37.5599)
+    wkb, bounds = geometry_columns(np.where(later, boxes, None))
+    with db.transaction() as conn:
+        assets.insert_many(
+            conn,
+            NewAssets(
+                type="Property",
+                name=[f"{i} Ōtaki Street, Māngere 街" for i in range(ROWS)],
+                code=[str(i) if on else None for i, on in enumerate(later)],
+                friendly=[f"parcel {i}" if on else None for i, on in enumerate(later)],
+                region_id=[i % 3 if on else None for i, on in enumerate(later)],
+                status=[0 if i % 97 == 0 else 1 for i in range(ROWS)],
+                extra_info=[json.dumps({"propnum": f"{i:06d}", "note": "é"}) for i in range(ROWS)],
+                geometry=wkb,
+                bounds=bounds,
+            ),
+            Actor(user_id="officer"),
+            1000,
+        )
+    return db, assets
+
+
+@pytest.fixture
+def apart(monkeypatch: pytest.MonkeyPatch) -> list[pa.Table | None]:
+    """Reads apart from the first asset on; what each read apart gave."""
+    monkeypatch.setattr("toolkit.store.assets.APART_ROWS", 1)
+    given: list[pa.Table | None] = []
+    real: Callable[..., pa.Table | None] = read_apart
+
+    def spy(*args: Any) -> pa.Table | None:
+        given.append(real(*args))
+        return given[-1]
+
+    monkeypatch.setattr("toolkit.store.assets.read_apart", spy)
+    return given
+
+
+def test_columns_read_apart_are_those_the_sqlite3_module_reads(
+    tmp_path: Path, apart: list[pa.Table | None]
+) -> None:
+    db, assets = _assets(tmp_path / "site.sqlite")
+    with db:
+        plain = AssetStore(db.connection, assets.site_id)  # no path: the sqlite3 module
+        for active_only in (True, False):
+            read = assets.columns(bounds=True, active_only=active_only)
+            expected = plain.columns(bounds=True, active_only=active_only)
+            assert apart[-1] is not None  # read apart, not fallen back
+            assert read.schema == expected.schema
+            assert read.combine_chunks().equals(expected.combine_chunks())
+        assert read.num_rows == ROWS
+        active = assets.columns(names=("id", "friendly", "geometry", "min_x"))
+        assert active.num_rows == ROWS - len(range(0, ROWS, 97))
+        friendly = active.column("friendly").to_pylist()
+        assert friendly[0] is None and friendly[-1] == f"parcel {ROWS - 1}"
+        assert active.column("geometry").null_count == len([i for i in range(ROWS // 2) if i % 97])
+        assert active.column("min_x").to_pylist()[-1] == pytest.approx(143.85 + (ROWS - 1) * 1e-4)
+    assert len(apart) == 3
+
+
+def test_few_assets_are_read_the_plain_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: list[pa.Table | None]
+) -> None:
+    db, assets = _assets(tmp_path / "site.sqlite")
+    with db:
+        monkeypatch.setattr("toolkit.store.assets.APART_ROWS", ROWS + 1)
+        assert assets.columns(names=("id",)).num_rows == ROWS - len(range(0, ROWS, 97))
+        assert apart == []
+        monkeypatch.setattr("toolkit.store.assets.APART_ROWS", ROWS)
+        assets.columns(names=("id",))
+        assert len(apart) == 1 and apart[0] is not None
+
+
+def test_a_caller_in_a_transaction_reads_its_own_uncommitted_assets(
+    tmp_path: Path, apart: list[pa.Table | None]
+) -> None:
+    db, assets = _assets(tmp_path / "site.sqlite")
+    with db:
+        with db.transaction(commit=False) as conn:  # rolled back
+            conn.execute("UPDATE asset SET name = 'RENAMED' WHERE id = (SELECT max(id) FROM asset)")
+            names = assets.columns(names=("id", "name")).column("name").to_pylist()
+            assert names[-1] == "RENAMED"
+            assert apart == []  # a process apart would have read the committed name
+        assert (
+            assets.columns(names=("name",))
+            .column("name")
+            .to_pylist()[-1]
+            .startswith(f"{ROWS - 1} Ōtaki")
+        )
+        assert len(apart) == 1
+
+
+def test_what_cannot_be_read_apart_is_read_the_plain_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: list[pa.Table | None]
+) -> None:
+    db, assets = _assets(tmp_path / "site.sqlite")
+    with db:
+        plain = AssetStore(db.connection, assets.site_id).columns(bounds=True)
+        # The child cannot start its work (as when the driver is not installed).
+        monkeypatch.setattr("toolkit.store.arrow_read.CHILD", tmp_path / "missing.py")
+        read = assets.columns(bounds=True)
+        assert apart == [None]
+        assert read.combine_chunks().equals(plain.combine_chunks())
+
+
+def test_read_apart_gives_none_for_a_failed_query_or_other_types(tmp_path: Path) -> None:
+    db, _assets_store = _assets(tmp_path / "site.sqlite")
+    db.close()
+    path = tmp_path / "site.sqlite"
+    number = pa.schema([("x", pa.float64())])
+    assert read_apart(path, "SELECT x FROM no_such_table", number) is None
+    # Text where a number is wanted: the caller's own read reports it.
+    assert read_apart(path, "SELECT 'abc' AS x", number) is None
+    assert read_apart(path, "SELECT 2.5 AS x UNION ALL SELECT NULL", number).column(
+        "x"
+    ).to_pylist() == [2.5, None]
+    # An empty result still has the columns asked for.
+    empty = read_apart(path, "SELECT id AS x FROM asset WHERE 0", number)
+    assert empty is not None and empty.num_rows == 0 and empty.schema == number

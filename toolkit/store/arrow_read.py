@@ -1,0 +1,83 @@
+"""Large results of an SQLite site file read straight into Arrow, in a process apart.
+
+The sqlite3 module makes a Python object of every value it reads: a million assets'
+thirteen index columns took 7.1 s that way, and 3.5 s read by the ADBC SQLite driver into
+Arrow in C, started and handed back through a pipe (``tests/benchmarks/bench_index_build.py``).
+
+The driver brings its own copy of SQLite. Two copies in one process do not know each
+other's open files, and closing a file in one drops the POSIX locks the other holds on
+it, which can corrupt the file ("How To Corrupt An SQLite Database File", 2.2.1, at
+sqlite.org). So the driver runs only in a child process (:mod:`toolkit.store.arrow_child`),
+which writes the result to its standard output as an Arrow IPC stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.lazy import lazy
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = lazy("pyarrow")
+
+log = logging.getLogger(__name__)
+
+CHILD = Path(__file__).with_name("arrow_child.py")
+
+
+def read_apart(path: Path, query: str, schema: pa.Schema) -> pa.Table | None:
+    """The rows of ``query`` (one statement, no parameters) in the SQLite file ``path``, as
+    a table of ``schema`` (its columns named and ordered as the query's).
+
+    None when they could not be read that way (the driver not installed, the file locked
+    by a writer in rollback-journal mode, a value not of its column's type): the caller
+    reads them itself. Only what is committed is read: a caller with a transaction open
+    reads in it instead.
+    """
+    # -P: the child's folder (this package's) is not put first on its import path.
+    command = [sys.executable, "-P", str(CHILD), str(path)]
+    with tempfile.TemporaryFile() as errors:
+        try:
+            child = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors
+            )
+        except OSError as exc:
+            log.debug("reading %s in a process apart could not start: %s", path, exc)
+            return None
+        assert child.stdin is not None and child.stdout is not None
+        table: pa.Table | None = None
+        try:
+            child.stdin.write(query.encode("utf-8"))
+            child.stdin.close()
+            table = pa.ipc.open_stream(child.stdout).read_all()
+        except (pa.ArrowInvalid, OSError) as exc:
+            log.debug("reading %s in a process apart failed: %s", path, exc)
+        finally:
+            child.stdout.close()
+            if table is None:
+                child.kill()  # stopped here, or given up: not left reading
+            returncode = child.wait()
+        if returncode != 0 or table is None:
+            errors.seek(0)
+            said = errors.read().decode("utf-8", "replace").strip().splitlines()
+            log.debug(
+                "reading %s in a process apart failed (exit status %s): %s",
+                path,
+                returncode,
+                said[-1] if said else "",
+            )
+            return None
+    try:
+        return table.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+        # A value of another type than its column's (text in a number column): SQLite
+        # allows it, the driver then reads the whole column as text.
+        log.debug("reading %s in a process apart gave other types: %s", path, exc)
+        return None
