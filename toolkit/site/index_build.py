@@ -52,25 +52,12 @@ def build_index(store: SiteStore) -> tuple[AssetIndex, Dump]:
     one read.
     """
     stamp = store.assets.stamp()
-    with (
-        ThreadPoolExecutor(1, thread_name_prefix="asset-read") as reads,
-        ThreadPoolExecutor(1, thread_name_prefix="asset-names") as pool,
-    ):
-        # Read in processes apart, the two reads are made at once: this one only waits.
-        other_read = (
-            reads.submit(store.assets.columns, names=OTHER_COLUMNS)
-            if store.assets.reads_apart()
-            else None
-        )
-        named = store.assets.columns(names=NAME_COLUMNS)
-        names = names_of(_text(named["name"]))
-        analysed: queue.Queue[Analysis | BaseException] = queue.Queue(maxsize=1)
+    named = store.assets.columns(names=NAME_COLUMNS)
+    names = names_of(_text(named["name"]))
+    analysed: queue.Queue[Analysis | BaseException] = queue.Queue(maxsize=1)
+    with ThreadPoolExecutor(1, thread_name_prefix="asset-names") as pool:
         side_work = pool.submit(_name_side, names, analysed)
-        raw = (
-            other_read.result()
-            if other_read is not None
-            else store.assets.columns(names=OTHER_COLUMNS)
-        )
+        raw = store.assets.columns(names=OTHER_COLUMNS)
         if store.assets.stamp() != stamp or not raw["id"].equals(named["id"]):
             side_work.cancel()
             del raw, named, names

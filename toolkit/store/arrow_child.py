@@ -17,9 +17,6 @@ import pyarrow as pa
 # of another type in a later batch (a column with no value in the first 1,024 rows is
 # taken for integers). One batch of every row: each type is inferred from all values.
 ONE_BATCH = str(1 << 30)
-# Written in parts of this many rows: the reader then holds one part's bytes at a time
-# beside the table it builds, not a copy of the whole.
-WRITE_ROWS = 65_536
 
 
 def main() -> None:
@@ -35,7 +32,7 @@ def main() -> None:
         reader = pa.RecordBatchReader._import_from_c(handle.address)
         with pa.ipc.new_stream(sys.stdout.buffer, reader.schema) as stream:
             for batch in reader:
-                stream.write_table(pa.Table.from_batches([batch]), max_chunksize=WRITE_ROWS)
+                stream.write_batch(batch)
         reader.close()
 
 

@@ -274,7 +274,7 @@ class AssetStore:
         if names is None:
             names = self.FRAME_COLUMNS + (self.BOUNDS_COLUMNS if bounds else ())
         select = f"SELECT {', '.join(names)} FROM asset WHERE site_id = ? {status} ORDER BY id"
-        if self.path is not None and self.reads_apart():
+        if self.path is not None and not self.connection.in_transaction and self._many():
             # The site id is this store's own integer, written into the statement.
             query = select.replace("?", str(int(self.site_id)))
             read = read_apart(self.path, query, pa.schema(list(_struct_type(tuple(names)))))
@@ -298,12 +298,9 @@ class AssetStore:
                 del rows
         return _rows_table(chunks, tuple(names))
 
-    def reads_apart(self) -> bool:
-        """Whether :meth:`columns` reads in a process apart now: the site file has at least
-        :data:`APART_ROWS` assets (enough that it gains more than starting the process
-        costs, about 0.25 s), and no transaction is open whose changes it would miss."""
-        if self.path is None or self.connection.in_transaction:
-            return False
+    def _many(self) -> bool:
+        """Whether the site has at least :data:`APART_ROWS` assets: enough that reading
+        them in a process apart gains more than starting it costs (about 0.25 s)."""
         beyond = self.connection.execute(
             "SELECT 1 FROM asset WHERE site_id = ? LIMIT 1 OFFSET ?",
             (self.site_id, APART_ROWS - 1),
