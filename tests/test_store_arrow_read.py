@@ -133,6 +133,10 @@ def test_what_cannot_be_read_apart_is_read_the_plain_way(
         read = assets.columns(bounds=True)
         assert apart == [None]
         assert read.combine_chunks().equals(plain.combine_chunks())
+        # No interpreter to start (a program embedding Python).
+        monkeypatch.setattr("toolkit.store.arrow_read.sys.executable", "")
+        assert assets.columns(bounds=True).combine_chunks().equals(plain.combine_chunks())
+        assert apart == [None, None]
 
 
 def test_read_apart_gives_none_for_a_failed_query_or_other_types(tmp_path: Path) -> None:

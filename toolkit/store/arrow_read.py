@@ -41,6 +41,8 @@ def read_apart(path: Path, query: str, schema: pa.Schema) -> pa.Table | None:
     reads them itself. Only what is committed is read: a caller with a transaction open
     reads in it instead.
     """
+    if not sys.executable:  # an embedding program: no interpreter to start
+        return None
     # -P: the child's folder (this package's) is not put first on its import path.
     command = [sys.executable, "-P", str(CHILD), str(path)]
     with tempfile.TemporaryFile() as errors:
