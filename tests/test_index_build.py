@@ -77,7 +77,7 @@ def test_the_index_of_columns_read_apart_is_the_one_of_the_sqlite3_modules_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with _site(tmp_path / "site.sqlite") as site:
-        monkeypatch.setattr("toolkit.store.assets.APART_ROWS", 1)
+        monkeypatch.setattr("toolkit.store.arrow_read.APART_ROWS", 1)
         reads: list[str] = []
         real = store_assets.read_apart
         monkeypatch.setattr(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 import shapely
@@ -17,6 +18,7 @@ import shapely
 from toolkit.store import Database
 from toolkit.store.arrow_read import read_apart
 from toolkit.store.assets import AssetStore, NewAssets, geometry_columns
+from toolkit.store.items import ItemStore, NewItems
 from toolkit.store.records import Actor
 
 ROWS = 3_000
@@ -55,8 +57,8 @@ def _assets(path: Path) -> tuple[Database, AssetStore]:
 
 @pytest.fixture
 def apart(monkeypatch: pytest.MonkeyPatch) -> list[pa.Table | None]:
-    """Reads apart from the first asset on; what each read apart gave."""
-    monkeypatch.setattr("toolkit.store.assets.APART_ROWS", 1)
+    """Reads apart from the first row on; what each read apart gave."""
+    monkeypatch.setattr("toolkit.store.arrow_read.APART_ROWS", 1)
     given: list[pa.Table | None] = []
     real: Callable[..., pa.Table | None] = read_apart
 
@@ -65,6 +67,7 @@ def apart(monkeypatch: pytest.MonkeyPatch) -> list[pa.Table | None]:
         return given[-1]
 
     monkeypatch.setattr("toolkit.store.assets.read_apart", spy)
+    monkeypatch.setattr("toolkit.store.sql.read_apart", spy)  # the keys of an import's plan
     return given
 
 
@@ -87,7 +90,13 @@ def test_columns_read_apart_are_those_the_sqlite3_module_reads(
         assert friendly[0] is None and friendly[-1] == f"parcel {ROWS - 1}"
         assert active.column("geometry").null_count == len([i for i in range(ROWS // 2) if i % 97])
         assert active.column("min_x").to_pylist()[-1] == pytest.approx(143.85 + (ROWS - 1) * 1e-4)
-    assert len(apart) == 3
+        # An asset import's keys: a column, and an extraInfo field.
+        for key in ("code", "propnum"):
+            keys = assets.active_keys(key, locked=True)
+            assert apart[-1] is not None
+            pd.testing.assert_frame_equal(keys, plain.active_keys(key))
+        assert keys["key"].iloc[0] == "000001"
+    assert len(apart) == 5
 
 
 def test_few_assets_are_read_the_plain_way(
@@ -95,10 +104,10 @@ def test_few_assets_are_read_the_plain_way(
 ) -> None:
     db, assets = _assets(tmp_path / "site.sqlite")
     with db:
-        monkeypatch.setattr("toolkit.store.assets.APART_ROWS", ROWS + 1)
+        monkeypatch.setattr("toolkit.store.arrow_read.APART_ROWS", ROWS + 1)
         assert assets.columns(names=("id",)).num_rows == ROWS - len(range(0, ROWS, 97))
         assert apart == []
-        monkeypatch.setattr("toolkit.store.assets.APART_ROWS", ROWS)
+        monkeypatch.setattr("toolkit.store.arrow_read.APART_ROWS", ROWS)
         assets.columns(names=("id",))
         assert len(apart) == 1 and apart[0] is not None
 
@@ -144,12 +153,117 @@ def test_read_apart_gives_none_for_a_failed_query_or_other_types(tmp_path: Path)
     db.close()
     path = tmp_path / "site.sqlite"
     number = pa.schema([("x", pa.float64())])
-    assert read_apart(path, "SELECT x FROM no_such_table", number) is None
+    assert read_apart(path, "SELECT x FROM no_such_table", [], number) is None
     # Text where a number is wanted: the caller's own read reports it.
-    assert read_apart(path, "SELECT 'abc' AS x", number) is None
-    assert read_apart(path, "SELECT 2.5 AS x UNION ALL SELECT NULL", number).column(
-        "x"
-    ).to_pylist() == [2.5, None]
+    assert read_apart(path, "SELECT 'abc' AS x", [], number) is None
+    both = read_apart(path, "SELECT 2.5 AS x UNION ALL SELECT NULL", [], number)
+    assert both is not None and both.column("x").to_pylist() == [2.5, None]
     # An empty result still has the columns asked for.
-    empty = read_apart(path, "SELECT id AS x FROM asset WHERE 0", number)
+    empty = read_apart(path, "SELECT id AS x FROM asset WHERE 0", [], number)
     assert empty is not None and empty.num_rows == 0 and empty.schema == number
+
+
+def test_read_apart_binds_its_parameters_by_position(tmp_path: Path) -> None:
+    db, _assets_store = _assets(tmp_path / "site.sqlite")
+    db.close()
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    # A quote, a question mark and text outside ASCII travel as values, never as SQL.
+    named = "7 Ōtaki Street, Māngere 街' OR '1'='1 ?"
+    read = read_apart(
+        tmp_path / "site.sqlite",
+        "SELECT id, name FROM asset WHERE (name = ? OR name LIKE ?) AND id > ? ORDER BY id",
+        [named, "12 Ō%", 0.5],
+        schema,
+    )
+    assert read is not None
+    assert read.column("name").to_pylist() == ["12 Ōtaki Street, Māngere 街"]
+
+
+def _items(db: Database, site_id: int, path: Path) -> ItemStore:
+    """3,000 items of one register and event: references outside ASCII, with quotes, or
+    missing (the first 1,500 have none), a few retired; 10 of another event."""
+    items = ItemStore(db.connection, site_id, path=path)
+    fields = [
+        json.dumps({"reference": f"DA-{i:05d} «Ō'»"} if i >= ROWS // 2 else {"note": "none"})
+        for i in range(ROWS)
+    ]
+    with db.transaction() as conn:
+        n = ROWS
+        items.insert_many(
+            conn, NewItems("damage", 1, None, [None] * n, [1] * n, [0] * n, "[]", fields),
+            Actor(), 2000,
+        )  # fmt: skip
+        items.insert_many(
+            conn, NewItems("damage", 2, None, [None] * 10, [1] * 10, [0] * 10, "[]", ["{}"] * 10),
+            Actor(), 2000,
+        )  # fmt: skip
+        conn.execute("UPDATE item SET status = 0 WHERE id % 101 = 0")
+    return items
+
+
+@pytest.mark.parametrize("key", ["reference", "event_id"])
+def test_item_keys_read_apart_are_those_the_sqlite3_module_reads(
+    tmp_path: Path, apart: list[pa.Table | None], key: str
+) -> None:
+    db, assets = _assets(tmp_path / "site.sqlite")
+    with db:
+        items = _items(db, assets.site_id, tmp_path / "site.sqlite")
+        plain = ItemStore(db.connection, assets.site_id).active_keys("damage", 1, key)
+        read = items.active_keys("damage", 1, key)
+        assert apart[-1] is not None
+        pd.testing.assert_frame_equal(read, plain)
+        assert len(read) == ROWS - len(range(101, ROWS + 1, 101))
+        if key == "reference":
+            assert read["key"].isna().sum() == len([i for i in range(1, ROWS // 2 + 1) if i % 101])
+            assert read["key"].iloc[-1] == f"DA-{ROWS - 1:05d} «Ō'»"
+        # In a transaction that has changed no item yet (an import's plan, under the
+        # write lock), and in one that has: the changed one is read the plain way.
+        with db.transaction(commit=False) as conn:
+            assert len(items.active_keys("damage", 1, key, locked=True)) == len(read)
+            assert apart[-1] is not None and len(apart) == 2
+            conn.execute("UPDATE item SET status = 0 WHERE id = 2")
+            assert len(items.active_keys("damage", 1, key)) == len(read) - 1
+            assert len(apart) == 2
+        assert len(items.active_keys("damage", 2, key)) == 10
+
+
+def test_an_import_plans_against_keys_read_apart_as_against_those_read_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolkit.importing.pipeline import ImportRequest
+    from toolkit.site import LocalSite
+
+    sample = Path(__file__).resolve().parent.parent / "sample_data"
+    counts = {}
+    for mode in ("plain", "apart"):
+        reads: list[pa.Table | None] = []
+
+        def spy(*args: Any, reads: list[pa.Table | None] = reads) -> pa.Table | None:
+            reads.append(read_apart(*args))
+            return reads[-1]
+
+        monkeypatch.setattr("toolkit.store.sql.read_apart", spy)
+        monkeypatch.setattr("toolkit.store.arrow_read.APART_ROWS", 1 if mode == "apart" else 10**9)
+        with LocalSite(tmp_path / f"{mode}.sqlite", "default") as site:
+            site.run_import(ImportRequest("asset", "property-assets", sample / "parcels.zip"))
+            event = site.create_event({"name": "Storm"})["id"]
+            jobs = [
+                site.run_import(
+                    ImportRequest(
+                        "item",
+                        "damage-assessments",
+                        sample / "damage_assessments.csv",
+                        event_id=event,
+                        region_id=1,
+                    )
+                )
+                for _ in range(2)
+            ]
+        counts[mode] = [job["summary"]["counts"] for job in jobs]
+        # The second import's plan read the items' keys apart (the first found none).
+        assert len(reads) == (1 if mode == "apart" else 0)
+        assert all(read is not None for read in reads)
+    assert counts["apart"] == counts["plain"]
+    first, again = counts["apart"]
+    assert first["inserted"] > 900 and again["inserted"] == 0
+    assert again["unchanged"] == first["inserted"]

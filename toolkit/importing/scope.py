@@ -29,12 +29,13 @@ def scope_has_records(store: SiteStore, rule: ImportRule, request: ImportRequest
 def existing_keys(
     store: SiteStore, rule: ImportRule, request: ImportRequest, matching_id: str
 ) -> pd.DataFrame:
-    """The active records' keys in the import's scope (read under the write lock)."""
+    """The active records' keys in the import's scope, read under the write lock by a
+    transaction that has changed no record yet (so they may be read apart from it)."""
     if rule.import_type == "item":
         assert rule.register is not None
-        return store.items.active_keys(rule.register, request.event_id, matching_id)
+        return store.items.active_keys(rule.register, request.event_id, matching_id, locked=True)
     if rule.import_type == "asset":
-        return store.assets.active_keys(matching_id)
+        return store.assets.active_keys(matching_id, locked=True)
     return store.users.active_keys(matching_id)
 
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from toolkit.gc_pause import collector_paused
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.arrow_read import read_apart
+from toolkit.store.arrow_read import read_apart, worth_reading_apart
 from toolkit.store.bulk_indexes import BULK_INDEX_ROWS, restore_indexes, set_aside_indexes
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
-from toolkit.store.sql import Where, add_time_bound, id_key_frame, json_path, one_row, page_sql
+from toolkit.store.sql import Where, add_time_bound, json_path, one_row, page_sql, read_id_keys
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,9 +36,6 @@ METRES_PER_DEGREE = 111_320.0
 # and were faulted in afresh for the next: 180,000 page faults and 1.1-1.4 s of system
 # CPU to read a million assets, against 13,000 and 0.3 s in parts of 2,000.
 READ_ROWS = 2_000
-# Assets from which a read of their columns is made in a process apart: the sqlite3
-# module's read costs about 7 us an asset, the process apart 0.25 s to start.
-APART_ROWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -200,20 +197,24 @@ class AssetStore:
             taken.update(r[0] for r in rows)
         return taken
 
-    def active_keys(self, key: str) -> pd.DataFrame:
-        """``id`` and ``key`` of the site's active assets, for planning an import."""
+    def active_keys(self, key: str, *, locked: bool = False) -> pd.DataFrame:
+        """``id`` and ``key`` of the site's active assets, for planning an import.
+
+        ``locked``: the caller's transaction holds the write lock and has changed no asset
+        yet, so what is committed is what it would read: many are read in a process apart."""
         params: list[object] = []
         if key in ASSET_COLUMNS:
             key_sql = f"CAST({ASSET_COLUMNS[key]} AS TEXT)"
         else:
             key_sql = "CAST(json_extract(extra_info, ?) AS TEXT)"
             params.append(json_path(key))
-        return id_key_frame(
-            self.connection.execute(
-                f"SELECT id, {key_sql} FROM asset WHERE site_id = ? AND status > 0 ORDER BY id",
-                [*params, self.site_id],
-            )
+        select = (
+            f"SELECT id, {key_sql} AS key FROM asset WHERE site_id = ? AND status > 0 ORDER BY id"
         )
+        apart = (
+            self.path if (locked or not self.connection.in_transaction) and self._many() else None
+        )
+        return read_id_keys(self.connection, apart, select, [*params, self.site_id])
 
     def ids_by_source_code(
         self, conn: sqlite3.Connection, asset_type: str, source: str, key: str
@@ -275,9 +276,8 @@ class AssetStore:
             names = self.FRAME_COLUMNS + (self.BOUNDS_COLUMNS if bounds else ())
         select = f"SELECT {', '.join(names)} FROM asset WHERE site_id = ? {status} ORDER BY id"
         if self.path is not None and not self.connection.in_transaction and self._many():
-            # The site id is this store's own integer, written into the statement.
-            query = select.replace("?", str(int(self.site_id)))
-            read = read_apart(self.path, query, pa.schema(list(_struct_type(tuple(names)))))
+            schema = pa.schema(list(_struct_type(tuple(names))))
+            read = read_apart(self.path, select, [self.site_id], schema)
             if read is not None:
                 return read
         # A million rows make a million tuples, each of which would set off the cyclic
@@ -299,13 +299,8 @@ class AssetStore:
         return _rows_table(chunks, tuple(names))
 
     def _many(self) -> bool:
-        """Whether the site has at least :data:`APART_ROWS` assets: enough that reading
-        them in a process apart gains more than starting it costs (about 0.25 s)."""
-        beyond = self.connection.execute(
-            "SELECT 1 FROM asset WHERE site_id = ? LIMIT 1 OFFSET ?",
-            (self.site_id, APART_ROWS - 1),
-        ).fetchone()
-        return beyond is not None
+        """Whether the site has enough assets to read them in a process apart."""
+        return worth_reading_apart(self.connection, "FROM asset WHERE site_id = ?", [self.site_id])
 
     def query(
         self,

@@ -5,21 +5,23 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.lazy import lazy
 from toolkit.query.cql import Node
 from toolkit.query.filters import Page, TimeBound
+from toolkit.store.arrow_read import worth_reading_apart
 from toolkit.store.bulk_indexes import BULK_INDEX_ROWS, restore_indexes, set_aside_indexes
 from toolkit.store.records import ITEM_KIND, Actor, RecordTable
 from toolkit.store.sql import (
     Where,
     add_time_bound,
     compile_cql,
-    id_key_frame,
     json_path,
     one_row,
     page_sql,
+    read_id_keys,
 )
 
 if TYPE_CHECKING:
@@ -70,9 +72,14 @@ class ItemChanges:
 class ItemStore:
     """The register items of one site."""
 
-    def __init__(self, connection: sqlite3.Connection, site_id: int) -> None:
+    def __init__(
+        self, connection: sqlite3.Connection, site_id: int, *, path: Path | None = None
+    ) -> None:
+        """``path``: the SQLite file ``connection`` is open on, whose large reads may then
+        be made in a process apart (:func:`read_id_keys`); None for PostgreSQL."""
         self.connection = connection
         self.site_id = site_id
+        self.path = path
         self.table = RecordTable(ITEM_KIND, site_id)
 
     # --- bulk writes: the caller holds the transaction -----------------------------------
@@ -146,25 +153,36 @@ class ItemStore:
 
     # --- reads -------------------------------------------------------------------------
 
-    def active_keys(self, register_id: str, event_id: int | None, key: str) -> pd.DataFrame:
-        """``id`` and ``key`` of the active items in an import's scope, for planning."""
+    def active_keys(
+        self, register_id: str, event_id: int | None, key: str, *, locked: bool = False
+    ) -> pd.DataFrame:
+        """``id`` and ``key`` of the active items in an import's scope, for planning.
+
+        ``locked``: the caller's transaction holds the write lock and has changed no item
+        yet, so what is committed is what it would read: many are read in a process apart.
+        """
         where = Where()
         where.add("site_id = ?", self.site_id)
         where.add("register_id = ?", register_id)
         if event_id is not None:
             where.add("event_id = ?", event_id)
         where.add("status > 0")
+        key_params: list[object] = []
         if key in ITEM_COLUMNS:
             key_sql = f"CAST({ITEM_COLUMNS[key]} AS TEXT)"
         else:
             key_sql = "CAST(json_extract(fields, ?) AS TEXT)"
-            where.params.insert(0, json_path(key))
-        return id_key_frame(
-            self.connection.execute(
-                f"SELECT id, {key_sql} AS key FROM item WHERE {where.sql()} ORDER BY id",
-                where.params,
-            )
+            key_params.append(json_path(key))
+        from_where = f"FROM item WHERE {where.sql()}"
+        apart = (
+            self.path
+            if self.path is not None
+            and (locked or not self.connection.in_transaction)
+            and worth_reading_apart(self.connection, from_where, where.params)
+            else None
         )
+        select = f"SELECT id, {key_sql} AS key {from_where} ORDER BY id"
+        return read_id_keys(self.connection, apart, select, [*key_params, *where.params])
 
     def get(self, item_id: int) -> sqlite3.Row | None:
         return one_row(

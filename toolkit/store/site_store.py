@@ -37,10 +37,10 @@ class SiteStore:
         self.name = name
         self.site_id = site_id
         connection = db.connection
-        self.items = ItemStore(connection, site_id)
-        self.assets = AssetStore(
-            connection, site_id, path=db.path if isinstance(db.path, Path) else None
-        )
+        # A SQLite file's large reads may be made in a process apart.
+        path = db.path if isinstance(db.path, Path) else None
+        self.items = ItemStore(connection, site_id, path=path)
+        self.assets = AssetStore(connection, site_id, path=path)
         self.events = EventStore(connection, site_id)
         self.registers = RegisterStore(connection, site_id)
         self.jobs = JobStore(db, site_id)
