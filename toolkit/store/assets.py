@@ -212,7 +212,11 @@ class AssetStore:
             f"SELECT id, {key_sql} AS key FROM asset WHERE site_id = ? AND status > 0 ORDER BY id"
         )
         apart = (
-            self.path if (locked or not self.connection.in_transaction) and self._many() else None
+            self.path
+            if self.path is not None
+            and (locked or not self.connection.in_transaction)
+            and self._many()
+            else None
         )
         return read_id_keys(self.connection, apart, select, [*params, self.site_id])
 
