@@ -499,11 +499,11 @@ def _recorded_import(
     *,
     gathering_fails: bool = False,
 ) -> tuple[dict[str, Any], Path, list[subprocess.Popen[bytes]]]:
-    """The fuzzy sample import in parts of 37, its links recorded by a process of their
+    """The fuzzy sample import in parts of 250 (four), its links recorded by a process of their
     own; ``events`` hears when the parts' report is gathered ("gathered"; with
     ``gathering_fails`` that raises), the links are all recorded ("links") and the write
     begins ("write")."""
-    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "250")
     monkeypatch.setattr(pipeline, "OWN_PROCESS_ROWS", 1)
     started: list[subprocess.Popen[bytes]] = []
     start = link_recorder._start
