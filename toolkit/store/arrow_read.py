@@ -39,16 +39,29 @@ CHILD = Path(__file__).with_name("arrow_child.py")
 APART_ROWS = 100_000
 
 
-def worth_reading_apart(
-    connection: sqlite3.Connection, from_where: str, params: Sequence[object]
-) -> bool:
-    """Whether ``from_where`` (``FROM ... WHERE ...``, of ``params``) holds at least
-    :data:`APART_ROWS` rows: enough that a read in a process apart gains more than starting
-    it costs."""
+def apart_from(
+    connection: sqlite3.Connection,
+    path: Path | None,
+    from_where: str,
+    params: Sequence[object],
+    *,
+    locked: bool = False,
+) -> Path | None:
+    """The SQLite file to read the rows of ``from_where`` (``FROM ... WHERE ...``, of
+    ``params``) from in a process apart, or None to read them on ``connection``.
+
+    None when there is no file (PostgreSQL: ``path`` None); when ``connection`` has a
+    transaction open, whose changes a read apart would miss (unless ``locked``: it holds
+    the write lock and has changed none of those rows yet, so what is committed is what it
+    would read); and when there are fewer than :data:`APART_ROWS` rows, too few for the
+    read apart to gain more than starting it costs.
+    """
+    if path is None or (connection.in_transaction and not locked):
+        return None
     beyond = connection.execute(
         f"SELECT 1 {from_where} LIMIT 1 OFFSET ?", [*params, APART_ROWS - 1]
     ).fetchone()
-    return beyond is not None
+    return path if beyond is not None else None
 
 
 def read_apart(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.gc_pause import collector_paused
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.arrow_read import read_apart, worth_reading_apart
+from toolkit.store.arrow_read import apart_from, read_apart
 from toolkit.store.bulk_indexes import BULK_INDEX_ROWS, restore_indexes, set_aside_indexes
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, json_path, one_row, page_sql, read_id_keys
@@ -36,6 +36,8 @@ METRES_PER_DEGREE = 111_320.0
 # and were faulted in afresh for the next: 180,000 page faults and 1.1-1.4 s of system
 # CPU to read a million assets, against 13,000 and 0.3 s in parts of 2,000.
 READ_ROWS = 2_000
+# Every asset of the site, active or not: how many there are decides a read apart.
+_SITE_ASSETS = "FROM asset WHERE site_id = ?"
 
 
 @dataclass(frozen=True)
@@ -211,13 +213,7 @@ class AssetStore:
         select = (
             f"SELECT id, {key_sql} AS key FROM asset WHERE site_id = ? AND status > 0 ORDER BY id"
         )
-        apart = (
-            self.path
-            if self.path is not None
-            and (locked or not self.connection.in_transaction)
-            and self._many()
-            else None
-        )
+        apart = apart_from(self.connection, self.path, _SITE_ASSETS, [self.site_id], locked=locked)
         return read_id_keys(self.connection, apart, select, [*params, self.site_id])
 
     def ids_by_source_code(
@@ -279,9 +275,10 @@ class AssetStore:
         if names is None:
             names = self.FRAME_COLUMNS + (self.BOUNDS_COLUMNS if bounds else ())
         select = f"SELECT {', '.join(names)} FROM asset WHERE site_id = ? {status} ORDER BY id"
-        if self.path is not None and not self.connection.in_transaction and self._many():
+        apart = apart_from(self.connection, self.path, _SITE_ASSETS, [self.site_id])
+        if apart is not None:
             schema = pa.schema(list(_struct_type(tuple(names))))
-            read = read_apart(self.path, select, [self.site_id], schema)
+            read = read_apart(apart, select, [self.site_id], schema)
             if read is not None:
                 return read
         # A million rows make a million tuples, each of which would set off the cyclic
@@ -301,10 +298,6 @@ class AssetStore:
                 chunks.append(_rows_array(rows, tuple(names)))
                 del rows
         return _rows_table(chunks, tuple(names))
-
-    def _many(self) -> bool:
-        """Whether the site has enough assets to read them in a process apart."""
-        return worth_reading_apart(self.connection, "FROM asset WHERE site_id = ?", [self.site_id])
 
     def query(
         self,

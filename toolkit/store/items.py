@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from toolkit.lazy import lazy
 from toolkit.query.cql import Node
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.arrow_read import worth_reading_apart
+from toolkit.store.arrow_read import apart_from
 from toolkit.store.bulk_indexes import BULK_INDEX_ROWS, restore_indexes, set_aside_indexes
 from toolkit.store.records import ITEM_KIND, Actor, RecordTable
 from toolkit.store.sql import (
@@ -174,13 +174,7 @@ class ItemStore:
             key_sql = "CAST(json_extract(fields, ?) AS TEXT)"
             key_params.append(json_path(key))
         from_where = f"FROM item WHERE {where.sql()}"
-        apart = (
-            self.path
-            if self.path is not None
-            and (locked or not self.connection.in_transaction)
-            and worth_reading_apart(self.connection, from_where, where.params)
-            else None
-        )
+        apart = apart_from(self.connection, self.path, from_where, where.params, locked=locked)
         select = f"SELECT id, {key_sql} AS key {from_where} ORDER BY id"
         return read_id_keys(self.connection, apart, select, [*key_params, *where.params])
 
