@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.matching.parsed import Parsed
+from toolkit.matching.sorted_search import sorted_positions
 
 # A key shared by more assets than this says too little to be worth the pairs.
 MAX_KEY_ASSETS = 100
@@ -65,8 +66,8 @@ def candidate_pairs(
         q_rows, q_keys = q_rows[inside], q_keys[inside]
     if not len(groups) or not len(q_keys):
         return empty, empty
-    slot = np.minimum(np.searchsorted(groups.keys, q_keys), len(groups) - 1)
-    hit = groups.keys[slot] == q_keys
+    slot = sorted_positions(groups.keys, q_keys)
+    hit = slot >= 0
     if not hit.any():  # no query shares a key with any asset: no pair at all
         return empty, empty
     q_rows, slot = q_rows[hit].astype(np.int64), slot[hit]

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from toolkit.matching.sorted_search import equal_ranges
+
 # A box spanning more cells than this is compared with every point directly.
 _MAX_CELLS = 16
 # At most this many cells along an axis (the keys stay well inside int64).
@@ -94,8 +96,7 @@ class BoxGrid:
             return None
         x, y = x[kept], y[kept]
         point_cell = _cell(x, self.x0, self.size) * self.columns + _cell(y, self.y0, self.size)
-        first = np.searchsorted(self.cells, point_cell, side="left")
-        count = np.searchsorted(self.cells, point_cell, side="right") - first
+        first, count = equal_ranges(self.cells, point_cell)
         pair_point = np.repeat(np.arange(len(x), dtype=np.int64), count)
         offset = np.arange(len(pair_point)) - np.repeat(np.cumsum(count) - count, count)
         points, boxes = [pair_point], [self.cell_box[np.repeat(first, count) + offset]]

@@ -34,6 +34,7 @@ from toolkit.errors import MatchingError
 from toolkit.matching.address import TEXT_NAMES, Analysis, string_hashes
 from toolkit.matching.asset_side import KEY_TABLE, AssetSide
 from toolkit.matching.boxes import BoxGrid
+from toolkit.matching.sorted_search import sorted_positions
 
 log = logging.getLogger(__name__)
 
@@ -111,15 +112,6 @@ def _arrow_text(values: pd.Series) -> pa.Array:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     return array.cast(pa.large_string())
-
-
-def sorted_positions(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Position of each query among ``keys`` (sorted, distinct), -1 where absent: a binary
-    search, with no hash table to build or hold."""
-    if not len(keys):
-        return np.full(len(queries), -1, dtype=np.int64)
-    at = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
-    return np.where(keys[at] == queries, at, -1)
 
 
 def _grouped_by_hash(
