@@ -167,3 +167,47 @@ def test_query_filters_pages_and_counts_the_whole_set(store) -> None:  # type: i
     )
     assert refs(cql=parse_cql("habitable:false")) == (["D"], 1)
     assert refs(cql=parse_cql("habitable:TRUE OR reference:a")) == (["A", "E"], 2)
+
+
+def _patch(db: Database, items: ItemStore, patches: list[str], now: int = 2000) -> int:
+    with db.transaction() as conn:
+        return items.update_many(
+            conn,
+            ItemChanges(
+                ids=list(range(1, len(patches) + 1)),
+                fields_patch=patches,
+                asset_id=[None] * len(patches),
+                status=[None] * len(patches),
+            ),
+            Actor(user_id="officer", message="again", import_job_id=8),
+            now,
+        )
+
+
+def test_update_many_leaves_alone_what_it_would_not_change(store) -> None:  # type: ignore[no-untyped-def]
+    """The stored text again, the same object in another key order, or fewer of its keys:
+    nothing changes, no audit entry, no new dateModified. A stored explicit null given
+    again is removed, as the merge patch removes it (the byte comparison must not call
+    that unchanged)."""
+    db, items = store
+    stored = [
+        {"reference": "A", "level": "Minor", "note": "Zoë's"},
+        {"reference": "B", "level": "Severe"},
+        {"reference": "C", "level": "Minor"},
+        {"reference": "D", "level": None},
+    ]
+    _insert(db, items, stored)
+    texts = [items.get(i)["fields"] for i in range(1, 5)]
+    reordered = json.dumps({"level": "Severe", "reference": "B"})
+    changed = _patch(db, items, [texts[0], reordered, '{"level":"Minor"}', texts[3]])
+    assert changed == 1
+    assert json.loads(items.get(4)["fields"]) == {"reference": "D"}
+    rows = db.connection.execute(
+        "SELECT record_id FROM audit_log WHERE action = 'update' ORDER BY record_id"
+    ).fetchall()
+    assert [r[0] for r in rows] == [4]
+    assert [items.get(i)["date_modified"] for i in range(1, 5)] == [1000, 1000, 1000, 2000]
+    assert [json.loads(items.get(i)["fields"]) for i in range(1, 4)] == stored[:3]
+    # A patch that is the stored text with one value changed is a change.
+    assert _patch(db, items, [texts[0].replace("Minor", "Major")], now=3000) == 1
+    assert json.loads(items.get(1)["fields"])["level"] == "Major"

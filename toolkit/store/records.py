@@ -348,20 +348,36 @@ class RecordTable:
                 + "".join(f", {n}" for n in names)
                 + ")"
             )
-        conn.executemany(
-            f"INSERT INTO temp.record_change VALUES ({', '.join('?' * (len(names) + 2))})",
-            zip(ids, patches, *columns.values(), strict=True),
-        )
         kind = self.kind
+        rows = zip(ids, patches, *columns.values(), strict=True)
         # A row whose patch and columns change nothing is left alone: no audit entry, no new
         # dateModified, so running the same import twice does no work the second time.
-        same = [f"json_patch(r.{kind.json_column}, c.patch) = json(r.{kind.json_column})"]
-        same += [f"(c.{n} IS NULL OR c.{n} IS r.{n})" for n in names]
-        unchanged = conn.execute(
-            "DELETE FROM temp.record_change WHERE id IN (SELECT c.id FROM temp.record_change c "
-            f"CROSS JOIN {kind.table} r ON r.id = c.id AND {self._in_site} "
-            f"WHERE {' AND '.join(same)})"
-        ).rowcount
+        if is_postgres_connection(conn):
+            conn.executemany(
+                f"INSERT INTO temp.record_change VALUES ({', '.join('?' * (len(names) + 2))})",
+                rows,
+            )
+            unchanged = conn.execute(
+                "DELETE FROM temp.record_change WHERE id IN (SELECT c.id "
+                f"FROM temp.record_change c CROSS JOIN {kind.table} r "
+                f"ON r.id = c.id AND {self._in_site} "
+                f"WHERE {self._unchanged('c.patch', [f'c.{n}' for n in names], names, False)})"
+            ).rowcount
+        else:
+            # Only the rows that change go into the table: each is compared with its record
+            # as it is given, where inserting every row and deleting the unchanged took a
+            # second pass over both tables (a million unchanged items: 4.7-4.9 s against
+            # 6.4-6.9 s).
+            given = [f"?{i}" for i in range(3, len(names) + 3)]
+            conn.executemany(
+                f"INSERT INTO temp.record_change SELECT {', '.join(['?1', '?2', *given])} "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {kind.table} r WHERE r.id = ?1 "
+                f"AND {self._in_site} AND {self._unchanged('?2', given, names, True)})",
+                rows,
+            )
+            unchanged = (
+                len(ids) - conn.execute("SELECT count(*) FROM temp.record_change").fetchone()[0]
+            )
         patch_parts = [f"'{kind.json_column}', json(c.patch)"] + [
             f"'{kind.audit_columns.get(n, n)}', "
             + (
@@ -398,6 +414,25 @@ class RecordTable:
         )
         conn.execute("DROP TABLE temp.record_change")
         return len(ids) - unchanged
+
+    def _unchanged(
+        self, patch: str, values: Sequence[str], names: Sequence[str], same_text: bool
+    ) -> str:
+        """The condition that record ``r`` is already as the JSON ``patch`` and ``names``'
+        ``values`` (SQL expressions; a NULL value leaves its column alone) would make it.
+
+        ``same_text`` (SQLite): a patch whose text is the stored text changes nothing,
+        unless it holds a null (which would remove that key). Comparing bytes first, a
+        million unchanged items were compared in 2.4-3.4 s, against 8.3-9.3 s parsing both
+        texts and patching one.
+        """
+        column = f"r.{self.kind.json_column}"
+        patched = f"json_patch({column}, {patch}) = json({column})"
+        if same_text:
+            patched = f"({patch} = {column} AND instr({patch}, 'null') = 0) OR {patched}"
+        terms = [f"({patched})"]
+        terms += [f"({v} IS NULL OR {v} IS r.{n})" for v, n in zip(values, names, strict=True)]
+        return " AND ".join(terms)
 
     def update_one(
         self,
