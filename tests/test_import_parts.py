@@ -75,6 +75,34 @@ def _site(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def parcels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site with the sample's parcels imported as one part and the event "Flood 2026"
+    (id 1): the item imports below are what is read in parts. (Imported in each test with
+    its small parts, the 3,000 parcels took most of its time; an asset import in parts is
+    ``test_import_assets_streamed``'s, and :func:`runs` imports them in parts too.)"""
+    path = tmp_path_factory.mktemp("parcels") / "site.sqlite"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("TOOLKIT_CHUNK_ROWS", raising=False)
+        with LocalSite(path, "default") as site:
+            job = site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
+            assert job["status"] == "COMPLETE" and job["summary"]["counts"]["inserted"] == 3000
+            assert int(site.create_event({"name": "Flood 2026"})["id"]) == EVENT
+    return path
+
+
+EVENT = 1
+
+
+def _copied(parcels: Path, path: Path) -> Path:
+    """A site file of its own at ``path``, holding what ``parcels`` holds."""
+    with sqlite3.connect(parcels) as source, sqlite3.connect(path) as copy:
+        source.backup(copy)
+    source.close()
+    copy.close()
+    return path
+
+
 def _import(
     world: Path, site: Path, env: dict[str, str], *args: str
 ) -> tuple[int, dict[str, object]]:
@@ -234,7 +262,7 @@ def test_parts_store_and_link_as_one_part(runs: dict[str, dict[str, object]]) ->
 
 @pytest.mark.parametrize("rule", ["damage-assessments", "damage-fuzzy-first"])
 def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str
+    world: Path, parcels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str
 ) -> None:
     """The sample's rule (soundex, then fuzzy; and fuzzy, then soundex) in parts of 37: a
     first pass notes the texts fuzzy is given, its model is fitted once with each text's
@@ -271,14 +299,9 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
         ) -> None:
             seen.append((label, done, total, detail))  # noqa: B023 (called in this loop)
 
-        path = tmp_path / f"{name}.sqlite"
+        path = _copied(parcels, tmp_path / f"{name}.sqlite")
         with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-            assets = site.run_import(
-                ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip")
-            )
-            assert assets["status"] == "COMPLETE"
-            event = int(site.create_event({"name": "Flood 2026"})["id"])
-            request = ImportRequest("item", rule, world / "damage.csv", event_id=event, region_id=1)
+            request = ImportRequest("item", rule, world / "damage.csv", event_id=EVENT, region_id=1)
             job = site.run_import(request, progress=note)
         summary = dict(job["summary"])
         summary.pop("timings")
@@ -309,7 +332,7 @@ def test_a_fuzzy_rule_is_read_in_parts_and_links_as_one_part(
 
 
 def test_a_fuzzy_import_is_read_in_parts_of_at_most_fuzzy_part_rows(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: Path, parcels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Unless told otherwise, an item import linked with mode fuzzy is read in parts of at
     most ``FUZZY_PART_ROWS`` (memory: its first pass holds two parts at once), one linked
@@ -330,12 +353,9 @@ def test_a_fuzzy_import_is_read_in_parts_of_at_most_fuzzy_part_rows(
         ) -> None:
             details.add(detail.split(":")[0])  # noqa: B023 (called in this loop)
 
-        with LocalSite(
-            tmp_path / f"{rule}{rows}.sqlite", "default", rule_paths=[world / "rules"]
-        ) as site:
-            site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
-            event = int(site.create_event({"name": "Flood 2026"})["id"])
-            request = ImportRequest("item", rule, world / "damage.csv", event_id=event, region_id=1)
+        path = _copied(parcels, tmp_path / f"{rule}{rows}.sqlite")
+        with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+            request = ImportRequest("item", rule, world / "damage.csv", event_id=EVENT, region_id=1)
             job = site.run_import(request, progress=note)
         assert job["status"] == "COMPLETE"
         shown[rule, rows] = {d for d in details if d.startswith("part ")}
@@ -362,7 +382,7 @@ AWKWARD = [
 ]
 
 
-def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
+def test_awkward_rows_link_in_parts_as_one_part(parcels: Path, tmp_path: Path) -> None:
     """The sample's fuzzy rule in parts of 23 and 61 on a file with ``AWKWARD`` rows spread
     through it (each twice, in different parts): the first pass keeps each part's links
     and the second links only the rows fuzzy was given, so every link column is the one
@@ -381,14 +401,12 @@ def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
         writer.writerows(rows)
     links, outcomes, items = {}, {}, {}
     for chunk in ("", "23", "61"):
-        site_path = tmp_path / f"site{chunk}.sqlite"
+        site_path = _copied(parcels, tmp_path / f"site{chunk}.sqlite")
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("TOOLKIT_CHUNK_ROWS", chunk)
             with LocalSite(site_path, "default") as site:
-                site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
-                event = int(site.create_event({"name": "Flood 2026"})["id"])
                 job = site.run_import(
-                    ImportRequest("item", "damage-assessments", path, event_id=event, region_id=1)
+                    ImportRequest("item", "damage-assessments", path, event_id=EVENT, region_id=1)
                 )
         assert job["status"] == "COMPLETE"
         links[chunk] = _rows(site_path, "SELECT * FROM import_link ORDER BY row")
@@ -412,7 +430,11 @@ def test_awkward_rows_link_in_parts_as_one_part(tmp_path: Path) -> None:
 
 
 def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_reader(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    world: Path,
+    parcels: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The fuzzy first pass reads and checks the next part in a thread while it links
     this one: a failure there (here the rule's, in the third of eight parts) fails the job
@@ -429,18 +451,11 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
         return apply_rule(rule, frame, **kwargs)
 
     monkeypatch.setattr(first_pass, "apply_rule", failing)
-    path = tmp_path / "site.sqlite"
+    path = _copied(parcels, tmp_path / "site.sqlite")
     with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-        assert (
-            site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))[
-                "status"
-            ]
-            == "COMPLETE"
-        )
-        event = int(site.create_event({"name": "Flood 2026"})["id"])
         job = site.run_import(
             ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
             )
         )
     assert job["status"] == "FAILED"
@@ -452,7 +467,11 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
 
 
 def test_a_failure_pairing_fuzzys_texts_in_their_thread_fails_the_import_and_writes_nothing(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    world: Path,
+    parcels: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Each part's fuzzy texts are paired in a thread while the next part is linked: a
     failure there (here on the second part's texts) fails the job in its link stage with
@@ -470,13 +489,11 @@ def test_a_failure_pairing_fuzzys_texts_in_their_thread_fails_the_import_and_wri
         return real(side, words, *args)
 
     monkeypatch.setattr(modes, "_paired", failing)
-    path = tmp_path / "site.sqlite"
+    path = _copied(parcels, tmp_path / "site.sqlite")
     with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-        site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
-        event = int(site.create_event({"name": "Flood 2026"})["id"])
         job = site.run_import(
             ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
             )
         )
     assert job["status"] == "FAILED"
@@ -493,6 +510,7 @@ def test_a_failure_pairing_fuzzys_texts_in_their_thread_fails_the_import_and_wri
 
 def _recorded_import(
     world: Path,
+    parcels: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     events: list[str],
@@ -521,7 +539,7 @@ def _recorded_import(
 
         return call
 
-    failing: list[bool] = []  # the items' gathering only, not the parcels'
+    failing: list[bool] = []
     monkeypatch.setattr(link_recorder, "_start", noted_start)
     monkeypatch.setattr(
         chunks.ChunkedSource, "finish", noted("gathered", chunks.ChunkedSource.finish)
@@ -534,28 +552,25 @@ def _recorded_import(
         "_plan_and_write",
         noted("write", pipeline.ImportRunner._plan_and_write),
     )
-    path = tmp_path / "site.sqlite"
+    path = _copied(parcels, tmp_path / "site.sqlite")
     with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-        site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
-        event = int(site.create_event({"name": "Flood 2026"})["id"])
-        events.clear()  # the parcels' own parts gathered
         failing.extend([True] if gathering_fails else [])
         job = site.run_import(
             ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
             )
         )
     return job, path, started
 
 
 def test_the_last_parts_links_are_recorded_while_the_parts_are_gathered_and_before_the_write(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: Path, parcels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The recorder is finished after the parts' report, rejections and keys are gathered
     (the last part's links recorded meanwhile) and before the write's transaction, which
     its own transactions would wait behind: every row's link is kept, once."""
     events: list[str] = []
-    job, path, started = _recorded_import(world, tmp_path, monkeypatch, events)
+    job, path, started = _recorded_import(world, parcels, tmp_path, monkeypatch, events)
     assert job["status"] == "COMPLETE"
     assert events == ["gathered", "links", "write"]
     assert len(started) == 1 and started[0].returncode == 0
@@ -568,14 +583,18 @@ def test_the_last_parts_links_are_recorded_while_the_parts_are_gathered_and_befo
 
 
 def test_a_failure_after_the_last_part_stops_the_recording_process_and_writes_nothing(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    world: Path,
+    parcels: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A failure between the last part and the write (here gathering the parts' report)
     fails the job, writes no item, and ends the recording process, the links it had been
     given recorded (as a failure while linking keeps the links recorded so far)."""
     events: list[str] = []
     job, path, started = _recorded_import(
-        world, tmp_path, monkeypatch, events, gathering_fails=True
+        world, parcels, tmp_path, monkeypatch, events, gathering_fails=True
     )
     assert job["status"] == "FAILED"
     assert "RuntimeError: the report broke" in caplog.text
@@ -587,7 +606,7 @@ def test_a_failure_after_the_last_part_stops_the_recording_process_and_writes_no
 
 
 def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: Path, parcels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The second pass replays the modes before fuzzy: the key tables, name columns and
     box grid the first pass built are let go before fuzzy joins the pairs of its texts and
@@ -622,10 +641,8 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
     monkeypatch.setattr(first_pass, "job_fuzzy_pairing", noted_pairing)
     links = []
     for shared in (False, True):
-        path = tmp_path / f"shared-{shared}.sqlite"
+        path = _copied(parcels, tmp_path / f"shared-{shared}.sqlite")
         with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-            site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
-            event = int(site.create_event({"name": "Flood 2026"})["id"])
             before: frozenset[tuple[str, object]] = frozenset()
             if shared:
                 site.index_cache = IndexCache()
@@ -633,7 +650,7 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
                 before = site.asset_index().lookup_structures()
                 assert ("table", ("exact_full", None)) in before
             request = ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
             )
             job = site.run_import(request)
             assert job["status"] == "COMPLETE"
@@ -646,7 +663,7 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
 
 
 def test_a_fuzzy_first_pass_warms_what_the_first_part_links_by_including_the_box_grid(
-    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: Path, parcels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A CSV's geometry (here latitude, longitude and WKT) is known once a part is read:
     the first pass goes by its headings, so the grid of boxes is built with the key
@@ -668,11 +685,10 @@ def test_a_fuzzy_first_pass_warms_what_the_first_part_links_by_including_the_box
 
     monkeypatch.setattr(first_pass, "warm_link_index", noted_warm)
     monkeypatch.setattr(first_pass, "draft_links", noted_draft)
-    with LocalSite(tmp_path / "site.sqlite", "default", rule_paths=[world / "rules"]) as site:
-        site.run_import(ImportRequest("asset", "property-assets", SAMPLE / "parcels.zip"))
-        event = int(site.create_event({"name": "Flood 2026"})["id"])
+    path = _copied(parcels, tmp_path / "site.sqlite")
+    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
         request = ImportRequest(
-            "item", "damage-assessments", world / "damage.csv", event_id=event, region_id=1
+            "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
         )
         assert site.run_import(request)["status"] == "COMPLETE"
     assert len(warmed) == 1 and len(after_first) == 8
