@@ -884,7 +884,9 @@ def _binary(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     if not pa.types.is_large_binary(values.type):
         values = values.cast(pa.large_binary())
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+        # A saved index's one chunk is taken as it is: combining copies even one (a
+        # million parcels' WKB, 0.1-0.3 s of each load).
+        values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
     return values
 
 
