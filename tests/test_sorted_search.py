@@ -34,9 +34,7 @@ def test_search_and_ranges_equal_numpys(haystack: list[int], needles: list[int])
                 np.testing.assert_array_equal(search_sorted(hay, need, side), expected)
             first, count = equal_ranges(hay, need)
             np.testing.assert_array_equal(first, np.searchsorted(hay, need, side="left"))
-            np.testing.assert_array_equal(
-                count, np.searchsorted(hay, need, side="right") - first
-            )
+            np.testing.assert_array_equal(count, np.searchsorted(hay, need, side="right") - first)
             distinct = np.unique(hay)
             positions = sorted_positions(distinct, need)
             lookup = {int(v): i for i, v in enumerate(distinct)}
