@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -20,24 +22,23 @@ def sort_from(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return int(request.param)
 
 
+@pytest.mark.parametrize("threshold", [0, sorted_search.SORT_FROM], ids=["sorted", "plain"])
 @settings(max_examples=150, deadline=None)
 @given(haystack=values, needles=values)
-def test_ranges_and_positions_equal_numpys(haystack: list[int], needles: list[int]) -> None:
+def test_ranges_and_positions_equal_numpys(
+    threshold: int, haystack: list[int], needles: list[int]
+) -> None:
     # Repeated values in both, needles below, inside and beyond the haystack's values.
-    for sort_from in (0, sorted_search.SORT_FROM):
-        sorted_search.SORT_FROM, saved = sort_from, sorted_search.SORT_FROM
-        try:
-            hay = np.sort(np.array(haystack, dtype=np.uint64))
-            need = np.array(needles, dtype=np.uint64)
-            first, count = equal_ranges(hay, need)
-            np.testing.assert_array_equal(first, np.searchsorted(hay, need, side="left"))
-            np.testing.assert_array_equal(count, np.searchsorted(hay, need, side="right") - first)
-            distinct = np.unique(hay)
-            positions = sorted_positions(distinct, need)
-            lookup = {int(v): i for i, v in enumerate(distinct)}
-            assert positions.tolist() == [lookup.get(int(v), -1) for v in need]
-        finally:
-            sorted_search.SORT_FROM = saved
+    with mock.patch.object(sorted_search, "SORT_FROM", threshold):
+        hay = np.sort(np.array(haystack, dtype=np.uint64))
+        need = np.array(needles, dtype=np.uint64)
+        first, count = equal_ranges(hay, need)
+        np.testing.assert_array_equal(first, np.searchsorted(hay, need, side="left"))
+        np.testing.assert_array_equal(count, np.searchsorted(hay, need, side="right") - first)
+        distinct = np.unique(hay)
+        positions = sorted_positions(distinct, need)
+        lookup = {int(v): i for i, v in enumerate(distinct)}
+        assert positions.tolist() == [lookup.get(int(v), -1) for v in need]
 
 
 def test_positions_of_large_keys(sort_from: int) -> None:
