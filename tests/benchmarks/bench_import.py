@@ -64,6 +64,7 @@ ASSET_IMPORT_TARGET_S = 12  # issue 17: the 1M-parcel asset import
 LOG_COPY = "its log copied into the site file after the import returned, in a thread"
 INDEX_BUILD_TARGET_S = 8  # issue 17: the asset index of 1M parcels built ...
 INDEX_LOAD_TARGET_S = 1  # ... and loaded from its cache
+INDEX_LOAD_RUNS = 3  # new processes that load it; the median is reported
 ASSET_READ_TARGET = 1.1  # issue 17: the zipped Shapefile vs raw read + reprojection
 CSV_READ_TARGET = 1.5  # issue 17: CSV with latitude/longitude vs raw read + points_from_xy
 
@@ -309,12 +310,23 @@ def main() -> None:
                 f"  asset index build {index_build:.2f} s, CPU {index_build_cpu:.2f} s "
                 f"(target <= {INDEX_BUILD_TARGET_S} s at 1,000,000 parcels)"
             )
-            loaded = index_load(folder / "site.sqlite")
+            # The median of a few new processes: one load is under a second, and on a
+            # shared machine one run swung from 0.84 to 1.65 s.
+            loads = sorted(
+                (index_load(folder / "site.sqlite") for _ in range(INDEX_LOAD_RUNS)),
+                key=lambda run: run["seconds"],
+            )
+            loaded = loads[len(loads) // 2]
             print(
                 "  asset index load from the site file in a new process "
                 f"{loaded['seconds']:.2f} s, CPU {loaded['cpu']:.2f} s "
                 f"(target <= {INDEX_LOAD_TARGET_S} s); the index holds "
                 f"{loaded['held']:,.0f} MiB, the process peaks at {loaded['peak']:,.0f} MiB"
+            )
+            print(
+                f"  (the median of {INDEX_LOAD_RUNS} new processes, which took "
+                + ", ".join(f"{run['seconds']:.2f}" for run in loads)
+                + " s)"
             )
 
             started = time.perf_counter()
