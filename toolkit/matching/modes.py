@@ -578,6 +578,8 @@ PAIR_QUERIES = 3 * probabilistic.RANGE_QUERIES
 # Distinct queries whose pairs are scored at once by ``FuzzyAnswers``: their evidence (seven
 # floats a pair, up to MAX_CANDIDATES pairs a query) stays a few tens of MiB.
 ANSWER_QUERIES = 20_000
+# Threads that score those ranges (``FuzzyPairing.answers``).
+ANSWER_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -768,25 +770,31 @@ class FuzzyPairing:
         model = self._fitted(batches, int(starts[-1]))
         row_asset = _row_assets(self.side, self.allowed)
         n_allowed = int(self.allowed.sum())
-        decided = []
-        for batch in batches:
-            q, comparison = batch.load()
-            n_queries = batch.n_queries
-            # Pairs are sorted by query: a range of queries is a range of pairs, scored
-            # alone as match_fuzzy would score it among other queries.
-            bounds = np.arange(0, n_queries + ANSWER_QUERIES, ANSWER_QUERIES).clip(max=n_queries)
-            ends = np.searchsorted(q, bounds)
-            for lo, hi, first, end in zip(
-                bounds[:-1], bounds[1:], ends[:-1], ends[1:], strict=True
-            ):
-                part = probabilistic.Comparison(
-                    comparison.levels[first:end], comparison.a[first:end]
+        decided: list[ModeResult] = []
+        # The ranges are scored in threads, in order (numpy's work on them lets go of the
+        # GIL): the job's other threads have ended, and this would leave a core idle.
+        with ThreadPoolExecutor(ANSWER_THREADS, thread_name_prefix="toolkit-answers") as pool:
+            for batch in batches:
+                q, comparison = batch.load()
+                n_queries = batch.n_queries
+                # Pairs are sorted by query: a range of queries is a range of pairs, scored
+                # alone as match_fuzzy would score it among other queries.
+                bounds = np.arange(0, n_queries + ANSWER_QUERIES, ANSWER_QUERIES)
+                bounds = bounds.clip(max=n_queries)
+                ends = np.searchsorted(q, bounds)
+                answered = partial(
+                    _answered_range, q, comparison, model, n_allowed, self.per_row, row_asset
                 )
-                scored = probabilistic.score(
-                    q[first:end] - lo, part, model, int(hi - lo), n_allowed, self.per_row
+                decided.extend(
+                    pool.map(
+                        answered,
+                        bounds[:-1].tolist(),
+                        bounds[1:].tolist(),
+                        ends[:-1].tolist(),
+                        ends[1:].tolist(),
+                    )
                 )
-                decided.append(_fuzzy_decided(scored, self.per_row, row_asset))
-            del q, comparison
+                del q, comparison, answered
         result = ModeResult.concat(decided).take(every)
         return FuzzyAnswers(text, result, model, self.asset_class)
 
@@ -833,6 +841,26 @@ class FuzzyPairing:
             side.u,
             (side.street_tf, side.locality_tf),
         )
+
+
+def _answered_range(
+    q: np.ndarray,
+    comparison: probabilistic.Comparison,
+    model: probabilistic.Model,
+    n_allowed: int,
+    per_row: np.ndarray,
+    row_asset: np.ndarray,
+    lo: int,
+    hi: int,
+    first: int,
+    end: int,
+) -> ModeResult:
+    """The answers to queries ``lo`` to ``hi`` of a batch, whose pairs are ``first`` to
+    ``end`` of its pairs (query rows ``q``, sorted), scored alone as ``match_fuzzy`` would
+    score them among other queries."""
+    part = probabilistic.Comparison(comparison.levels[first:end], comparison.a[first:end])
+    scored = probabilistic.score(q[first:end] - lo, part, model, hi - lo, n_allowed, per_row)
+    return _fuzzy_decided(scored, per_row, row_asset)
 
 
 def _assets_per_row(side: AssetSide, allowed: np.ndarray) -> np.ndarray:
