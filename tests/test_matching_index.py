@@ -235,10 +235,10 @@ def test_text_keys_are_found_by_hash_and_checked_against_their_text(
     nothing."""
     if hashing == "by length":
 
-        def by_length(values: np.ndarray) -> np.ndarray:
-            return np.array([len(v) for v in values], dtype=np.uint64)
+        def by_length(values: pa.Array) -> np.ndarray:
+            return np.array([len(v or "") for v in values.to_pylist()], dtype=np.uint64)
 
-        monkeypatch.setattr(index_module, "string_hashes", by_length)
+        monkeypatch.setattr(index_module, "text_hashes", by_length)
 
     def found(keys: list[str], wanted: list[str | None]) -> list[list[int]]:
         assets = np.arange(len(keys), dtype=np.int64)
@@ -377,3 +377,24 @@ def test_mode_geo_builds_its_grid_of_boxes_once_per_index(
     assert len(built) == 3
     assert resolve(index, moved, geo)["asset_id"].fillna("-").tolist() == ["A3", "-"]  # the old one
     assert len(built) == 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    codes=st.lists(
+        st.one_of(
+            st.none(),
+            st.text(alphabet="00123x٣ ", max_size=6),
+            st.from_regex(r"0*[0-9]{1,4}", fullmatch=True),
+        ),
+        max_size=30,
+    )
+)
+def test_leading_zeros_are_stripped_from_digit_codes_alone(codes: list[str | None]) -> None:
+    """A code of ASCII digits loses its leading zeros, keeping one digit at least ("000"
+    is "0"); any other code (letters, spaces, other digits, empty, missing) is null."""
+    stripped = index_module.strip_leading_zeros(pa.array(codes, pa.large_string()))
+    expected = [
+        (c.lstrip("0") or "0") if c and all("0" <= ch <= "9" for ch in c) else None for c in codes
+    ]
+    assert stripped.to_pylist() == expected

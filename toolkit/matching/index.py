@@ -31,10 +31,11 @@ import pyarrow.parquet as pq
 import shapely
 
 from toolkit.errors import MatchingError
-from toolkit.matching.address import TEXT_NAMES, Analysis, string_hashes
+from toolkit.matching.address import TEXT_NAMES, Analysis
 from toolkit.matching.asset_side import KEY_TABLE, AssetSide
 from toolkit.matching.boxes import BoxGrid
 from toolkit.matching.sorted_search import sorted_positions
+from toolkit.matching.text_hash import text_hashes
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,13 @@ def normalise_codes(values: pd.Series) -> pa.Array:
 def strip_leading_zeros(codes: pa.Array) -> pa.Array:
     """Digit-only codes without their leading zeros (``005123`` -> ``5123``); others null."""
     digits = pc.fill_null(pc.match_substring_regex(codes, r"^[0-9]+$"), False)
-    stripped = pc.replace_substring_regex(codes, r"^0+([0-9])", r"\1")
+    # Only a code that starts with a zero has one to strip: the others (most, often all)
+    # are left out of the replacement's pass (a million codes: 0.18 s of CPU).
+    zeros = pc.and_(digits, pc.fill_null(pc.starts_with(codes, "0"), False))
+    stripped = codes
+    if pc.any(zeros).as_py():
+        leading = pc.replace_substring_regex(pc.filter(codes, zeros), r"^0+([0-9])", r"\1")
+        stripped = pc.replace_with_mask(codes, zeros, leading)
     return pc.if_else(digits, stripped, pa.scalar(None, pa.large_string()))
 
 
@@ -117,15 +124,14 @@ def _arrow_text(values: pd.Series) -> pa.Array:
 def _grouped_by_hash(
     texts: pa.Array,
 ) -> tuple[np.ndarray, pa.Array, np.ndarray] | None:
-    """Texts grouped by their hash (``string_hashes``): the code of each text among the
+    """Texts grouped by their hash (``text_hashes``): the code of each text among the
     distinct ones, the distinct texts in the order of their hashes, and those hashes
     (sorted, distinct); None when two different texts share a hash. Hashing each text once
     and sorting the hashes makes both the groups and the lookup's sorted hashes, where
     Arrow's dictionary encoding was followed by hashing the distinct texts again (a table
     of a million codes, built and ready for lookups, in alternating processes: 0.52-0.84
     s before, 0.45-0.69 s after)."""
-    values = texts.to_numpy(zero_copy_only=False)
-    hashes = string_hashes(values)
+    hashes = text_hashes(texts)
     order = np.argsort(hashes)
     ordered = hashes[order]
     first = np.empty(len(ordered), dtype=bool)
@@ -136,9 +142,13 @@ def _grouped_by_hash(
     # Every text is the text that leads its run of equal hashes, or two texts collide:
     # only the texts that follow a leader (a key repeated, mostly) need comparing.
     followers = np.flatnonzero(~first)
-    if not bool((values[order[followers]] == values[leaders[run[followers]]]).all()):
-        return None
-    codes = np.empty(len(values), dtype=np.int64)
+    if len(followers):
+        same = pc.equal(
+            texts.take(pa.array(order[followers])), texts.take(pa.array(leaders[run[followers]]))
+        )
+        if not pc.all(same).as_py():
+            return None
+    codes = np.empty(len(texts), dtype=np.int64)
     codes[order] = run
     return codes, texts.take(pa.array(leaders)), ordered[first]
 
@@ -225,7 +235,7 @@ class KeyTable:
         """A 64-bit hash of each distinct text key, sorted, and each one's position among
         the keys; None if two texts share a hash."""
         assert isinstance(self.distinct, pa.Array)
-        hashes = string_hashes(self.distinct.to_numpy(zero_copy_only=False))
+        hashes = text_hashes(self.distinct)
         order = np.argsort(hashes, kind="stable")
         ordered = hashes[order]
         if bool((ordered[1:] == ordered[:-1]).any()):
@@ -244,8 +254,7 @@ class KeyTable:
             return position
         ordered, order = hashes
         valid = queries.is_valid().to_numpy(zero_copy_only=False)
-        texts = pc.fill_null(queries, "").to_numpy(zero_copy_only=False)
-        at = sorted_positions(ordered, string_hashes(texts))
+        at = sorted_positions(ordered, text_hashes(queries))
         position = order[at] if len(order) else at  # -1 where absent, stays -1 below
         position[at < 0] = -1
         position[~valid] = -1
