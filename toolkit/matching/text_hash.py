@@ -1,11 +1,11 @@
 """A 64-bit hash of each string of an Arrow array, made from its buffers on whole columns.
 
 Text key tables (``index.KeyTable`` of codes) group and find their keys by hash. Hashing
-through pandas first made a Python string of every value: a million codes' table took
-0.7 s of CPU in making those strings and hashing them, for each of a code field's two
-tables, at every import. These hashes are read from the Arrow buffers without a Python
-object, for tables and lookups made in one process: they are not stable across versions,
-and not kept anywhere. Two texts may share a hash; callers compare the texts they find.
+through pandas first made a Python string of every value: a code field's two tables of a
+million codes spent about 0.7 s of CPU making those strings and hashing them, at every
+import. These hashes are read from the Arrow buffers without a Python object, for tables
+and lookups made in one process: they are not stable across versions, and not kept
+anywhere. Two texts may share a hash; callers compare the texts they find.
 """
 
 from __future__ import annotations
