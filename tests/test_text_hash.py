@@ -33,12 +33,45 @@ def test_equal_texts_hash_equal_however_arrow_holds_them(
 
 
 def test_hashed_in_chunks_as_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Strings hashed a few at a time (the chunks that bound the temporaries) hash as they
-    do all at once, empty strings and the longest included."""
+    """Text hashed a few bytes at a time (the chunks that bound the temporaries; a string
+    longer than a chunk is a chunk of its own) hashes as it does all at once, empty
+    strings and the longest included."""
     values = pa.array(["", "a", "", "long " * 20, "é", "b", ""], pa.large_string())
     whole = text_hashes(values).tolist()
-    monkeypatch.setattr(text_hash, "CHUNK_STRINGS", 2)
+    monkeypatch.setattr(text_hash, "CHUNK_BYTES", 3)
     assert text_hashes(values).tolist() == whole
+
+
+def test_long_texts_hash_by_their_text_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string longer than ``LONG_TEXT`` is hashed another way (not by powers as long as
+    itself): equal long texts still hash equal, alone or among short ones, and apart from
+    a text one byte different; a short text keeps the hash it has alone."""
+    monkeypatch.setattr(text_hash, "LONG_TEXT", 8)
+    long, other = "x" * 20 + "tail", "x" * 20 + "taiL"
+    values = pa.array(["ab", long, None, other, long, "abcdefgh"], pa.large_string())
+    hashes = text_hashes(values).tolist()
+    alone = [int(text_hashes(pa.array([v or ""]))[0]) for v in values.to_pylist()]
+    assert hashes == alone
+    assert hashes[1] == hashes[4] != hashes[3]
+    assert len({hashes[0], hashes[1], hashes[2], hashes[3], hashes[5]}) == 5
+
+
+def test_a_huge_cell_is_hashed_without_temporaries_its_size_times_eight() -> None:
+    """A 64 MiB code (a broken file's) beside short ones: hashed as a Python string, the
+    short ones as before, in well under the 0.5 GiB the byte-wise way would take."""
+    import tracemalloc
+
+    huge = "7" * (64 << 20)
+    values = pa.array(["12", huge, "34"], pa.large_string())
+    tracemalloc.start()
+    try:
+        hashes = text_hashes(values)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert hashes[0] == text_hashes(pa.array(["12"]))[0]
+    assert hashes[2] == text_hashes(pa.array(["34"]))[0]
+    assert peak < 256 << 20
 
 
 def test_different_texts_hash_apart() -> None:

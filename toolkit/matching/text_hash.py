@@ -14,21 +14,39 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit.matching.address import mix64
+from toolkit.matching.address import mix64, string_hashes
 
-# Strings hashed at once: their bytes' temporaries (8 bytes a byte, a few of them) stay
-# tens of MiB for long texts.
-CHUNK_STRINGS = 1 << 16
+# Text hashed in one pass, in bytes: its temporaries (8 bytes a byte, a few of them) stay
+# tens of MiB however many strings a table holds.
+CHUNK_BYTES = 1 << 22
+# A string longer than this (bytes) is hashed through pandas instead, from its Python
+# string: the powers of the polynomial stop here, and one huge cell (a broken file's) does
+# not make temporaries eight times its size.
+LONG_TEXT = 1 << 12
 # The odd multiplier of the bytes' polynomial, and of the length mixed into it.
 _BASE = np.uint64(0x100000001B3)
 _LENGTH = np.uint64(0x9E3779B97F4A7C15)
 
 
 def text_hashes(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """uint64 hash of each string of ``texts`` (text or large text); null as ``""``."""
+    """uint64 hash of each string of ``texts`` (text or large text); null as ``""``. A
+    string's hash depends on its text alone (its length chooses the way it is made)."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     array = pc.fill_null(texts.cast(pa.large_string()), "")
+    lengths = pc.binary_length(array).to_numpy(zero_copy_only=False)
+    long = lengths > LONG_TEXT
+    if not long.any():
+        return _short_hashes(array)
+    hashes = np.empty(len(array), dtype=np.uint64)
+    hashes[long] = string_hashes(array.filter(pa.array(long)).to_numpy(zero_copy_only=False))
+    hashes[~long] = _short_hashes(array.filter(pa.array(~long)))
+    return hashes
+
+
+def _short_hashes(array: pa.LargeStringArray) -> np.ndarray:
+    """``text_hashes`` of strings of at most ``LONG_TEXT`` bytes, ``CHUNK_BYTES`` of text
+    (and at least one string) at a time."""
     n = len(array)
     hashes = np.empty(n, dtype=np.uint64)
     if n == 0:
@@ -40,11 +58,13 @@ def text_hashes(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
         if data_buffer is None
         else np.frombuffer(data_buffer, dtype=np.uint8)
     )
-    lengths = np.diff(offsets)
-    powers = _powers(int(lengths.max()))
-    for first in range(0, n, CHUNK_STRINGS):
-        last = min(first + CHUNK_STRINGS, n)
+    powers = _powers(int(np.diff(offsets).max()))
+    first = 0
+    while first < n:
+        last = int(np.searchsorted(offsets, offsets[first] + CHUNK_BYTES, side="right")) - 1
+        last = min(max(last, first + 1), n)
         hashes[first:last] = _chunk_hashes(data, offsets[first : last + 1], powers)
+        first = last
     return hashes
 
 
