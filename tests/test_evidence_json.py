@@ -1,4 +1,4 @@
-"""Each row's evidence as JSON text (``linking.evidence_json``), assembled by Arrow: the
+"""Each row's evidence as JSON text (``fieldjson.rounded_numbers_json``), by Arrow: the
 text pandas' ``to_json`` writes, byte for byte, whatever the values."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit.importing.linking import evidence_json
 from toolkit.matching.probabilistic import COMPONENTS
+from toolkit.model.fieldjson import rounded_numbers_json
 
 finite = st.floats(-99_999.0, 99_999.0, allow_nan=False)
 any_value = st.one_of(
@@ -32,7 +32,7 @@ def test_finite_evidence_is_written_as_pandas_writes_it(rows: list[list[float]])
     """Rounded to 3 places, as the linker rounds it: negative zero, whole numbers and
     values near the bound included, each row's text equals pandas'."""
     bits = pd.DataFrame(rows, columns=list(COMPONENTS)).round(3)
-    assert evidence_json(bits).tolist() == pandas_json(bits)
+    assert rounded_numbers_json(bits).tolist() == pandas_json(bits)
 
 
 @settings(max_examples=80, deadline=None)
@@ -42,7 +42,7 @@ def test_any_evidence_gives_pandas_text(rows: list[list[float]]) -> None:
     the same text, and each parses to its values (NaN and infinity as null; a large value
     as pandas writes it, to ten places)."""
     bits = pd.DataFrame(rows, columns=["number", "street"]).round(3)
-    texts = evidence_json(bits).tolist()
+    texts = rounded_numbers_json(bits).tolist()
     assert texts == pandas_json(bits)
     for text, row in zip(texts, bits.to_numpy(), strict=True):
         parsed = json.loads(text)
@@ -59,6 +59,6 @@ def test_a_large_frame_is_one_text_per_row() -> None:
     values = np.where(rng.random((10_000, len(COMPONENTS))) < 0.2, 0.0,
                       rng.normal(0, 6, (10_000, len(COMPONENTS))))  # fmt: skip
     bits = pd.DataFrame(values, columns=list(COMPONENTS)).round(3)
-    texts = evidence_json(bits)
+    texts = rounded_numbers_json(bits)
     assert texts.dtype == object and len(texts) == 10_000
     assert texts.tolist() == pandas_json(bits)

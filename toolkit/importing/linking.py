@@ -17,7 +17,6 @@ makes none) and links the row to it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -44,6 +43,7 @@ from toolkit.matching.modes import (
 )
 from toolkit.matching.probabilistic import COMPONENTS
 from toolkit.matching.review import apply_decisions
+from toolkit.model.fieldjson import rounded_numbers_json
 from toolkit.progress import Progress, no_progress
 
 LINK_COLUMNS = (
@@ -396,7 +396,7 @@ class _Linker:
             a["probability"][rows[scored]] = result["probability"].to_numpy()[scored]
             bits = result.loc[scored, [f"evidence_{c}" for c in COMPONENTS]].round(3)
             bits.columns = list(COMPONENTS)
-            a["evidence"][rows[scored]] = evidence_json(bits)
+            a["evidence"][rows[scored]] = rounded_numbers_json(bits)
         if way_options.get("upgradeExternalLookupToInternalAsset"):
             waiting = pending_places(result)
             if len(waiting):
@@ -469,42 +469,6 @@ def _result(
         }
     )
     return LinkResult(asset_ids=ids, reasons=why, links=links, places=places)
-
-
-# Evidence this large (in bits) or larger is written by pandas: below it, Arrow's shortest
-# form of a value rounded to 3 places is the text pandas writes.
-_SHORT_EVIDENCE = 1e5
-
-
-def evidence_json(bits: pd.DataFrame) -> np.ndarray:
-    """One JSON object text per row of ``bits`` (evidence in bits, rounded to 3 places),
-    as pandas' ``to_json(orient="records", lines=True)`` writes it, assembled by Arrow on
-    whole columns: pandas took 0.66 s for 200,000 rows, most of a job's second pass over
-    its fuzzy rows; this 0.4 s. A value that is missing, infinite or large goes pandas'
-    way for every row."""
-    values = bits.to_numpy(dtype=np.float64)
-    if not np.isfinite(values).all() or bool((np.abs(values) >= _SHORT_EVIDENCE).any()):
-        texts: np.ndarray = np.array(
-            bits.to_json(orient="records", lines=True).splitlines(), dtype=object
-        )
-        return texts
-    values = values + 0.0  # -0.0 is written 0.0
-    text = pa.large_string()
-    pieces: list[pa.Array | pa.Scalar] = []
-    for i, name in enumerate(bits.columns):
-        number = pa.array(values[:, i]).cast(text)
-        # Arrow writes a whole number without its point (2, pandas 2.0).
-        whole = pc.invert(pc.match_substring(number, "."))
-        number = pc.if_else(
-            whole,
-            pc.binary_join_element_wise(number, pa.scalar(".0", text), pa.scalar("", text)),
-            number,
-        )
-        key = ("{" if i == 0 else ",") + json.dumps(str(name)) + ":"
-        pieces += [pa.scalar(key, text), number]
-    joined = pc.binary_join_element_wise(*pieces, pa.scalar("}", text), pa.scalar("", text))
-    objects: np.ndarray = joined.to_numpy(zero_copy_only=False)
-    return objects
 
 
 def _asset_numbers(ids: pd.Series, found: np.ndarray) -> np.ndarray:
