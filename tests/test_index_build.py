@@ -4,6 +4,7 @@ reads are read again in one, and a failure in either thread stops the build."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -11,16 +12,23 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.matching import AssetIndex
 from toolkit.matching.address import Analysis
 from toolkit.site import LocalSite
-from toolkit.site.index_build import NAME_COLUMNS, OTHER_COLUMNS, build_in_turn, build_index
+from toolkit.site.index_build import (
+    NAME_COLUMNS,
+    OTHER_COLUMNS,
+    READ_COLUMNS,
+    build_in_turn,
+    build_index,
+)
 from toolkit.site.index_cache import site_asset_index
-from toolkit.store import assets as store_assets
-from toolkit.store.assets import AssetStore
+from toolkit.store.arrow_read import ApartRead
+from toolkit.store.assets import AssetStore, BegunColumns
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 
@@ -78,13 +86,20 @@ def test_the_index_of_columns_read_apart_is_the_one_of_the_sqlite3_modules_read(
 ) -> None:
     with _site(tmp_path / "site.sqlite") as site:
         monkeypatch.setattr("toolkit.store.arrow_read.APART_ROWS", 1)
-        reads: list[str] = []
-        real = store_assets.read_apart
-        monkeypatch.setattr(
-            store_assets, "read_apart", lambda *args: reads.append(args[1]) or real(*args)
-        )
+        reads: list[pa.Table | None] = []
+        real = ApartRead.table
+
+        def spy(self: ApartRead, schema: pa.Schema) -> pa.Table | None:
+            reads.append(real(self, schema))
+            return reads[-1]
+
+        monkeypatch.setattr(ApartRead, "table", spy)
         index, dump = build_index(site.store)
-        assert len(reads) == 2  # the names, then the other columns: both read apart
+        # The names, and the other columns (begun before them): both read apart.
+        assert [None if r is None else r.column_names for r in reads] == [
+            list(NAME_COLUMNS),
+            list(OTHER_COLUMNS),
+        ]
         site.store.assets.path = None
         expected, expected_dump = build_index(site.store)
     assert len(reads) == 2
@@ -115,24 +130,29 @@ def test_assets_changed_between_the_two_reads_are_read_again_at_once(
 ) -> None:
     with _site(tmp_path / "site.sqlite") as site:
         before = len(build_in_turn(site.store)[0])
-        read = AssetStore.columns
+        read, begin = AssetStore.columns, AssetStore.columns_begun
         calls: list[tuple[str, ...]] = []
+
+        def columns_begun(self: AssetStore, **kwargs: Any) -> Any:
+            calls.append(tuple(kwargs["names"]))
+            return begin(self, **kwargs)
 
         def columns(self: AssetStore, **kwargs: Any) -> Any:
             table = read(self, **kwargs)
-            calls.append(tuple(kwargs["names"]))
-            if len(calls) == 1:  # the names are read: another connection writes
+            if tuple(kwargs["names"]) == NAME_COLUMNS:  # read: another connection writes
                 other = sqlite3.connect(site.db.path, isolation_level=None)
                 other.executescript(f"BEGIN IMMEDIATE; {change}; COMMIT;")
                 other.close()
             return table
 
+        monkeypatch.setattr(AssetStore, "columns_begun", columns_begun)
         monkeypatch.setattr(AssetStore, "columns", columns)
         index, dump = build_index(site.store)
         monkeypatch.undo()
         expected, expected_dump = build_in_turn(site.store)
-    # The names, the other columns, then all of them in one read.
-    assert calls[:2] == [NAME_COLUMNS, OTHER_COLUMNS] and len(calls) == 3
+    # The other columns begun (read after the names: too few assets to read apart), the
+    # names, then all of them in one read.
+    assert calls == [OTHER_COLUMNS, NAME_COLUMNS, READ_COLUMNS]
     assert _bytes(dump) == _bytes(expected_dump)
     _same_index(index, expected)
     if "CHANGED" in change:
@@ -164,19 +184,50 @@ def test_a_failed_read_of_the_other_columns_stops_the_build(
 ) -> None:
     with _site(tmp_path / "site.sqlite") as site:
         threads = threading.active_count()
-        read = AssetStore.columns
+        read = BegunColumns.result
 
-        def columns(self: AssetStore, **kwargs: Any) -> Any:
-            if tuple(kwargs["names"]) == OTHER_COLUMNS:
+        def result(self: BegunColumns) -> Any:
+            if self.names == OTHER_COLUMNS:
                 raise sqlite3.OperationalError("disk I/O error")
-            return read(self, **kwargs)
+            return read(self)
 
-        monkeypatch.setattr(AssetStore, "columns", columns)
+        monkeypatch.setattr(BegunColumns, "result", result)
         with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
             site_asset_index(site.store)
         # The names' thread has finished too: nothing runs on after the failure.
         assert threading.active_count() == threads
         assert site.store.index_cache.get(site.store.assets.stamp()) is None
+
+
+def test_a_failed_estimate_of_u_stops_the_build_and_the_names_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(analysis: Analysis) -> Any:
+        raise MemoryError(f"no u of {analysis.words.n_rows} names")
+
+    with _site(tmp_path / "site.sqlite") as site:
+        threads = threading.active_count()
+        # u is worked out by the build's own thread; the names' thread waits for it.
+        monkeypatch.setattr("toolkit.site.index_build.u_of_analysis", failing)
+        raised: list[BaseException] = []
+
+        def build() -> None:
+            try:
+                site_asset_index(site.store)
+            except MemoryError as exc:
+                raised.append(exc)
+
+        # In a thread of its own, so that the names' thread left waiting fails the test
+        # instead of hanging it.
+        builder = threading.Thread(target=build, daemon=True)
+        builder.start()
+        builder.join(timeout=120)
+        assert not builder.is_alive(), "the build still waits for its names' thread"
+        assert len(raised) == 1 and re.fullmatch(r"no u of 30\d\d names", str(raised[0]))
+        monkeypatch.undo()
+        assert threading.active_count() == threads
+        assert site.store.index_cache.get(site.store.assets.stamp()) is None
+        assert len(site_asset_index(site.store)) > 3000
 
 
 def test_the_index_is_read_once_an_imports_log_is_in_the_file(

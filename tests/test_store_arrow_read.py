@@ -5,6 +5,7 @@ open transaction is read in, not beside."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 import shapely
 
 from toolkit.store import Database
-from toolkit.store.arrow_read import read_apart
+from toolkit.store.arrow_read import ApartRead, read_apart
 from toolkit.store.assets import AssetStore, NewAssets, geometry_columns
 from toolkit.store.items import ItemStore, NewItems
 from toolkit.store.records import Actor
@@ -60,14 +61,14 @@ def apart(monkeypatch: pytest.MonkeyPatch) -> list[pa.Table | None]:
     """Reads apart from the first row on; what each read apart gave."""
     monkeypatch.setattr("toolkit.store.arrow_read.APART_ROWS", 1)
     given: list[pa.Table | None] = []
-    real: Callable[..., pa.Table | None] = read_apart
+    real: Callable[..., pa.Table | None] = ApartRead.table
 
-    def spy(*args: Any) -> pa.Table | None:
-        given.append(real(*args))
+    def spy(self: ApartRead, schema: pa.Schema) -> pa.Table | None:
+        given.append(real(self, schema))
         return given[-1]
 
-    monkeypatch.setattr("toolkit.store.assets.read_apart", spy)
-    monkeypatch.setattr("toolkit.store.sql.read_apart", spy)  # the keys of an import's plan
+    # Asset columns, and (through read_apart) the keys of an import's plan.
+    monkeypatch.setattr(ApartRead, "table", spy)
     return given
 
 
@@ -267,3 +268,43 @@ def test_an_import_plans_against_keys_read_apart_as_against_those_read_plainly(
     first, again = counts["apart"]
     assert first["inserted"] > 900 and again["inserted"] == 0
     assert again["unchanged"] == first["inserted"]
+
+
+def test_columns_begun_are_read_apart_while_the_caller_reads_on(
+    tmp_path: Path, apart: list[pa.Table | None]
+) -> None:
+    db, assets = _assets(tmp_path / "site.sqlite")
+    with db:
+        with assets.columns_begun(names=("id", "name", "geometry")) as begun:
+            # The store's connection is the caller's meanwhile (an index build reads the
+            # names while the other columns are read apart).
+            names = assets.columns(names=("id", "name"))
+            read = begun.result()
+        assert len(apart) == 2 and all(table is not None for table in apart)
+        expected = AssetStore(db.connection, assets.site_id).columns(
+            names=("id", "name", "geometry")
+        )
+        assert read.combine_chunks().equals(expected.combine_chunks())
+        assert read.column("name").equals(names.column("name"))
+
+
+def test_a_read_begun_and_never_taken_stops_its_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, _ = _assets(tmp_path / "site.sqlite")
+    db.close()
+    started: list[subprocess.Popen[bytes]] = []
+    popen = subprocess.Popen
+
+    def spy(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr("toolkit.store.arrow_read.subprocess.Popen", spy)
+    # Every row many times over: more than the pipe holds, so the child waits to write.
+    query = "SELECT a.name FROM asset a CROSS JOIN asset b LIMIT 2000000"
+    with ApartRead(tmp_path / "site.sqlite", query, []) as read:
+        assert started[0].poll() is None  # reading
+    assert started[0].returncode is not None and started[0].stdout is not None
+    assert started[0].stdout.closed
+    assert read.table(pa.schema([("name", pa.large_string())])) is None  # closed: no table

@@ -57,18 +57,20 @@ class AssetSide:
         return cls.of_analysis(Analysis.of(names))
 
     @classmethod
-    def of_analysis(cls, analysis: Analysis) -> AssetSide:
-        """The side of asset names already analysed (the index's own analysis of them)."""
-        # The readings of the words (READING_FIELDS) serve only u's random pairs: they are
-        # parsed for the rows those pairs name (at most 2 * RANDOM_PAIRS, of a million).
+    def of_analysis(
+        cls, analysis: Analysis, u: Callable[[], dict[str, np.ndarray]] | None = None
+    ) -> AssetSide:
+        """The side of asset names already analysed (the index's own analysis of them).
+        ``u``: gives :func:`u_of_analysis` of them, worked out by another thread meanwhile."""
+        # The readings of the words (READING_FIELDS) serve only u's random pairs, which
+        # parse them for the rows those pairs name.
         full = Parsed.of_words(analysis.words, analysis.parts, readings=False)
         parsed = full.restricted(ASSET_FIELDS)
         del full
-        u = _u_of_sample(analysis, len(parsed))
         return cls(
             parsed,
             analysis.codes,
-            u,
+            u_of_analysis(analysis) if u is None else u(),
             term_frequencies(parsed.codes["street"]),
             term_frequencies(parsed.codes["locality"]),
             KeyGroups.of(parsed.key_rows, parsed.keys),
@@ -249,10 +251,12 @@ class AssetSide:
         )
 
 
-def _u_of_sample(analysis: Analysis, n_rows: int) -> dict[str, np.ndarray]:
-    """``estimate_u`` of the distinct names of ``analysis`` (``n_rows``), parsing only the
-    rows its random pairs name: the same pairs, texts and levels as a parse of all."""
-    left, right = random_pairs(n_rows)
+def u_of_analysis(analysis: Analysis) -> dict[str, np.ndarray]:
+    """``estimate_u`` of the distinct names of ``analysis``, parsing only the rows its
+    random pairs name (at most 2 * RANDOM_PAIRS of a million), with the readings of their
+    words (READING_FIELDS), which serve only these pairs: the same pairs, texts and levels
+    as a parse of all."""
+    left, right = random_pairs(analysis.words.n_rows)
     named = Analysis(np.concatenate([left, right]), analysis.words, analysis.parts)
     words, parts, row = subset_words(named)
     sample = Parsed.of_words(words, parts, blocking=False)

@@ -8,13 +8,18 @@ them in a second thread while it reads the other columns and makes the asset tab
 10.5 s became 7.7 with a second core free (``tests/benchmarks/bench_index_build.py``),
 for the same index and the same bytes cached. (The two reads at once, each in its own
 thread, were slower: both make Python objects, and took turns with the GIL row by row.)
+
+Read in processes apart (many assets), the two reads do run at once, and the names'
+thread leaves u's random pairs to this one: at a million parcels that thread's parse
+and blocking keys were the build's last 2 s, with this thread done and a core idle
+(11.0-12.9 s became 10.1-10.5, the same bytes cached).
 """
 
 from __future__ import annotations
 
 import io
 import queue
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -25,7 +30,7 @@ import shapely
 
 from toolkit.matching import AssetIndex
 from toolkit.matching.address import Analysis
-from toolkit.matching.asset_side import AssetSide
+from toolkit.matching.asset_side import AssetSide, u_of_analysis
 from toolkit.matching.index import ASSET_FIELDS, names_of, side_streams
 from toolkit.store import SiteStore
 from toolkit.store.assets import AssetStore
@@ -45,38 +50,49 @@ Dump = list[bytes | memoryview]
 def build_index(store: SiteStore) -> tuple[AssetIndex, Dump]:
     """The index of the site's active assets and its dump (``AssetIndex.dump_parts``).
 
-    The names are read first; a second thread analyses them and makes and compresses
-    their fuzzy side while this one reads the other columns and makes and compresses the
-    rest of the index. The two reads are two statements: if the assets changed between
-    them (the site's asset stamp moved, or the ids differ), the index is built again from
-    one read.
+    The other columns' read is begun (in a process apart, for many assets) and the names
+    are read; a second thread analyses them and makes and compresses their fuzzy side
+    while this one takes the other columns, works out u of the names for that side and
+    makes and compresses the rest of the index. The two reads are two statements: if the
+    assets changed between them (the site's asset stamp moved, or the ids differ), the
+    index is built again from one read.
     """
     stamp = store.assets.stamp()
-    named = store.assets.columns(names=NAME_COLUMNS)
-    names = names_of(_text(named["name"]))
-    analysed: queue.Queue[Analysis | BaseException] = queue.Queue(maxsize=1)
-    with ThreadPoolExecutor(1, thread_name_prefix="asset-names") as pool:
-        side_work = pool.submit(_name_side, names, analysed)
-        raw = store.assets.columns(names=OTHER_COLUMNS)
-        if store.assets.stamp() != stamp or not raw["id"].equals(named["id"]):
-            side_work.cancel()
-            del raw, named, names
-            changed = True
-        else:
-            changed = False
-            # The names as analysed (trimmed already: from_frame trims them again).
-            frame, wkb, bounds = assets_of(raw.append_column("name", named["name"]))
-            frame["name"] = names
-            del raw, named, names
-            _let_go_freed()
-            analysis = analysed.get()
-            if isinstance(analysis, BaseException):
-                raise analysis
-            index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds, analysis=analysis)
-            del frame, wkb, bounds, analysis
-            _let_go_freed()
-            own = index.own_streams()
-            side, side_buffers, side_header = side_work.result()
+    # u of the names, worked out here while the other thread parses them for blocking.
+    u_given: Future[dict[str, np.ndarray]] = Future()
+    with (
+        store.assets.columns_begun(names=OTHER_COLUMNS) as others,
+        ThreadPoolExecutor(1, thread_name_prefix="asset-names") as pool,
+    ):
+        try:
+            named = store.assets.columns(names=NAME_COLUMNS)
+            names = names_of(_text(named["name"]))
+            analysed: queue.Queue[Analysis | BaseException] = queue.Queue(maxsize=1)
+            side_work = pool.submit(_name_side, names, analysed, u_given)
+            raw = others.result()
+            if store.assets.stamp() != stamp or not raw["id"].equals(named["id"]):
+                side_work.cancel()
+                del raw, named, names
+                changed = True
+            else:
+                changed = False
+                # The names as analysed (trimmed already: from_frame trims them again).
+                frame, wkb, bounds = assets_of(raw.append_column("name", named["name"]))
+                frame["name"] = names
+                del raw, named, names
+                _let_go_freed()
+                analysis = analysed.get()
+                if isinstance(analysis, BaseException):
+                    raise analysis
+                u_given.set_result(u_of_analysis(analysis))
+                index = AssetIndex.from_frame(frame, wkb=wkb, bounds=bounds, analysis=analysis)
+                del frame, wkb, bounds, analysis
+                _let_go_freed()
+                own = index.own_streams()
+                side, side_buffers, side_header = side_work.result()
+        finally:
+            # However this thread stopped, the other does not wait for u.
+            u_given.cancel()
     if changed:
         return build_in_turn(store)
     index.keep_fuzzy_side(side)
@@ -84,10 +100,12 @@ def build_index(store: SiteStore) -> tuple[AssetIndex, Dump]:
 
 
 def _name_side(
-    names: pd.Series, analysed: queue.Queue[Analysis | BaseException]
+    names: pd.Series,
+    analysed: queue.Queue[Analysis | BaseException],
+    u_given: Future[dict[str, np.ndarray]],
 ) -> tuple[AssetSide, dict[str, pa.Buffer], dict[str, object]]:
     """Analyse ``names`` (handed to ``analysed`` at once, or what stopped it), then make
-    the fuzzy side of them and its tables of a dump."""
+    the fuzzy side of them, with the u ``u_given``, and its tables of a dump."""
     try:
         analysis = Analysis.of(names)
     except BaseException as exc:
@@ -95,7 +113,7 @@ def _name_side(
         raise
     analysed.put(analysis)
     _let_go_freed()
-    side = AssetSide.of_analysis(analysis)
+    side = AssetSide.of_analysis(analysis, u=u_given.result)
     del analysis
     _let_go_freed()
     buffers, header = side_streams(side)

@@ -76,46 +76,86 @@ def read_apart(
     reads them itself. Only what is committed is read: a caller with a transaction open
     reads in it instead.
     """
-    if not sys.executable:  # an embedding program: no interpreter to start
-        return None
-    # -P: the child's folder (this package's) is not put first on its import path.
-    command = [sys.executable, "-P", str(CHILD), str(path)]
-    with tempfile.TemporaryFile() as errors:
+    with ApartRead(path, query, params) as read:
+        return read.table(schema)
+
+
+class ApartRead:
+    """:func:`read_apart` begun: the process apart reads while its caller goes on, and
+    :meth:`table` takes what it read (the process holds it until then). :meth:`close`
+    (or leaving the ``with`` block) stops a read whose table was never taken."""
+
+    def __init__(self, path: Path, query: str, params: Sequence[object]) -> None:
+        self.path = path
+        self._child: subprocess.Popen[bytes] | None = None
+        # The child's standard error, for the log if it fails; closed by close().
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115
+        if not sys.executable:  # an embedding program: no interpreter to start
+            return
+        # -P: the child's folder (this package's) is not put first on its import path.
+        command = [sys.executable, "-P", str(CHILD), str(path)]
         try:
-            child = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors
+            self._child = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors
             )
         except OSError as exc:
             log.debug("reading %s in a process apart could not start: %s", path, exc)
+            return
+        assert self._child.stdin is not None
+        try:
+            # (A few hundred bytes: the pipe takes them without waiting for the child.)
+            self._child.stdin.write(json.dumps({"query": query, "params": list(params)}).encode())
+            self._child.stdin.close()
+        except OSError as exc:
+            log.debug("reading %s in a process apart failed: %s", path, exc)
+            self.close()
+
+    def table(self, schema: pa.Schema) -> pa.Table | None:
+        """What the process read, as a table of ``schema``; None as :func:`read_apart`."""
+        child, self._child = self._child, None
+        if child is None:
             return None
-        assert child.stdin is not None and child.stdout is not None
+        assert child.stdout is not None
         table: pa.Table | None = None
         try:
-            asked = {"query": query, "params": list(params)}
-            child.stdin.write(json.dumps(asked).encode("utf-8"))
-            child.stdin.close()
             table = pa.ipc.open_stream(child.stdout).read_all()
         except (pa.ArrowInvalid, OSError) as exc:
-            log.debug("reading %s in a process apart failed: %s", path, exc)
+            log.debug("reading %s in a process apart failed: %s", self.path, exc)
         finally:
             child.stdout.close()
             if table is None:
                 child.kill()  # stopped here, or given up: not left reading
             returncode = child.wait()
         if returncode != 0 or table is None:
-            errors.seek(0)
-            said = errors.read().decode("utf-8", "replace").strip().splitlines()
+            self._errors.seek(0)
+            said = self._errors.read().decode("utf-8", "replace").strip().splitlines()
             log.debug(
                 "reading %s in a process apart failed (exit status %s): %s",
-                path,
+                self.path,
                 returncode,
                 said[-1] if said else "",
             )
             return None
-    try:
-        return table.cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
-        # A value of another type than its column's (text in a number column): SQLite
-        # allows it, the driver then reads the whole column as text.
-        log.debug("reading %s in a process apart gave other types: %s", path, exc)
-        return None
+        try:
+            return table.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+            # A value of another type than its column's (text in a number column): SQLite
+            # allows it, the driver then reads the whole column as text.
+            log.debug("reading %s in a process apart gave other types: %s", self.path, exc)
+            return None
+
+    def close(self) -> None:
+        """Stop the process if its table was not taken; let go of its error file."""
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
+            if child.stdout is not None:
+                child.stdout.close()
+            child.wait()
+        self._errors.close()
+
+    def __enter__(self) -> ApartRead:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

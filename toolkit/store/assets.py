@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.gc_pause import collector_paused
 from toolkit.lazy import lazy
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store.arrow_read import apart_from, read_apart
+from toolkit.store.arrow_read import ApartRead, apart_from
 from toolkit.store.bulk_indexes import BULK_INDEX_ROWS, restore_indexes, set_aside_indexes
 from toolkit.store.records import ASSET_KIND, Actor, RecordTable
 from toolkit.store.sql import Where, add_time_bound, json_path, one_row, page_sql, read_id_keys
@@ -271,16 +271,29 @@ class AssetStore:
         """The columns ``names`` (default: :data:`FRAME_COLUMNS`, and the boxes with
         ``bounds``) of every asset of the site as an Arrow table, by id: what an index is
         built from, without a pandas copy of each WKB (a million Python bytes objects)."""
+        with self.columns_begun(active_only=active_only, bounds=bounds, names=names) as begun:
+            return begun.result()
+
+    def columns_begun(
+        self,
+        *,
+        active_only: bool = True,
+        bounds: bool = False,
+        names: Sequence[str] | None = None,
+    ) -> BegunColumns:
+        """:meth:`columns`, begun: many assets are read in a process apart while the
+        caller goes on (on this thread: :meth:`BegunColumns.result` reads on the store's
+        connection where the process apart cannot)."""
         status = "AND status > 0" if active_only else ""
         if names is None:
             names = self.FRAME_COLUMNS + (self.BOUNDS_COLUMNS if bounds else ())
         select = f"SELECT {', '.join(names)} FROM asset WHERE site_id = ? {status} ORDER BY id"
         apart = apart_from(self.connection, self.path, _SITE_ASSETS, [self.site_id])
-        if apart is not None:
-            schema = pa.schema(list(_struct_type(tuple(names))))
-            read = read_apart(apart, select, [self.site_id], schema)
-            if read is not None:
-                return read
+        read = None if apart is None else ApartRead(apart, select, [self.site_id])
+        return BegunColumns(self, select, tuple(names), read)
+
+    def _columns_here(self, select: str, names: tuple[str, ...]) -> pa.Table:
+        """The rows of ``select`` (``names``) read on the store's connection."""
         # A million rows make a million tuples, each of which would set off the cyclic
         # collector's scans of everything tracked (a third of the read's CPU); they hold
         # no cycles.
@@ -295,9 +308,9 @@ class AssetStore:
             # A part at a time: the rows' Python objects (1.6 GiB at a million parcels,
             # the build's peak) are let go once Arrow holds their values.
             while rows := result.fetchmany(READ_ROWS):
-                chunks.append(_rows_array(rows, tuple(names)))
+                chunks.append(_rows_array(rows, names))
                 del rows
-        return _rows_table(chunks, tuple(names))
+        return _rows_table(chunks, names)
 
     def query(
         self,
@@ -410,6 +423,36 @@ _FRAME_TYPES = {
     "geometry": "binary",
     **dict.fromkeys(AssetStore.BOUNDS_COLUMNS, "float64"),
 }
+
+
+@dataclass
+class BegunColumns:
+    """Asset columns being read (:meth:`AssetStore.columns_begun`)."""
+
+    store: AssetStore
+    select: str
+    names: tuple[str, ...]
+    apart: ApartRead | None
+
+    def result(self) -> pa.Table:
+        """The columns: as the process apart read them, else read now on the store's
+        connection (call it on the store's thread)."""
+        if self.apart is not None:
+            read = self.apart.table(pa.schema(list(_struct_type(self.names))))
+            if read is not None:
+                return read
+        return self.store._columns_here(self.select, self.names)
+
+    def close(self) -> None:
+        """Stop a read apart whose result was not taken."""
+        if self.apart is not None:
+            self.apart.close()
+
+    def __enter__(self) -> BegunColumns:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 def _struct_type(names: tuple[str, ...]) -> pa.StructType:
