@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.matching import sorted_search
-from toolkit.matching.sorted_search import equal_ranges, sorted_positions
+from toolkit.matching.sorted_search import equal_ranges, sorted_positions, stable_order
 
 values = st.lists(st.integers(min_value=0, max_value=40), max_size=300)
 
@@ -68,3 +68,52 @@ def test_a_million_keys_give_numpys_answers() -> None:
     first, count = equal_ranges(cells, points)
     np.testing.assert_array_equal(first, np.searchsorted(cells, points))
     np.testing.assert_array_equal(count, np.searchsorted(cells, points, side="right") - first)
+
+
+# Integers of every width, many sharing their top bits (2**63 + a few) so that the packed
+# sort drops bits that tell them apart, and repeats.
+wide = st.one_of(
+    st.integers(min_value=0, max_value=2**64 - 1),
+    st.integers(min_value=2**63, max_value=2**63 + 7),
+    st.integers(min_value=0, max_value=5),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(numbers=st.lists(wide, max_size=60), dtype=st.sampled_from(["uint64", "int64", "uint8"]))
+def test_stable_order_is_numpys_stable_argsort(numbers: list[int], dtype: str) -> None:
+    limit = np.iinfo(dtype).max
+    values = np.array([n % (limit + 1) if n > limit else n for n in numbers], dtype=dtype)
+    order, ordered = stable_order(values)
+    expected = np.argsort(values, kind="stable")
+    np.testing.assert_array_equal(order, expected)
+    np.testing.assert_array_equal(ordered, values[expected])
+    assert ordered.dtype == values.dtype
+
+
+def test_stable_order_of_hashes_is_one_sort(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random 64-bit hashes are ordered by the packed sort alone; values it would put out
+    of order (the same top bits, the low bits descending) go numpy's way, rightly."""
+    hashes = np.random.default_rng(7).integers(0, 2**64 - 1, 10_000, dtype=np.uint64)
+    hashes[:100] = hashes[5_000:5_100]  # repeated keys keep their positions' order
+    expected = np.argsort(hashes, kind="stable")
+    calls: list[int] = []
+    argsort = np.argsort
+
+    def counted(values: np.ndarray, kind: str) -> np.ndarray:
+        calls.append(len(values))
+        return argsort(values, kind=kind)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(np, "argsort", counted)
+    np.testing.assert_array_equal(stable_order(hashes)[0], expected)
+    assert calls == []
+    clash = np.array([2**63 + 3, 2**63 + 1, 2**63 + 2, 5], dtype=np.uint64)
+    assert stable_order(clash)[0].tolist() == [3, 1, 2, 0]
+    assert calls == [4]
+
+
+def test_stable_order_of_signed_values_goes_numpys_way() -> None:
+    values = np.array([3, -1, 3, 0, -7], dtype=np.int64)
+    order, ordered = stable_order(values)
+    assert order.tolist() == [4, 1, 3, 0, 2]
+    assert ordered.tolist() == [-7, -1, 0, 3, 3]

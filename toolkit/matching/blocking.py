@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.matching.parsed import Parsed
-from toolkit.matching.sorted_search import sorted_positions
+from toolkit.matching.sorted_search import sorted_positions, stable_order
 
 # A key shared by more assets than this says too little to be worth the pairs.
 MAX_KEY_ASSETS = 100
@@ -75,8 +75,8 @@ def candidate_pairs(
     # made and ranked range by range, each range's arrays small enough to stay in the
     # CPU's caches (one pass over the 20,000,000 pairs of 200,000 queries took twice as
     # long). Each query's candidates are its own: the ranges give what one pass gives.
-    order = np.argsort(q_rows, kind="stable")
-    q_rows, slot = q_rows[order], slot[order]
+    order, q_rows = stable_order(q_rows)
+    slot = slot[order]
     size = groups.start[slot + 1] - groups.start[slot]
     ends = _range_ends(q_rows, np.cumsum(size))
     out_q, out_a, begin = [], [], 0

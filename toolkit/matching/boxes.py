@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.matching.sorted_search import equal_ranges
+from toolkit.matching.sorted_search import equal_ranges, stable_order
 
 # A box spanning more cells than this is compared with every point directly.
 _MAX_CELLS = 16
@@ -67,7 +67,7 @@ class BoxGrid:
         box = np.repeat(small, spans)
         step = np.arange(len(box)) - np.repeat(np.cumsum(spans) - spans, spans)
         box_cell = (ix0[box] + step // ny[box]) * columns + iy0[box] + step % ny[box]
-        order = np.argsort(box_cell, kind="stable")
+        order, cells = stable_order(box_cell)
         return cls(
             bounds,
             x0,
@@ -76,7 +76,7 @@ class BoxGrid:
             y1,
             size,
             columns,
-            box_cell[order],
+            cells,
             real[box[order]],
             real[large],
         )

@@ -34,7 +34,7 @@ from toolkit.errors import MatchingError
 from toolkit.matching.address import TEXT_NAMES, Analysis
 from toolkit.matching.asset_side import KEY_TABLE, AssetSide
 from toolkit.matching.boxes import BoxGrid
-from toolkit.matching.sorted_search import sorted_positions
+from toolkit.matching.sorted_search import sorted_positions, stable_order
 from toolkit.matching.text_hash import text_hashes
 
 log = logging.getLogger(__name__)
@@ -132,8 +132,7 @@ def _grouped_by_hash(
     of a million codes, built and ready for lookups, in alternating processes: 0.52-0.84
     s before, 0.45-0.69 s after)."""
     hashes = text_hashes(texts)
-    order = np.argsort(hashes)
-    ordered = hashes[order]
+    order, ordered = stable_order(hashes)
     first = np.empty(len(ordered), dtype=bool)
     first[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
@@ -177,8 +176,7 @@ class KeyTable:
             keep = (keys != 0) & allowed[assets]
             kept = keys[keep].astype(np.uint64)
             # Sorted by key: a key's code is its place among the distinct keys.
-            order = np.argsort(kept)
-            ordered = kept[order]
+            order, ordered = stable_order(kept)
             first = np.concatenate([[True], ordered[1:] != ordered[:-1]])[: len(ordered)]
             distinct: np.ndarray | pa.Array = ordered[first]
             codes = np.cumsum(first) - 1
@@ -198,9 +196,14 @@ class KeyTable:
         n_assets = int(assets.max(initial=0)) + 1
         # One sorted unique over code * n + asset both drops repeated (key, asset) pairs
         # and groups the assets by key.
-        pairs = np.sort(codes.astype(np.int64) * n_assets + kept_assets)
-        # (np.unique is hash-based in numpy 2 and several times slower than sort + diff.)
-        pairs = pairs[np.concatenate([[True], np.diff(pairs) != 0])[: len(pairs)]]
+        pairs = codes.astype(np.int64) * n_assets + kept_assets
+        # A name key's assets come each once and, in the stable order of the keys, in
+        # order: their pairs are sorted and distinct already (nine tables at a million
+        # assets: 0.3 s of CPU spared).
+        if not bool((pairs[1:] > pairs[:-1]).all()):
+            pairs.sort()
+            # (np.unique is hash-based in numpy 2 and several times slower than sort + diff.)
+            pairs = pairs[np.concatenate([[True], np.diff(pairs) != 0])[: len(pairs)]]
         grouped_codes = pairs // n_assets
         count = np.bincount(grouped_codes, minlength=len(distinct))
         table = cls(distinct, np.cumsum(count) - count, count, pairs % n_assets)
@@ -236,8 +239,7 @@ class KeyTable:
         the keys; None if two texts share a hash."""
         assert isinstance(self.distinct, pa.Array)
         hashes = text_hashes(self.distinct)
-        order = np.argsort(hashes, kind="stable")
-        ordered = hashes[order]
+        order, ordered = stable_order(hashes)
         if bool((ordered[1:] == ordered[:-1]).any()):
             return None
         return ordered, order

@@ -1,4 +1,5 @@
-"""Binary searches of many values at once in a sorted array, with the values sorted first.
+"""Binary searches of many values at once in a sorted array, with the values sorted first;
+and the sort order of many 64-bit keys (:func:`stable_order`).
 
 numpy's ``searchsorted`` starts each value's search from the last one's answer. With the
 values in random order, as an import's keys are, every search starts over from the whole
@@ -16,14 +17,41 @@ import numpy as np
 SORT_FROM = 4096
 
 
+def stable_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.argsort(values, kind="stable")`` of non-negative integers and the values in
+    that order, from one sort of plain integers: each value packed above its position.
+    numpy's sort of integers is vectorised where its argsort is not: a million 64-bit
+    hashes in 0.05 s against 0.11 s (quicksort) and 0.15 s (stable). A value too wide to
+    share 64 bits with its position keeps its top bits only; two that share those but
+    differ below them would come out of order, which the check finds, and the argsort
+    decides (a million random hashes: about one time in seventy)."""
+    n = len(values)
+    bits = max((n - 1).bit_length(), 1)
+    if n < 2 or values.dtype.kind not in "iu" or bits >= 64 or int(values.min()) < 0:
+        order = np.argsort(values, kind="stable")
+        return order, values[order]
+    # The low bits of each value dropped to make room for its position (none if it fits).
+    dropped = max(int(values.max()).bit_length() + bits - 64, 0)
+    packed = values.astype(np.uint64) >> np.uint64(dropped)
+    packed <<= np.uint64(bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    packed &= np.uint64((1 << bits) - 1)
+    order = packed.view(np.int64)
+    ordered = values[order]
+    if dropped and bool((ordered[1:] < ordered[:-1]).any()):
+        order = np.argsort(values, kind="stable")
+        return order, values[order]
+    return order, ordered
+
+
 def equal_ranges(haystack: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first, count) of each needle's run of equal values in ``haystack``: the left and
     right searches, with one sort of the needles for both."""
     if len(needles) < SORT_FROM:
         first = np.searchsorted(haystack, needles, side="left")
         return first, np.searchsorted(haystack, needles, side="right") - first
-    order = np.argsort(needles)
-    ordered = needles[order]
+    order, ordered = stable_order(needles)
     first = np.searchsorted(haystack, ordered, side="left")
     count = np.searchsorted(haystack, ordered, side="right") - first
     first_out = np.empty(len(needles), dtype=np.intp)
@@ -40,8 +68,7 @@ def sorted_positions(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     if len(queries) < SORT_FROM:
         at = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
         return np.where(keys[at] == queries, at, -1)
-    order = np.argsort(queries)
-    ordered = queries[order]
+    order, ordered = stable_order(queries)
     # The check against the key found reads ``keys`` in order too.
     at = np.minimum(np.searchsorted(keys, ordered), len(keys) - 1)
     positions = np.empty(len(queries), dtype=np.int64)
