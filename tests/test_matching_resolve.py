@@ -874,3 +874,26 @@ def test_a_first_pass_then_fuzzy_answers_give_the_parts_what_one_batch_gives(
             resolve(
                 index, parts[1], options, modes=modes.replayed_by_text(records[0].calls, answers)
             )
+
+
+def test_digit_codes_with_no_zero_to_strip_share_the_codes_table() -> None:
+    """Codes that are all digits, none with a leading zero, are their own stripped table
+    (the same object, not a second copy); one leading zero and the tables differ, and a
+    code matches with or without its zeros either way."""
+    frame = asset_frame()
+    frame["code"] = [str(100 + i) for i in range(len(frame))]
+    index = AssetIndex.from_frame(frame)
+    assert index.table("stripped:code", "Property") is index.table("code:code", "Property")
+    assert answers(index, ["0101", "101", "C2"], mode="code", codeField="code") == [
+        ("A2", 95.0, 1),
+        ("A2", 100.0, 1),
+        (None, None, 0),
+    ]
+    frame.loc[0, "code"] = "0100"
+    zeros = AssetIndex.from_frame(frame)
+    assert zeros.table("stripped:code", "Property") is not zeros.table("code:code", "Property")
+    assert answers(zeros, ["100", "0100", "0101"], mode="code", codeField="code") == [
+        ("A1", 95.0, 1),
+        ("A1", 100.0, 1),
+        ("A2", 95.0, 1),
+    ]

@@ -92,6 +92,8 @@ def strip_leading_zeros(codes: pa.Array) -> pa.Array:
     # Only a code that starts with a zero has one to strip: the others (most, often all)
     # are left out of the replacement's pass (a million codes: 0.18 s of CPU).
     zeros = pc.and_(digits, pc.fill_null(pc.starts_with(codes, "0"), False))
+    if not pc.any(zeros).as_py() and pc.all(digits).as_py():
+        return codes  # all digits, none to strip: the codes themselves (the caller may tell)
     stripped = codes
     if pc.any(zeros).as_py():
         leading = pc.replace_substring_regex(pc.filter(codes, zeros), r"^0+([0-9])", r"\1")
@@ -590,6 +592,12 @@ class AssetIndex:
                 names = self.code_fields()[1:] if code_field == "*" else [code_field]
                 parts = [self._field_codes(name) for name in names]
                 codes = [c if kind == "code" else strip_leading_zeros(c) for c, _ in parts]
+                unchanged = all(s is c for s, (c, _) in zip(codes, parts, strict=True))
+                if kind == "stripped" and unchanged:
+                    # Every code is digits with no leading zero (property numbers, often):
+                    # the codes' own table, not a copy of it (a million: 0.7 s of CPU).
+                    self._tables[cache_key] = self.table(f"code:{code_field}", asset_class)
+                    return self._tables[cache_key]
                 keys = pa.concat_arrays(codes) if codes else pa.array([], pa.large_string())
                 assets = np.concatenate([a for _, a in parts] or [np.zeros(0, np.int64)])
             self._tables[cache_key] = KeyTable.build(keys, assets, allowed)
