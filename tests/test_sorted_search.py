@@ -79,12 +79,16 @@ wide = st.one_of(
 )
 
 
+@pytest.mark.parametrize("few_runs", [0, sorted_search.FEW_RUNS], ids=["packed", "runs"])
 @settings(max_examples=300, deadline=None)
 @given(numbers=st.lists(wide, max_size=60), dtype=st.sampled_from(["uint64", "int64", "uint8"]))
-def test_stable_order_is_numpys_stable_argsort(numbers: list[int], dtype: str) -> None:
+def test_stable_order_is_numpys_stable_argsort(
+    few_runs: int, numbers: list[int], dtype: str
+) -> None:
     limit = np.iinfo(dtype).max
     values = np.array([n % (limit + 1) if n > limit else n for n in numbers], dtype=dtype)
-    order, ordered = stable_order(values)
+    with mock.patch.object(sorted_search, "FEW_RUNS", few_runs):
+        order, ordered = stable_order(values)
     expected = np.argsort(values, kind="stable")
     np.testing.assert_array_equal(order, expected)
     np.testing.assert_array_equal(ordered, values[expected])
@@ -107,9 +111,33 @@ def test_stable_order_of_hashes_is_one_sort(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(np, "argsort", counted)
     np.testing.assert_array_equal(stable_order(hashes)[0], expected)
     assert calls == []
+    monkeypatch.setattr(sorted_search, "FEW_RUNS", 0)
     clash = np.array([2**63 + 3, 2**63 + 1, 2**63 + 2, 5], dtype=np.uint64)
     assert stable_order(clash)[0].tolist() == [3, 1, 2, 0]
     assert calls == [4]
+
+
+def test_stable_order_of_few_runs_merges_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values in a few ascending runs (keys gathered kind by kind) are merged by numpy's
+    stable argsort, which is the faster there; in many runs, packed and sorted."""
+    rng = np.random.default_rng(11)
+    runs = np.concatenate([np.sort(rng.integers(0, 1000, 500)) for _ in range(3)])
+    kinds: list[str] = []
+    argsort = np.argsort
+
+    def recorded(values: np.ndarray, kind: str) -> np.ndarray:
+        kinds.append(kind)
+        return argsort(values, kind=kind)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(np, "argsort", recorded)
+    order, ordered = stable_order(runs)
+    assert kinds == ["stable"]
+    np.testing.assert_array_equal(order, argsort(runs, kind="stable"))
+    np.testing.assert_array_equal(ordered, np.sort(runs))
+    shuffled = rng.permutation(runs)
+    order, _ = stable_order(shuffled)
+    assert kinds == ["stable"]  # no argsort: the packed sort
+    np.testing.assert_array_equal(order, argsort(shuffled, kind="stable"))
 
 
 def test_stable_order_of_signed_values_goes_numpys_way() -> None:

@@ -17,17 +17,31 @@ import numpy as np
 SORT_FROM = 4096
 
 
+# Below this many places where the values step down (runs of ascending values, less one),
+# numpy's stable argsort merges the runs faster than one packed sort sorts them all: at a
+# million uint64 values, 0.013 s against 0.050 s in 2 runs, 0.041 against 0.051 in 32,
+# 0.058 against 0.048 in 128.
+FEW_RUNS = 64
+
+
 def stable_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.argsort(values, kind="stable")`` of non-negative integers and the values in
-    that order, from one sort of plain integers: each value packed above its position.
-    numpy's sort of integers is vectorised where its argsort is not: a million 64-bit
-    hashes in 0.05 s against 0.11 s (quicksort) and 0.15 s (stable). A value too wide to
-    share 64 bits with its position keeps its top bits only; two that share those but
-    differ below them would come out of order, which the check finds, and the argsort
-    decides (a million random hashes: about one time in seventy)."""
+    """``np.argsort(values, kind="stable")`` and the values in that order.
+
+    Non-negative integers in random order (uint64 hashes, say) are ordered by one sort of
+    plain integers, each value packed above its position: numpy's sort of integers is
+    vectorised where its argsort is not (a million hashes: 0.05 s against 0.11 s by
+    quicksort and 0.15 s by the stable argsort). A value too wide to share 64 bits with
+    its position keeps its top bits only; two that share those but differ below them
+    would come out of order, which the check finds, and the argsort decides (a million
+    random hashes: about one time in seventy). Values sorted already, or in a few
+    ascending runs, are left to the argsort, which merely merges the runs."""
     n = len(values)
     bits = max((n - 1).bit_length(), 1)
-    if n < 2 or values.dtype.kind not in "iu" or bits >= 64 or int(values.min()) < 0:
+    if n < 2 or values.dtype.kind not in "iu" or bits >= 64:
+        order = np.argsort(values, kind="stable")
+        return order, values[order]
+    descents = int(np.count_nonzero(values[1:] < values[:-1]))
+    if descents < FEW_RUNS or int(values.min()) < 0:
         order = np.argsort(values, kind="stable")
         return order, values[order]
     # The low bits of each value dropped to make room for its position (none if it fits).
