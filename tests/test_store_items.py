@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.errors import StoreError
 from toolkit.query.cql import parse_cql
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store import Database
+from toolkit.store import Database, records
 from toolkit.store.audit import AuditStore
 from toolkit.store.items import ItemChanges, ItemStore, NewItems
 from toolkit.store.records import Actor
@@ -211,3 +212,40 @@ def test_update_many_leaves_alone_what_it_would_not_change(store) -> None:  # ty
     # A patch that is the stored text with one value changed is a change.
     assert _patch(db, items, [texts[0].replace("Minor", "Major")], now=3000) == 1
     assert json.loads(items.get(1)["fields"])["level"] == "Major"
+
+
+def test_sqlite_numbers_new_items_itself_as_the_ids_returned(tmp_path: Path) -> None:
+    """On SQLite an item's id is the rowid: new items go in without one and take the
+    largest id + 1 each, which are the ids returned and audited (after items of another
+    site too: ids are numbered across the file)."""
+    db = Database(tmp_path / "site.sqlite")
+    first_site, second_site = db.site_id("one", create=True), db.site_id("two", create=True)
+    assert first_site is not None and second_site is not None
+    statements: list[str] = []
+    db.connection.set_trace_callback(statements.append)
+    first = _insert(db, ItemStore(db.connection, first_site), [{"reference": "A"}] * 3)
+    second = ItemStore(db.connection, second_site)
+    ids = _insert(db, second, [{"reference": f"B{i}"} for i in range(4)])
+    db.connection.set_trace_callback(None)
+    assert (list(first), list(ids)) == ([1, 2, 3], [4, 5, 6, 7])
+    inserts = [s for s in statements if s.startswith("INSERT INTO item ")]
+    assert len(inserts) == 7 and all(s.startswith("INSERT INTO item (site_id, ") for s in inserts)
+    stored = db.connection.execute("SELECT id, site_id, fields FROM item ORDER BY id").fetchall()
+    assert [(r[0], r[1]) for r in stored][3:] == [(i, second_site) for i in ids]
+    assert [json.loads(r[2])["reference"] for r in stored][3:] == ["B0", "B1", "B2", "B3"]
+    audited = db.connection.execute(
+        "SELECT record_id FROM audit_log WHERE site_id = ? ORDER BY id", (second_site,)
+    ).fetchall()
+    assert [r[0] for r in audited] == list(ids)
+
+
+def test_new_items_numbered_other_than_returned_are_refused(tmp_path: Path) -> None:
+    """Should SQLite number the new rows otherwise than the ids the store reckoned, the
+    insert fails (its transaction rolled back) rather than return ids of other rows."""
+    db = Database(tmp_path / "site.sqlite")
+    site = db.site_id("one", create=True)
+    assert site is not None
+    items = ItemStore(db.connection, site)
+    _insert(db, items, [{"reference": "A"}])
+    with pytest.raises(StoreError, match=r"the new item records were numbered up to 1, not 9"):
+        records._check_numbered(db.connection, "item", range(5, 10))

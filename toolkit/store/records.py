@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from toolkit.errors import StoreError
 from toolkit.lazy import lazy
 from toolkit.store.dialect import (
     copy_rows,
@@ -175,6 +176,17 @@ def audit_changes_sql(alias: str) -> str:
     )
 
 
+def _check_numbered(conn: sqlite3.Connection, table: str, ids: Sequence[int]) -> None:
+    """Rows inserted without an id into SQLite's ``table`` were numbered ``ids``: as each
+    took the largest id + 1, the last one's is ``ids[-1]`` only if the first's was
+    ``ids[0]``."""
+    last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+    if last != ids[-1]:
+        raise StoreError(
+            f"the new {table} records were numbered up to {last}, not {ids[-1]} as expected"
+        )
+
+
 def _literals(columns: Mapping[str, object]) -> dict[str, str]:
     """The SQLite literal of each column given one value for every row (None, a whole
     number or text), which reads back exactly as that value bound would."""
@@ -255,6 +267,13 @@ class RecordTable:
             first = conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {self.kind.table}{scope}")
             start = first.fetchone()[0]
             ids = range(start, start + count)
+            # A record's id is SQLite's rowid unless ids are numbered per site (an asset's
+            # key is its site and id): a row inserted without one takes the largest + 1,
+            # ``start`` first. Left unbound, a million items' ids are 0.3 s less of the
+            # insert (a bare executemany: 2.9 s against 3.2 s).
+            numbered = not is_postgres_connection(conn) and not self.kind.ids_per_site
+        else:
+            numbered = False
         given: dict[str, object] = {
             "id": ids,
             "site_id": self.site_id,
@@ -271,6 +290,11 @@ class RecordTable:
         # million bindings, a fifth of the insert's CPU.
         literals = {} if is_postgres_connection(conn) else _literals(given)  # COPY: all
         bound = [n for n in names if n not in literals]
+        # Ids SQLite numbers as given are left out, if another column gives the rows.
+        numbered = numbered and len(bound) > 1
+        if numbered:
+            names.remove("id")
+            bound.remove("id")
         values = [
             v if isinstance(v, Sequence) and not isinstance(v, str) else [v] * count
             for v in (given[n] for n in bound)
@@ -296,6 +320,8 @@ class RecordTable:
                     conn.executemany(sql, batch)
                 if on_rows is not None:
                     on_rows(min(start + INSERT_BATCH, count))
+            if numbered:
+                _check_numbered(conn, self.kind.table, ids)
             changes = creation_changes(self.kind, actor)
             ids = _as_range(ids)
             if isinstance(ids, range):
