@@ -249,3 +249,20 @@ def test_new_items_numbered_other_than_returned_are_refused(tmp_path: Path) -> N
     _insert(db, items, [{"reference": "A"}])
     with pytest.raises(StoreError, match=r"the new item records were numbered up to 1, not 9"):
         records._check_numbered(db.connection, "item", range(5, 10))
+
+
+def test_one_status_for_every_item_is_stored_as_a_list_of_them_would_be(tmp_path: Path) -> None:
+    """A status and template flag given once for every row (written into the statement,
+    as ``_literals`` does for any such column) store what a list of them stores."""
+    db = Database(tmp_path / "site.sqlite")
+    site = db.site_id("one", create=True)
+    assert site is not None
+    items = ItemStore(db.connection, site)
+    actor = Actor(user_id="officer", message=None, import_job_id=3)
+    with db.transaction() as conn:
+        common = NewItems("damage", 1, None, [None, 5], 2, 1, "[]", ['{"a":1}', '{"a":2}'])
+        items.insert_many(conn, common, actor, 10)
+        each = NewItems("damage", 1, None, [None, 5], [2, 2], [1, 1], "[]", ["{}", "{}"])
+        items.insert_many(conn, each, actor, 10)
+    stored = db.connection.execute("SELECT asset_id, status, is_template FROM item ORDER BY id")
+    assert [tuple(r) for r in stored] == [(None, 2, 1), (5, 2, 1)] * 2

@@ -23,7 +23,7 @@ from toolkit.errors import OptionError
 from toolkit.importing.outcome import NO_ROWS, WriteJob, no_problems
 from toolkit.importing.overwrite import OverwritePlan, normalised_keys
 from toolkit.importing.parts import RowNumbers
-from toolkit.importing.payload import Payload, gives_ids, int_column, taken_at, text_column
+from toolkit.importing.payload import Payload, gives_ids, int_values, taken_at, text_column
 from toolkit.importing.plan import keys_frame, plan_rows
 from toolkit.importing.request import ImportRequest
 from toolkit.importing.rules import ImportRule
@@ -160,7 +160,7 @@ def insert_assets(
             region_id=(
                 as_python(inserts["regionId"]) if _given(inserts, "regionId") else request.region_id
             ),
-            status=int_column(inserts, "status", 1) if _given(inserts, "status") else 1,
+            status=int_values(inserts, "status", 1),
             extra_info=payload.insert_json.iloc[positions].tolist(),
             geometry=taken_at(wkb, positions),
             bounds=bounds[positions],

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 
 from toolkit.importing.outcome import WriteJob
-from toolkit.importing.payload import ITEM_RECORD_FIELDS, Payload, int_column
+from toolkit.importing.payload import ITEM_RECORD_FIELDS, Payload, int_values
 from toolkit.importing.rules import ImportRule
 from toolkit.model.fieldjson import as_python, id_list
 from toolkit.store import SiteStore
@@ -58,8 +58,8 @@ def write_items(
                 event_id=request.event_id,
                 region_id=request.region_id,
                 asset_id=as_python(links_of(payload).iloc[inserts]),
-                status=int_column(rows, "status", 1),
-                is_template=int_column(rows, "isTemplate", 0),
+                status=int_values(rows, "status", 1),
+                is_template=int_values(rows, "isTemplate", 0),
                 tags=tags,
                 fields=payload.insert_json.iloc[inserts].tolist(),
             ),

@@ -46,14 +46,15 @@ ITEM_COLUMNS = {
 
 @dataclass(frozen=True)
 class NewItems:
-    """Columns of items to insert, as plain Python lists of equal length."""
+    """Columns of items to insert, as plain Python lists of equal length (or, where the
+    type allows, one value for all)."""
 
     register_id: str
     event_id: int | None
     region_id: int | None
     asset_id: Sequence[int | None]
-    status: Sequence[int]
-    is_template: Sequence[int]
+    status: Sequence[int] | int  # one value: every row's
+    is_template: Sequence[int] | int
     tags: str
     fields: Sequence[str]
 
