@@ -10,7 +10,7 @@ import pytest
 from toolkit.errors import StoreError
 from toolkit.query.cql import parse_cql
 from toolkit.query.filters import Page, TimeBound
-from toolkit.store import Database, records
+from toolkit.store import Database
 from toolkit.store.audit import AuditStore
 from toolkit.store.items import ItemChanges, ItemStore, NewItems
 from toolkit.store.records import Actor
@@ -240,15 +240,24 @@ def test_sqlite_numbers_new_items_itself_as_the_ids_returned(tmp_path: Path) -> 
 
 
 def test_new_items_numbered_other_than_returned_are_refused(tmp_path: Path) -> None:
-    """Should SQLite number the new rows otherwise than the ids the store reckoned, the
-    insert fails (its transaction rolled back) rather than return ids of other rows."""
+    """Should SQLite number the new rows otherwise than the ids the store reckoned (here a
+    trigger's row takes id 100 while they go in), the insert fails and its transaction
+    is rolled back, rather than return the ids of other rows."""
     db = Database(tmp_path / "site.sqlite")
     site = db.site_id("one", create=True)
     assert site is not None
     items = ItemStore(db.connection, site)
     _insert(db, items, [{"reference": "A"}])
-    with pytest.raises(StoreError, match=r"the new item records were numbered up to 1, not 9"):
-        records._check_numbered(db.connection, "item", range(5, 10))
+    db.connection.execute(
+        "CREATE TEMP TRIGGER jump AFTER INSERT ON main.item WHEN NEW.id = 2 BEGIN "
+        "INSERT INTO item (id, site_id, register_id, date_created, date_modified) "
+        "VALUES (100, NEW.site_id, 'other', 0, 0); END"
+    )
+    with pytest.raises(StoreError, match=r"the new item records were numbered up to 102, not 4"):
+        _insert(db, items, [{"reference": "B"}] * 3)
+    stored = db.connection.execute("SELECT id, fields FROM item ORDER BY id").fetchall()
+    assert [(r[0], json.loads(r[1])) for r in stored] == [(1, {"reference": "A"})]
+    assert db.connection.execute("SELECT count(*) FROM audit_log").fetchone()[0] == 1
 
 
 def test_one_status_for_every_item_is_stored_as_a_list_of_them_would_be(tmp_path: Path) -> None:
