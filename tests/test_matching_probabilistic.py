@@ -365,7 +365,7 @@ def test_an_index_written_as_one_string_keeps_its_fuzzy_side(
         np.array([5, 3, 5, 0, 3, 3, 9], dtype=np.int64),
         np.array([7], dtype=np.int64),
         np.array([], dtype=np.int64),
-        # Too wide to pack beside the positions, and negative: hashed by pandas instead.
+        # Too wide to pack whole beside the positions (their top bits are), and negative.
         np.array([2**62, 1, 2**62, 5], dtype=np.int64),
         np.array([-4, 2, -4], dtype=np.int64),
         np.random.default_rng(3).integers(0, 2**40, 200_000),

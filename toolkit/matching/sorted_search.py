@@ -51,10 +51,12 @@ def stable_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     packed <<= np.uint64(bits)
     packed |= np.arange(n, dtype=np.uint64)
     packed.sort()
-    packed &= np.uint64((1 << bits) - 1)
-    order = packed.view(np.int64)
+    order = (packed & np.uint64((1 << bits) - 1)).view(np.int64)
+    if not dropped:  # the values, whole, are the packed ones' top bits: no gather
+        packed >>= np.uint64(bits)
+        return order, packed.astype(values.dtype, copy=False)
     ordered = values[order]
-    if dropped and bool((ordered[1:] < ordered[:-1]).any()):
+    if bool((ordered[1:] < ordered[:-1]).any()):
         order = np.argsort(values, kind="stable")
         return order, values[order]
     return order, ordered
