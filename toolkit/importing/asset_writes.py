@@ -23,7 +23,14 @@ from toolkit.errors import OptionError
 from toolkit.importing.outcome import NO_ROWS, WriteJob, no_problems
 from toolkit.importing.overwrite import OverwritePlan, normalised_keys
 from toolkit.importing.parts import RowNumbers
-from toolkit.importing.payload import Payload, gives_ids, int_values, taken_at, text_column
+from toolkit.importing.payload import (
+    Payload,
+    gives_ids,
+    gives_values,
+    int_values,
+    taken_at,
+    text_column,
+)
 from toolkit.importing.plan import keys_frame, plan_rows
 from toolkit.importing.request import ImportRequest
 from toolkit.importing.rules import ImportRule
@@ -149,16 +156,20 @@ def insert_assets(
             # A column no row gives is one value for all (written once by the store).
             type=(
                 text_column(inserts, "type", rule.asset_type or "Asset")
-                if _given(inserts, "type")
+                if gives_values(inserts, "type")
                 else rule.asset_type or "Asset"
             ),
             name=as_python(inserts["name"]),
-            code=text_column(inserts, "code", None) if _given(inserts, "code") else None,
+            code=text_column(inserts, "code", None) if gives_values(inserts, "code") else None,
             friendly=(
-                text_column(inserts, "friendly", None) if _given(inserts, "friendly") else None
+                text_column(inserts, "friendly", None)
+                if gives_values(inserts, "friendly")
+                else None
             ),
             region_id=(
-                as_python(inserts["regionId"]) if _given(inserts, "regionId") else request.region_id
+                as_python(inserts["regionId"])
+                if gives_values(inserts, "regionId")
+                else request.region_id
             ),
             status=int_values(inserts, "status", 1),
             extra_info=payload.insert_json.iloc[positions].tolist(),
@@ -172,11 +183,6 @@ def insert_assets(
         ids=given_ids,
         on_rows=on_rows,
     )
-
-
-def _given(frame: pd.DataFrame, name: str) -> bool:
-    """Whether some row of ``frame`` gives a value of the column ``name``."""
-    return name in frame and bool(frame[name].notna().any())
 
 
 def update_assets(

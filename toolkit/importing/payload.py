@@ -140,9 +140,12 @@ def int_values(frame: pd.DataFrame, name: str, default: int) -> list[int] | int:
     """``int_column``, or ``default`` alone when no row gives a value: one value for every
     row, which the store writes into its INSERT rather than bind on each row (a million
     items' status and template flag: 2,000,000 bindings)."""
-    if name not in frame or not bool(frame[name].notna().any()):
-        return default
-    return int_column(frame, name, default)
+    return int_column(frame, name, default) if gives_values(frame, name) else default
+
+
+def gives_values(frame: pd.DataFrame, name: str) -> bool:
+    """Whether some row of ``frame`` gives a value of the column ``name``."""
+    return name in frame and bool(frame[name].notna().any())
 
 
 @overload
