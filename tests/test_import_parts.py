@@ -469,6 +469,71 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
     assert not [t for t in threading.enumerate() if t.name == "toolkit-read-ahead"]
 
 
+def test_the_first_part_is_read_and_checked_while_the_index_loads(
+    world: Path, parcels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fuzzy first pass starts its reader before it loads the asset index: the first
+    part is read and checked meanwhile (the index waits for it here), and the import
+    links as it would have."""
+    from toolkit.importing.rules import apply_rule
+
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    checked = threading.Event()
+    seen_while_loading: list[bool] = []
+
+    def noted(rule: Any, frame: Any, **kwargs: Any) -> Any:
+        prepared = apply_rule(rule, frame, **kwargs)
+        checked.set()
+        return prepared
+
+    loading = LocalSite.asset_index
+
+    def waiting(site: LocalSite) -> Any:
+        seen_while_loading.append(checked.wait(timeout=10))
+        return loading(site)
+
+    monkeypatch.setattr(first_pass, "apply_rule", noted)
+    monkeypatch.setattr(LocalSite, "asset_index", waiting)
+    path = _copied(parcels, tmp_path / "site.sqlite")
+    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+        job = site.run_import(
+            ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
+            )
+        )
+    assert job["status"] == "COMPLETE"
+    assert seen_while_loading[0] is True
+    assert job["summary"]["linking"]["fuzzy"] > 10
+
+
+def test_an_index_that_fails_to_load_fails_the_job_and_stops_the_reader(
+    world: Path,
+    parcels: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The reader already reading the first parts when the index fails to load is stopped:
+    the job fails with the index's message, writes nothing and leaves no reader."""
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+
+    def failing(site: LocalSite) -> Any:
+        raise RuntimeError("the index broke")
+
+    monkeypatch.setattr(LocalSite, "asset_index", failing)
+    path = _copied(parcels, tmp_path / "site.sqlite")
+    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+        job = site.run_import(
+            ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
+            )
+        )
+    assert job["status"] == "FAILED"
+    assert "failed in stage link: RuntimeError: the index broke" in caplog.text
+    assert _rows(path, "SELECT count(*) FROM item") == [(0,)]
+    assert not [t for t in threading.enumerate() if t.name == "toolkit-read-ahead"]
+
+
 def test_a_failure_pairing_fuzzys_texts_in_their_thread_fails_the_import_and_writes_nothing(
     world: Path,
     parcels: Path,

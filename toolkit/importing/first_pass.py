@@ -7,7 +7,7 @@ before fuzzy gave on disk for the second pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, closing
 from dataclasses import replace
 from pathlib import Path
@@ -85,14 +85,6 @@ def fuzzy_first_pass(
     fuzzy's threads leave part of a core free)."""
     if asset_index is None:
         raise OptionError(f"rule {rule.name!r} links assets, but no asset index is available")
-    with stage("link"):
-        progress("fuzzy texts", 0, chunked.count, unit="parts", detail="loading the asset index")
-        shared["index"] = asset_index()
-        # What loading freed goes back: the first part's link would run on top of it
-        # (about 100 MiB at 1,000,000 parcels).
-        release_unused()
-        shared["decisions"] = store.decisions.all()
-    staged: StagedParts[FirstPass] = StagedParts(folder / "first-pass")
 
     def ruled(i: int) -> tuple[int, PartRead, Prepared]:
         """Part ``i`` read and its rule applied (in the read-ahead thread)."""
@@ -108,39 +100,68 @@ def fuzzy_first_pass(
             )
         return i, part, prepared
 
+    # The next part is read and checked while this one is linked: the CSV reader and much
+    # of the rule's column work release the GIL, so the two share the two cores. The first
+    # is read while the index loads, where a core would wait.
+    with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:
+        return _first_pass_parts(
+            store, asset_index, progress, stage, rule, chunked, folder, shared, parts,
+            before_fuzzy,
+        )  # fmt: skip
+
+
+def _first_pass_parts(
+    store: SiteStore,
+    asset_index: IndexProvider,
+    progress: Progress,
+    stage: Callable[[str], AbstractContextManager[None]],
+    rule: ImportRule,
+    chunked: ChunkedSource,
+    folder: Path,
+    shared: dict[str, Any],
+    parts: Iterator[tuple[int, PartRead, Prepared]],
+    before_fuzzy: Callable[[], None] | None,
+) -> StagedParts[FirstPass]:
+    """``fuzzy_first_pass`` of the parts read and ruled by ``parts``."""
+    with stage("link"):
+        progress("fuzzy texts", 0, chunked.count, unit="parts", detail="loading the asset index")
+        shared["index"] = asset_index()
+        # What loading freed goes back: the first part's link would run on top of it
+        # (about 100 MiB at 1,000,000 parcels).
+        release_unused()
+        shared["decisions"] = store.decisions.all()
+    staged: StagedParts[FirstPass] = StagedParts(folder / "first-pass")
+
     index = shared["index"]
     # Left, on an error too, once the pairing under way has ended.
     with job_fuzzy_pairing(index, rule, folder / "fuzzy-pairs") as pairing:
-        # The next part is read and checked while this one is linked: the CSV reader and
-        # much of the rule's column work release the GIL, so the two share the two cores.
-        with closing(read_ahead(ruled(i) for i in range(chunked.count))) as parts:
+        with stage("link"):
+            # What the index builds on first use (2-3 s at a million assets) is built
+            # while the first part is read and checked, where this thread would wait.
+            held_before = index.lookup_structures()
+            report = chunked.report
+            # A text table's geometry is known once a part is read: by its headings
+            # (the grid of a million boxes, 0.5 s, was built in the first part's link).
+            warm_link_index(
+                index,
+                rule,
+                columns=report.columns,
+                geometry=bool(report.geometry_source or report.geometry_columns)
+                or names_geometry(report.columns),
+            )
+        for i, part, prepared in parts:
             with stage("link"):
-                # What the index builds on first use (2-3 s at a million assets) is built
-                # while the first part is read and checked, where this thread would wait.
-                held_before = index.lookup_structures()
-                report = chunked.report
-                # A text table's geometry is known once a part is read: by its headings
-                # (the grid of a million boxes, 0.5 s, was built in the first part's link).
-                warm_link_index(
-                    index,
-                    rule,
-                    columns=report.columns,
-                    geometry=bool(report.geometry_source or report.geometry_columns)
-                    or names_geometry(report.columns),
+                draft, fuzzy_texts = draft_links(
+                    index, part.frame, rule, decisions=shared["decisions"]
                 )
-            for i, part, prepared in parts:
-                with stage("link"):
-                    draft, fuzzy_texts = draft_links(
-                        index, part.frame, rule, decisions=shared["decisions"]
-                    )
-                    # Paired in the pairing's thread while the next part is linked.
-                    pairing.add(fuzzy_texts)
-                    # Each part to disk at once, the last too: the second pass starts with it.
-                    rows_only = replace(part, frame=gpd.GeoDataFrame(index=part.frame.index))
-                    staged.add((prepared, draft, rows_only), len(part.frame), keep=False)
-                del part, prepared, draft, rows_only
-                release_unused()
-                progress("fuzzy texts", i + 1, chunked.count, unit="parts")
+                # Paired in the pairing's thread while the next part is linked.
+                pairing.add(fuzzy_texts)
+                # Each part to disk at once, the last too: the second pass starts with it.
+                rows_only = replace(part, frame=gpd.GeoDataFrame(index=part.frame.index))
+                staged.add((prepared, draft, rows_only), len(part.frame), keep=False)
+            del part, prepared, draft, rows_only
+            release_unused()
+            progress("fuzzy texts", i + 1, chunked.count, unit="parts")
         with stage("link"):
             # The second pass replays the answers of the modes before fuzzy, so the tables
             # they built here are let go before fuzzy joins the job's pairs and fits its
