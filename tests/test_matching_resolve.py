@@ -27,6 +27,8 @@ from toolkit.matching import (
     resolve_with_candidates,
     to_spec_result,
 )
+from toolkit.matching.asset_side import AssetSide
+from toolkit.matching.blocking import KeyGroups
 from toolkit.matching.geocoder import OFFLINE, NoGeocoder
 
 OFF = {"useExternalLookups": False}
@@ -644,6 +646,44 @@ def test_fuzzy_pairing_of_a_jobs_parts_in_a_thread_answers_as_one_batch(
     with modes.FuzzyPairing(index, options) as empty:
         nothing = empty.answers()
     assert nothing.model is None and len(nothing.texts) == 0
+
+
+def test_a_classs_key_groups_are_made_once_for_every_batch_and_lookup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where an asset class leaves some names out, the fuzzy side's key groups of the
+    others are made from its whole key table once per class and kept in the index, not
+    again for each batch of a job's texts or each lookup (which made them every time)."""
+    index = AssetIndex.from_frame(asset_frame())
+    side = index.fuzzy_side()
+    made: list[int] = []
+    groups_for = AssetSide.groups_for
+
+    def counted(self: AssetSide, allowed_rows: np.ndarray) -> KeyGroups:
+        made.append(int(allowed_rows.sum()))
+        return groups_for(self, allowed_rows)
+
+    monkeypatch.setattr(AssetSide, "groups_for", counted)
+    spec = {**OFF, "mode": "fuzzy", "assetClass": "Property"}
+    parts = [
+        pd.Series(["12 Smiyh St Richmond", "3 Nowhere Rd"]),
+        pd.Series(["14 Smith Street", "12 Xmith St Richmond"]),
+        pd.Series(["7 Twin Ct Carlton", "1 Hydrant Lane"]),
+    ]
+    with modes.FuzzyPairing(index, checked_options(index, spec), threaded=False) as pairing:
+        for part in parts:
+            pairing.add(part)
+        paired = pairing.answers()
+    looked_up = [resolve(index, queries(*part.tolist()), spec) for part in parts]
+    names = np.zeros(len(side.parsed), dtype=bool)
+    names[side.codes[index.allowed("Property")]] = True
+    assert 0 < names.sum() < len(names)  # the class leaves some names out
+    assert made == [int(names.sum())]  # once, for the names of the class
+    kept, fresh = pairing.groups, groups_for(side, names)
+    for name in ("keys", "start", "rows"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(fresh, name))
+    assert (paired.result.asset >= 0).sum() >= 2
+    assert sum((r["asset_position"] >= 0).sum() for r in looked_up) >= 2
 
 
 @pytest.mark.parametrize("fit_queries", [probabilistic.FIT_QUERIES, 2])
