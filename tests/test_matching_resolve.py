@@ -27,7 +27,6 @@ from toolkit.matching import (
     resolve_with_candidates,
     to_spec_result,
 )
-from toolkit.matching.asset_side import AssetSide
 from toolkit.matching.blocking import KeyGroups
 from toolkit.matching.geocoder import OFFLINE, NoGeocoder
 
@@ -652,18 +651,19 @@ def test_a_classs_key_groups_are_made_once_for_every_batch_and_lookup(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Where an asset class leaves some names out, the fuzzy side's key groups of the
-    others are made from its whole key table once per class and kept in the index, not
-    again for each batch of a job's texts or each lookup (which made them every time)."""
+    others are made from its whole key table once and kept with the side, not again for
+    each batch of a job's texts or each lookup (which made them every time); they are
+    the groups of those names."""
     index = AssetIndex.from_frame(asset_frame())
     side = index.fuzzy_side()
     made: list[int] = []
-    groups_for = AssetSide.groups_for
+    grouped = KeyGroups.of.__func__  # type: ignore[attr-defined]
 
-    def counted(self: AssetSide, allowed_rows: np.ndarray) -> KeyGroups:
-        made.append(int(allowed_rows.sum()))
-        return groups_for(self, allowed_rows)
+    def counted(cls: type[KeyGroups], key_rows: Any, keys: Any, allowed: Any = None) -> Any:
+        made.append(-1 if allowed is None else int(allowed.sum()))
+        return grouped(cls, key_rows, keys, allowed)
 
-    monkeypatch.setattr(AssetSide, "groups_for", counted)
+    monkeypatch.setattr(KeyGroups, "of", classmethod(counted))
     spec = {**OFF, "mode": "fuzzy", "assetClass": "Property"}
     parts = [
         pd.Series(["12 Smiyh St Richmond", "3 Nowhere Rd"]),
@@ -679,9 +679,11 @@ def test_a_classs_key_groups_are_made_once_for_every_batch_and_lookup(
     names[side.codes[index.allowed("Property")]] = True
     assert 0 < names.sum() < len(names)  # the class leaves some names out
     assert made == [int(names.sum())]  # once, for the names of the class
-    kept, fresh = pairing.groups, groups_for(side, names)
+    kept, fresh = side.groups_for(names), grouped(KeyGroups, *side.key_table(), names)
     for name in ("keys", "start", "rows"):
         np.testing.assert_array_equal(getattr(kept, name), getattr(fresh, name))
+    assert set(kept.rows.tolist()) <= set(np.flatnonzero(names).tolist())
+    assert side.groups_for(np.ones(len(names), dtype=bool)) is side.groups
     assert (paired.result.asset >= 0).sum() >= 2
     assert sum((r["asset_position"] >= 0).sum() for r in looked_up) >= 2
 

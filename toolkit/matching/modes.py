@@ -26,7 +26,6 @@ from toolkit.errors import OptionError
 from toolkit.matching import accuracy, probabilistic
 from toolkit.matching.address import Analysis, Structure, Words
 from toolkit.matching.asset_side import AssetSide
-from toolkit.matching.blocking import KeyGroups
 from toolkit.matching.index import (
     AssetIndex,
     KeyTable,
@@ -670,7 +669,6 @@ class FuzzyPairing:
         self.side = index.fuzzy_side()
         self.allowed = index.allowed(options.asset_class)
         self.per_row = _assets_per_row(self.side, self.allowed)
-        self.groups = _fuzzy_groups(index, self.side, self.per_row, options.asset_class)
         self.asset_class = options.asset_class
         self.folder = folder
         self._texts: list[pd.Series] = []
@@ -735,13 +733,13 @@ class FuzzyPairing:
         words, parts, codes = subset_words(analysed.analysis())
         del analysed  # its analysis: every text's words again
         if self._pool is None:
-            pieces = _paired(self.side, words, parts, self.groups)
+            pieces = _paired(self.side, words, parts, self.per_row)
         else:
             # Beside the caller's linking, one thread compares (a second would take the
             # core the caller links on), in small ranges: their temporaries are held beside
             # the caller's (a million-row job's peak: 1,906-1,910 MiB in ranges of 20,000
             # queries, 1,744-1,772 in ranges of 5,000; the pairing took the same time).
-            pieces = _paired(self.side, words, parts, self.groups, 1, BESIDE_RANGE_QUERIES)
+            pieces = _paired(self.side, words, parts, self.per_row, 1, BESIDE_RANGE_QUERIES)
         q, comparison = _joined(pieces)
         n_present = int(probabilistic.present_queries(q)[-1]) + 1 if len(q) else 0
         if self.folder is None:
@@ -873,32 +871,21 @@ def _assets_per_row(side: AssetSide, allowed: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _fuzzy_groups(
-    index: AssetIndex, side: AssetSide, per_row: np.ndarray, asset_class: str | None
-) -> KeyGroups:
-    """The fuzzy side's key groups of the asset rows (distinct names) some allowed asset
-    holds (``per_row``), kept in the index per class: where some rows are not allowed
-    they are made from the side's whole key table (at a million assets 0.2 s, and 0.8 s
-    to read that table first), which each batch of a job's texts made again."""
-    return index.derived(  # type: ignore[no-any-return]
-        f"fuzzy groups of {asset_class!r}", lambda: side.groups_for(per_row > 0)
-    )
-
-
 def _paired(
     side: AssetSide,
     words: Words,
     parts: Structure,
-    groups: KeyGroups,
+    per_row: np.ndarray,
     threads: int | None = None,
     range_queries: int | None = None,
 ) -> list[tuple[np.ndarray, probabilistic.Comparison]]:
     """The candidate pairs of the distinct queries ``words`` (``subset_words``) among the
-    asset rows of ``groups`` (``_fuzzy_groups``), and their comparison, parsed and
+    asset rows some allowed asset holds (``per_row``), and their comparison, parsed and
     paired ``PAIR_QUERIES`` queries at a time, only their pairs kept (``_joined`` makes
     them one): parsing a million-row job's every text at once, beside its pairing's
     temporaries, was the import's highest point of memory. A query's parse and pairs are
     its own, so the pairs are those of one pass, in the same order."""
+    groups = side.groups_for(per_row > 0)
 
     def compared(queries: Parsed, start: int) -> tuple[np.ndarray, probabilistic.Comparison]:
         q, comparison = probabilistic.compared_candidates(
@@ -1048,8 +1035,7 @@ def _fuzzy_pairs(
     words, parts, codes = subset_words(batch.analysis())
     per_row = _assets_per_row(side, index.allowed(options.asset_class))
     n_queries = words.n_rows
-    groups = _fuzzy_groups(index, side, per_row, options.asset_class)
-    q, comparison = _joined(_paired(side, words, parts, groups))
+    q, comparison = _joined(_paired(side, words, parts, per_row))
     if not len(q):
         return None
     if model is None:
