@@ -116,6 +116,20 @@ def _import(
     return result.exit_code, summary
 
 
+def _damage_import(world: Path, parcels: Path, folder: Path) -> tuple[dict[str, Any], Path]:
+    """The fuzzy sample import into a copy of the parcels' site in ``folder``: its job and
+    the site."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = _copied(parcels, folder / "site.sqlite")
+    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
+        job = site.run_import(
+            ImportRequest(
+                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
+            )
+        )
+    return job, path
+
+
 def _rows(site: Path, sql: str) -> list[tuple[object, ...]]:
     with sqlite3.connect(site) as conn:
         return list(conn.execute(sql))
@@ -454,13 +468,7 @@ def test_a_failure_reading_ahead_in_the_first_pass_fails_the_job_and_stops_the_r
         return apply_rule(rule, frame, **kwargs)
 
     monkeypatch.setattr(first_pass, "apply_rule", failing)
-    path = _copied(parcels, tmp_path / "site.sqlite")
-    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-        job = site.run_import(
-            ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
-            )
-        )
+    job, path = _damage_import(world, parcels, tmp_path)
     assert job["status"] == "FAILED"
     assert "failed in stage validate: RuntimeError: the rule broke on part 3" in caplog.text
     assert checked == [0, 1, 2]  # nothing was read after the failure
@@ -492,18 +500,16 @@ def test_the_first_part_is_read_and_checked_while_the_index_loads(
         seen_while_loading.append(checked.wait(timeout=10))
         return loading(site)
 
+    plain, plain_path = _damage_import(world, parcels, tmp_path / "plain")
     monkeypatch.setattr(first_pass, "apply_rule", noted)
     monkeypatch.setattr(LocalSite, "asset_index", waiting)
-    path = _copied(parcels, tmp_path / "site.sqlite")
-    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-        job = site.run_import(
-            ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
-            )
-        )
-    assert job["status"] == "COMPLETE"
-    assert seen_while_loading[0] is True
+    job, path = _damage_import(world, parcels, tmp_path)
+    assert job["status"] == plain["status"] == "COMPLETE"
+    assert seen_while_loading == [True]
+    assert job["summary"]["linking"] == plain["summary"]["linking"]
     assert job["summary"]["linking"]["fuzzy"] > 10
+    links = "SELECT row, asset_id, mode, accuracy FROM import_link ORDER BY row"
+    assert _rows(path, links) == _rows(plain_path, links)
 
 
 def test_an_index_that_fails_to_load_fails_the_job_and_stops_the_reader(
@@ -521,13 +527,7 @@ def test_an_index_that_fails_to_load_fails_the_job_and_stops_the_reader(
         raise RuntimeError("the index broke")
 
     monkeypatch.setattr(LocalSite, "asset_index", failing)
-    path = _copied(parcels, tmp_path / "site.sqlite")
-    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-        job = site.run_import(
-            ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
-            )
-        )
+    job, path = _damage_import(world, parcels, tmp_path)
     assert job["status"] == "FAILED"
     assert "failed in stage link: RuntimeError: the index broke" in caplog.text
     assert _rows(path, "SELECT count(*) FROM item") == [(0,)]
@@ -557,13 +557,7 @@ def test_a_failure_pairing_fuzzys_texts_in_their_thread_fails_the_import_and_wri
         return real(side, words, *args)
 
     monkeypatch.setattr(modes, "_paired", failing)
-    path = _copied(parcels, tmp_path / "site.sqlite")
-    with LocalSite(path, "default", rule_paths=[world / "rules"]) as site:
-        job = site.run_import(
-            ImportRequest(
-                "item", "damage-assessments", world / "damage.csv", event_id=EVENT, region_id=1
-            )
-        )
+    job, path = _damage_import(world, parcels, tmp_path)
     assert job["status"] == "FAILED"
     assert (
         "failed in stage link: RuntimeError: pairing broke on the second part's texts"
