@@ -130,6 +130,8 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"{N} s; peak memory {N} MiB \(target < {N}\)",
             rf"its links' recording process \(an import of {N} rows or more has one\) peak "
             rf"memory {N} MiB",
+            rf"its fuzzy texts' pairing process \(an import of {N} rows or more has one\) "
+            rf"peak memory {N} MiB",
             r"the same item import again into the same event in a new process \(every row "
             rf"unchanged\) {N} s, its plan stage {N} s; peak memory {N} MiB",
         ],
@@ -226,6 +228,8 @@ SMOKE: dict[str, tuple[list[str], list[str], set[int]]] = {
             rf"item import of 300 rows: {N} s; peak memory {N} MiB \(target < 3072\)",
             rf"  its links' recording process \(an import of {N} rows or more has one\) peak "
             rf"memory {N} MiB",
+            rf"  its fuzzy texts' pairing process \(an import of {N} rows or more has one\) "
+            rf"peak memory {N} MiB",
             rf"item import of 600 rows: {N} s; peak memory {N} MiB \(target < 3072\)",
             rf"time 600 rows / 300 rows: {N} for 2.0x the rows \(linear or better: <= 2.0\)",
         ],

@@ -512,6 +512,36 @@ def test_the_first_part_is_read_and_checked_while_the_index_loads(
     assert _rows(path, links) == _rows(plain_path, links)
 
 
+def test_a_large_jobs_texts_paired_by_a_process_of_their_own_link_as_in_a_thread(
+    world: Path, parcels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From ``OWN_PROCESS_ROWS`` rows a job's fuzzy texts are paired and answered by a
+    process of its own: the import's counts and links are those of the pairing thread."""
+    from toolkit.importing import partitions
+    from toolkit.matching import pairing_process
+
+    monkeypatch.setenv("TOOLKIT_CHUNK_ROWS", "37")
+    in_thread, thread_path = _damage_import(world, parcels, tmp_path / "thread")
+    answered: list[float | None] = []
+    answers = pairing_process.ProcessPairing.answers
+
+    def noted(pairing: pairing_process.ProcessPairing) -> Any:
+        given = answers(pairing)
+        answered.append(pairing.peak_mib)
+        return given
+
+    monkeypatch.setattr(partitions, "OWN_PROCESS_ROWS", 1)
+    monkeypatch.setattr(pairing_process.ProcessPairing, "answers", noted)
+    by_process, process_path = _damage_import(world, parcels, tmp_path / "process")
+    assert len(answered) == 1 and answered[0] is not None  # the process answered
+    assert by_process["status"] == in_thread["status"] == "COMPLETE"
+    assert by_process["summary"]["counts"] == in_thread["summary"]["counts"]
+    assert by_process["summary"]["linking"] == in_thread["summary"]["linking"]
+    assert by_process["summary"]["linking"]["fuzzy"] > 10
+    links = "SELECT row, asset_id, mode, accuracy, probability, err FROM import_link ORDER BY row"
+    assert _rows(process_path, links) == _rows(thread_path, links)
+
+
 def test_an_index_that_fails_to_load_fails_the_job_and_stops_the_reader(
     world: Path,
     parcels: Path,
@@ -685,8 +715,8 @@ def test_a_fuzzy_first_pass_lets_go_of_the_tables_it_built_and_keeps_the_others(
 
     saved_pairs: list[list[str]] = []
 
-    def noted_pairing(index: Any, rule: Any, folder: Path) -> FuzzyPairing:
-        pairing = pairing_of(index, rule, folder)
+    def noted_pairing(index: Any, rule: Any, folder: Path, *, rows: int) -> FuzzyPairing:
+        pairing = pairing_of(index, rule, folder)  # in a thread: its pairs are looked at
         answers = pairing.answers
 
         def noted() -> FuzzyAnswers:

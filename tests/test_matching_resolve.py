@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from toolkit.matching import (
     checked_options,
     lookup_one,
     modes,
+    pairing_process,
     probabilistic,
     queries_from_spec,
     resolve,
@@ -686,6 +688,91 @@ def test_a_classs_key_groups_are_made_once_for_every_batch_and_lookup(
     assert side.groups_for(np.ones(len(names), dtype=bool)) is side.groups
     assert (paired.result.asset >= 0).sum() >= 2
     assert sum((r["asset_position"] >= 0).sum() for r in looked_up) >= 2
+
+
+PROCESS_PARTS = [
+    pd.Series(["12 Smiyh St Richmond", "12 Smith St Richmond", "12 Smiyh St Richmond"]),
+    pd.Series(["14 Smith Street", "12 Smith St Richmond", "Zzz"]),
+    pd.Series([], dtype=object),
+    pd.Series(["12 smith st richmond", "3 Nowhere Rd", "12 Xmith St Richmond"]),
+]
+
+
+def _process_answers(
+    index: AssetIndex, folder: Path
+) -> tuple[modes.FuzzyAnswers, modes.FuzzyAnswers, pairing_process.ProcessPairing]:
+    """The answers of a pairing process to ``PROCESS_PARTS``, and of the same texts
+    paired here at once."""
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    every = pd.Series(pd.unique(pd.concat(PROCESS_PARTS, ignore_index=True)))
+    with pairing_process.ProcessPairing(index, options, folder) as pairing:
+        for part in PROCESS_PARTS:
+            pairing.add(part)
+        answered = pairing.answers()
+    return answered, modes.FuzzyAnswers.of(index, every, options), pairing
+
+
+def test_a_pairing_process_answers_as_the_pairing_here(index: AssetIndex, tmp_path: Path) -> None:
+    """A large job pairs its texts in a process of its own: sent each part's new texts,
+    it answers every text as pairing them here at once does, tells its peak memory, and
+    has ended once it has answered."""
+    answered, whole, pairing = _process_answers(index, tmp_path / "pairing")
+    assert list(answered.texts) == list(whole.texts)
+    assert_same_answers(answered, whole)
+    assert (whole.result.asset >= 0).sum() >= 2 and (whole.result.asset < 0).sum() >= 2
+    assert pairing.peak_mib is not None and pairing.peak_mib > 10
+    assert pairing._process is None  # waited for
+    assert sorted(p.name for p in (tmp_path / "pairing" / "pairs").iterdir()) == [
+        "pairs-00000.npz",
+        "pairs-00001.npz",
+        "pairs-00002.npz",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("program", "why"),
+    [
+        ("import sys; sys.exit(3)", "exit status 3"),
+        (
+            "from toolkit.matching.pairing_process import main; main('/no/such/folder')",
+            "FileNotFoundError",
+        ),
+    ],
+)
+def test_a_pairing_process_that_fails_leaves_the_pairing_here_with_a_warning(
+    index: AssetIndex,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    program: str,
+    why: str,
+) -> None:
+    """A pairing process that ends at once, or fails and says why, loses nothing: the
+    texts are paired here and answered as they would have been, and a warning says why."""
+    monkeypatch.setattr(pairing_process, "_PROGRAM", program)
+    answered, whole, pairing = _process_answers(index, tmp_path / "pairing")
+    assert_same_answers(answered, whole)
+    assert list(answered.texts) == list(whole.texts)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("pairs the texts in this process" in w and why in w for w in warned), warned
+    assert pairing.peak_mib is None
+
+
+def test_a_job_that_ends_before_its_answers_stops_its_pairing_process(
+    index: AssetIndex, tmp_path: Path
+) -> None:
+    """A job that fails before asking for answers leaves no pairing process behind."""
+    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    processes: list[subprocess.Popen[bytes] | None] = []
+    with (
+        pytest.raises(RuntimeError, match="the job broke"),
+        pairing_process.ProcessPairing(index, options, tmp_path / "pairing") as pairing,
+    ):
+        pairing.add(PROCESS_PARTS[0])
+        processes.append(pairing._process)
+        raise RuntimeError("the job broke")
+    assert processes[0] is not None and processes[0].poll() is not None
+    assert pairing._process is None
 
 
 @pytest.mark.parametrize("fit_queries", [probabilistic.FIT_QUERIES, 2])

@@ -40,6 +40,7 @@ import pyarrow.csv as pa_csv
 import pyogrio
 
 from toolkit.importing.pipeline import ImportRequest
+from toolkit.matching.pairing_process import OWN_PROCESS_ROWS as PAIRING_ROWS
 from toolkit.sample.generate import generate
 from toolkit.site import LocalSite
 from toolkit.store.database import BULK_CACHE_KIB, _statements
@@ -166,8 +167,8 @@ from pathlib import Path
 from toolkit.importing.pipeline import ImportRequest
 from toolkit.site import LocalSite
 sys.path.insert(0, sys.argv[3])
-from recorder_peak import watch_recorder
-recorder = watch_recorder()
+from recorder_peak import watch_pairing, watch_recorder
+recorder, pairing = watch_recorder(), watch_pairing()
 with LocalSite(sys.argv[1], "bench") as site:
     event = (site.create_event({"name": "Benchmark, the import alone"})["id"]
              if len(sys.argv) < 5 else int(sys.argv[4]))
@@ -179,7 +180,7 @@ fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
 print(json.dumps({"status": job["status"], "seconds": seconds, "counts": job["summary"]["counts"],
                   "plan": job["summary"]["timings"]["plan"],
                   "peak": int(fields["VmHWM"].split()[0]) / 1024,
-                  "recorder": max(recorder, default=0.0)}))
+                  "recorder": max(recorder, default=0.0), "pairing": max(pairing, default=0.0)}))
 """
 
 
@@ -470,6 +471,10 @@ def main() -> None:
         print(
             f"its links' recording process (an import of {RECORDER_ROWS:,} rows or more has "
             f"one) peak memory {fresh['recorder']:,.0f} MiB"
+        )
+        print(
+            f"its fuzzy texts' pairing process (an import of {PAIRING_ROWS:,} rows or more has "
+            f"one) peak memory {fresh['pairing']:,.0f} MiB"
         )
         print(
             f"the same item import again into the same event in a new process (every row "

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolkit.matching.pairing_process import OWN_PROCESS_ROWS as PAIRING_ROWS
 from toolkit.store.link_recorder import OWN_PROCESS_ROWS as RECORDER_ROWS
 
 PEAK_TARGET_MIB = 3072  # issue 17: a 5,000,000-row item import with peak < 3 GiB
@@ -67,12 +68,12 @@ def rule_folder(folder: Path) -> Path:
 
 def child(site_path: str, items: str, rules: str, event: int, rule: str) -> None:
     """One item import in this (fresh) process; prints its figures as JSON."""
-    from recorder_peak import watch_recorder
+    from recorder_peak import watch_pairing, watch_recorder
 
     from toolkit.importing.pipeline import ImportRequest
     from toolkit.site import LocalSite
 
-    recorder = watch_recorder()
+    recorder, pairing = watch_recorder(), watch_pairing()
     with LocalSite(Path(site_path), "bench", rule_paths=[Path(rules)]) as site:
         request = ImportRequest(
             "item", RULE_NAMES[rule], Path(items), event_id=event, region_id=1, dry_run=True
@@ -97,6 +98,7 @@ def child(site_path: str, items: str, rules: str, event: int, rule: str) -> None
                 "counts": summary["counts"],
                 "peak": peak_rss_mib(),
                 "recorder": max(recorder, default=0.0),
+                "pairing": max(pairing, default=0.0),
             }
         )
     )
@@ -268,6 +270,10 @@ def main() -> None:
             print(
                 f"  its links' recording process (an import of {RECORDER_ROWS:,} rows or more "
                 f"has one) peak memory {results[n]['recorder']:,.0f} MiB"
+            )
+            print(
+                f"  its fuzzy texts' pairing process (an import of {PAIRING_ROWS:,} rows or "
+                f"more has one) peak memory {results[n]['pairing']:,.0f} MiB"
             )
         if large != small:
             growth = results[large]["seconds"] / results[small]["seconds"]

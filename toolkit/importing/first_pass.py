@@ -134,7 +134,7 @@ def _first_pass_parts(
 
     index = shared["index"]
     # Left, on an error too, once the pairing under way has ended.
-    with job_fuzzy_pairing(index, rule, folder / "fuzzy-pairs") as pairing:
+    with job_fuzzy_pairing(index, rule, folder / "fuzzy-pairs", rows=sum(chunked.sizes)) as pairing:
         with stage("link"):
             # What the index builds on first use (2-3 s at a million assets) is built
             # while the first part is read and checked, where this thread would wait.

@@ -32,6 +32,7 @@ from toolkit.matching.modes import (
     match_fuzzy,
 )
 from toolkit.matching.options import LookupOptions
+from toolkit.matching.pairing_process import OWN_PROCESS_ROWS, ProcessPairing
 from toolkit.matching.probabilistic import Model
 from toolkit.progress import Progress
 from toolkit.sources import SourceProblem
@@ -194,11 +195,14 @@ def job_fuzzy_model(
 
 
 def job_fuzzy_pairing(
-    index: AssetIndex, rule: ImportRule, folder: Path | None = None
-) -> FuzzyPairing:
+    index: AssetIndex, rule: ImportRule, folder: Path | None = None, *, rows: int = 0
+) -> FuzzyPairing | ProcessPairing:
     """Mode fuzzy's pairing of a job's texts as its parts find them (``FuzzyPairing``),
     their pairs waiting in ``folder`` if given: its ``answers`` are those of
-    ``job_fuzzy_model``'s model to every text added."""
+    ``job_fuzzy_model``'s model to every text added. A job of ``rows`` rows from
+    ``OWN_PROCESS_ROWS`` pairs them in a process of its own (``ProcessPairing``)."""
+    if folder is not None and rows >= OWN_PROCESS_ROWS:
+        return ProcessPairing(index, _job_options(rule), folder)
     return FuzzyPairing(index, _job_options(rule), folder=folder)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -619,6 +619,38 @@ BESIDE_RANGE_QUERIES = 5_000
 
 
 @dataclass(frozen=True)
+class PairingState:
+    """What pairing a job's texts takes of the index: its fuzzy side, the assets that may
+    be returned, how many of them hold each asset row (distinct name), and their class.
+    A pairing process is sent it (``portable``)."""
+
+    side: AssetSide
+    allowed: np.ndarray
+    per_row: np.ndarray
+    asset_class: str | None
+
+    @classmethod
+    def of(cls, index: AssetIndex, options: LookupOptions) -> PairingState:
+        side = index.fuzzy_side()
+        allowed = index.allowed(options.asset_class)
+        per_row = _assets_per_row(side, allowed)
+        # The key groups of the class's names, made now (and kept by the side): a process
+        # sent the side without its whole key table could not make them.
+        side.groups_for(per_row > 0)
+        return cls(side, allowed, per_row, options.asset_class)
+
+    def portable(self) -> PairingState:
+        """This state without the side's table of every key (pairing reads the groups
+        made of it): at a million assets 80 MiB to send, not 300."""
+        parsed = replace(
+            self.side.parsed,
+            key_rows=np.zeros(0, dtype=np.int32),
+            keys=np.zeros(0, dtype=np.uint64),
+        )
+        return replace(self, side=replace(self.side, parsed=parsed, _key_source={}))
+
+
+@dataclass(frozen=True)
 class _PairedTexts:
     """What ``FuzzyPairing`` made of one batch of texts: each text's parsed row (query),
     the number of queries and of those with a candidate, and their pairs (query rows from
@@ -666,11 +698,27 @@ class FuzzyPairing:
         folder: Path | None = None,
     ):
         # Taken here, in the caller's thread: the pairing thread only reads them.
-        self.side = index.fuzzy_side()
-        self.allowed = index.allowed(options.asset_class)
-        self.per_row = _assets_per_row(self.side, self.allowed)
-        self.asset_class = options.asset_class
+        self._begin(PairingState.of(index, options), threaded, threaded, folder)
+
+    @classmethod
+    def of_state(
+        cls, state: PairingState, *, beside: bool, folder: Path | None = None
+    ) -> FuzzyPairing:
+        """A pairing in the caller's thread from ``state`` (a pairing process's: see
+        ``pairing_process``), pairing as the thread does beside a job's linking if
+        ``beside``."""
+        pairing = cls.__new__(cls)
+        pairing._begin(state, False, beside, folder)
+        return pairing
+
+    def _begin(
+        self, state: PairingState, threaded: bool, beside: bool, folder: Path | None
+    ) -> None:
+        self.state = state
+        self.side, self.allowed, self.per_row = state.side, state.allowed, state.per_row
+        self.asset_class = state.asset_class
         self.folder = folder
+        self.beside = beside
         self._texts: list[pd.Series] = []
         self._seen: set[str] = set()
         self._paired: list[Future[_PairedTexts]] = []
@@ -692,16 +740,9 @@ class FuzzyPairing:
         for earlier in self._paired:
             if earlier.done() and earlier.exception() is not None:
                 earlier.result()
-        text = pd.unique(texts.fillna("").astype("str").to_numpy(dtype=object))
-        # The texts of earlier parts are kept in a set, probed once per distinct text of
-        # this part: pandas' isin hashed every earlier text again at each part (0.8 s a
-        # part once a million texts were seen; 11 ms by the set).
-        new = np.fromiter((t not in self._seen for t in text), dtype=bool, count=len(text))
-        if not new.any():
+        distinct = self.taken(texts)
+        if distinct is None:
             return
-        distinct = pd.Series(text[new], dtype=object)
-        self._seen.update(distinct)
-        self._texts.append(distinct)
         batch = len(self._paired)
         if self._pool is not None:
             self._paired.append(self._pool.submit(self._pair, distinct, batch))
@@ -709,6 +750,26 @@ class FuzzyPairing:
         done: Future[_PairedTexts] = Future()
         done.set_result(self._pair(distinct, batch))
         self._paired.append(done)
+
+    @property
+    def taken_texts(self) -> list[pd.Series]:
+        """The texts taken so far, a batch a part (each distinct and new)."""
+        return self._texts
+
+    def taken(self, texts: pd.Series) -> pd.Series | None:
+        """The texts among ``texts`` not taken before, in their first-occurrence order,
+        now taken; None when none is new."""
+        text = pd.unique(texts.fillna("").astype("str").to_numpy(dtype=object))
+        # The texts of earlier parts are kept in a set, probed once per distinct text of
+        # this part: pandas' isin hashed every earlier text again at each part (0.8 s a
+        # part once a million texts were seen; 11 ms by the set).
+        new = np.fromiter((t not in self._seen for t in text), dtype=bool, count=len(text))
+        if not new.any():
+            return None
+        distinct = pd.Series(text[new], dtype=object)
+        self._seen.update(distinct)
+        self._texts.append(distinct)
+        return distinct
 
     def _pair_waiting_parts(self) -> None:
         """Pair here, from the last back, the parts still waiting for the pairing thread,
@@ -732,7 +793,7 @@ class FuzzyPairing:
         analysed = QueryBatch(texts)
         words, parts, codes = subset_words(analysed.analysis())
         del analysed  # its analysis: every text's words again
-        if self._pool is None:
+        if not self.beside:
             pieces = _paired(self.side, words, parts, self.per_row)
         else:
             # Beside the caller's linking, one thread compares (a second would take the
