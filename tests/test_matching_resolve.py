@@ -699,11 +699,11 @@ PROCESS_PARTS = [
 
 
 def _process_answers(
-    index: AssetIndex, folder: Path
+    index: AssetIndex, folder: Path, asset_class: str | None = None
 ) -> tuple[modes.FuzzyAnswers, modes.FuzzyAnswers, pairing_process.ProcessPairing]:
     """The answers of a pairing process to ``PROCESS_PARTS``, and of the same texts
     paired here at once."""
-    options = checked_options(index, {**OFF, "mode": "fuzzy"})
+    options = checked_options(index, {**OFF, "mode": "fuzzy", "assetClass": asset_class})
     every = pd.Series(pd.unique(pd.concat(PROCESS_PARTS, ignore_index=True)))
     with pairing_process.ProcessPairing(index, options, folder) as pairing:
         for part in PROCESS_PARTS:
@@ -712,11 +712,15 @@ def _process_answers(
     return answered, modes.FuzzyAnswers.of(index, every, options), pairing
 
 
-def test_a_pairing_process_answers_as_the_pairing_here(index: AssetIndex, tmp_path: Path) -> None:
+@pytest.mark.parametrize("asset_class", [None, "Property"])
+def test_a_pairing_process_answers_as_the_pairing_here(
+    index: AssetIndex, tmp_path: Path, asset_class: str | None
+) -> None:
     """A large job pairs its texts in a process of its own: sent each part's new texts,
-    it answers every text as pairing them here at once does, tells its peak memory, and
-    has ended once it has answered."""
-    answered, whole, pairing = _process_answers(index, tmp_path / "pairing")
+    it answers every text as pairing them here at once does (also for a class that
+    leaves some names out: it is sent their key groups, not the whole key table), tells
+    its peak memory, and has ended once it has answered."""
+    answered, whole, pairing = _process_answers(index, tmp_path / "pairing", asset_class)
     assert list(answered.texts) == list(whole.texts)
     assert_same_answers(answered, whole)
     assert (whole.result.asset >= 0).sum() >= 2 and (whole.result.asset < 0).sum() >= 2
@@ -727,6 +731,24 @@ def test_a_pairing_process_answers_as_the_pairing_here(index: AssetIndex, tmp_pa
         "pairs-00001.npz",
         "pairs-00002.npz",
     ]
+
+
+def test_a_side_sent_without_its_key_table_refuses_to_make_other_groups(
+    index: AssetIndex,
+) -> None:
+    """What a pairing process is sent has the key groups of its class's names made, and
+    no key table: groups of other names cannot be made there, and asking is an error,
+    not an empty table (every text would go unmatched)."""
+    options = checked_options(index, {**OFF, "mode": "fuzzy", "assetClass": "Property"})
+    state = modes.PairingState.of(index, options)
+    sent = state.portable().side
+    assert len(sent.parsed.keys) == 0 < len(state.side.key_table()[1])
+    names = state.per_row > 0
+    assert not names.all()
+    kept = sent.groups_for(names)  # made before it was sent
+    np.testing.assert_array_equal(kept.rows, state.side.groups_for(names).rows)
+    with pytest.raises(MatchingError, match="sent without its key table"):
+        sent.groups_for(~names)
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,10 @@ class AssetSide:
 
     def key_table(self) -> tuple[np.ndarray, np.ndarray]:
         """Every distinct name's blocking keys (rows, keys; sorted by key), read on first
-        use when the side was read without them."""
+        use when the side was read without them; a side sent without them (to a pairing
+        process) has none to read, which is an error, not an empty table."""
+        if self._key_source.get("left_out"):
+            raise MatchingError("the fuzzy side was sent without its key table")
         if "load" not in self._key_source:
             return self.parsed.key_rows, self.parsed.keys
         if "table" not in self._key_source:

@@ -647,7 +647,8 @@ class PairingState:
             key_rows=np.zeros(0, dtype=np.int32),
             keys=np.zeros(0, dtype=np.uint64),
         )
-        return replace(self, side=replace(self.side, parsed=parsed, _key_source={}))
+        left_out = {"left_out": True}  # asked for, it is an error (``key_table``)
+        return replace(self, side=replace(self.side, parsed=parsed, _key_source=left_out))
 
 
 @dataclass(frozen=True)
