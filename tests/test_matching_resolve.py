@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from toolkit.matching import (
 )
 from toolkit.matching.blocking import KeyGroups
 from toolkit.matching.geocoder import OFFLINE, NoGeocoder
+from toolkit.own_process import start_main
 
 OFF = {"useExternalLookups": False}
 
@@ -754,11 +756,8 @@ def test_a_side_sent_without_its_key_table_refuses_to_make_other_groups(
 @pytest.mark.parametrize(
     ("program", "why"),
     [
-        ("import sys; sys.exit(3)", "exit status 3"),
-        (
-            "from toolkit.matching.pairing_process import main; main('/no/such/folder')",
-            "FileNotFoundError",
-        ),
+        ("exits", "exit status 3"),
+        ("fails", "FileNotFoundError"),
     ],
 )
 def test_a_pairing_process_that_fails_leaves_the_pairing_here_with_a_warning(
@@ -771,7 +770,18 @@ def test_a_pairing_process_that_fails_leaves_the_pairing_here_with_a_warning(
 ) -> None:
     """A pairing process that ends at once, or fails and says why, loses nothing: the
     texts are paired here and answered as they would have been, and a warning says why."""
-    monkeypatch.setattr(pairing_process, "_PROGRAM", program)
+
+    def started(folder: Path, errors: Any) -> subprocess.Popen[bytes]:
+        if program == "exits":
+            return subprocess.Popen(
+                [sys.executable, "-c", "import sys; sys.exit(3)"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+            )
+        return start_main(pairing_process.__name__, "/no/such/folder", stderr=errors)
+
+    monkeypatch.setattr(pairing_process, "_start", started)
     answered, whole, pairing = _process_answers(index, tmp_path / "pairing")
     assert_same_answers(answered, whole)
     assert list(answered.texts) == list(whole.texts)

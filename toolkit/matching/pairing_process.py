@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-import toolkit
 from toolkit.allocator import heap_kept_for_reuse
 from toolkit.matching.modes import FuzzyAnswers, FuzzyPairing, PairingState
+from toolkit.own_process import end, start_main
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,11 +35,6 @@ log = logging.getLogger(__name__)
 # From this many rows a job's texts are paired by a process of its own: its start takes
 # ~0.5 s of CPU, and sending it what it needs ~0.1 s.
 OWN_PROCESS_ROWS = 500_000
-
-_PROGRAM = (
-    "import sys; found = sys.argv[1]; sys.path[:0] = [] if found in sys.path else [found]; "
-    "from toolkit.matching.pairing_process import main; main(sys.argv[2])"
-)
 
 
 class ProcessPairing:
@@ -59,12 +54,7 @@ class ProcessPairing:
         self._failure: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-c", _PROGRAM, _toolkit_root(), str(folder)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-            )
+            self._process = _start(folder, self._log)
         except OSError as exc:
             self._failure = f"process could not start: {exc}"
 
@@ -143,24 +133,13 @@ class ProcessPairing:
         """End the process: the end of its input ends it once it has answered (``wait``);
         otherwise, or if it does not end, it is stopped."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        try:
-            if not wait:
-                raise subprocess.TimeoutExpired(process.args, 0)
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            end(process, wait_s=5 if wait else 0)
 
 
-def _toolkit_root() -> str:
-    """The folder this toolkit is imported from, for the process to import it from."""
-    return str(Path(toolkit.__file__).resolve().parent.parent)
+def _start(folder: Path, errors: IO[bytes]) -> subprocess.Popen[bytes]:
+    """The pairing process of the job folder ``folder``, writing its errors to ``errors``."""
+    return start_main(__name__, str(folder), stderr=errors)
 
 
 def main(folder: str) -> None:

@@ -7,15 +7,14 @@ import logging
 import pickle
 import sqlite3
 import subprocess
-import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-import toolkit
 from toolkit.errors import StoreError
+from toolkit.own_process import end, start_main
 
 if TYPE_CHECKING:
     from toolkit.store.site_store import SiteStore
@@ -127,21 +126,9 @@ class LinkRecorder:
             _stop(process)
 
 
-# The recording process's program: it imports this same toolkit, from the folder this
-# process found it in (put first unless its own path has it: a site-packages folder put
-# first would come before the standard library).
-_PROGRAM = (
-    "import sys; found = sys.argv[1]; sys.path[:0] = [] if found in sys.path else [found]; "
-    "from toolkit.store.link_process import main; main()"
-)
-
-
 def _start(path: Path, site_id: int) -> subprocess.Popen[bytes]:
     """The recording process of the site file ``path``, told which file and site."""
-    found = str(Path(toolkit.__file__).resolve().parent.parent)
-    process = subprocess.Popen(
-        [sys.executable, "-c", _PROGRAM, found], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
+    process = start_main("toolkit.store.link_process")
     assert process.stdin is not None
     with contextlib.suppress(OSError):  # it has ended already: the first part says so
         pickle.dump((str(path.resolve()), site_id), process.stdin)
@@ -167,13 +154,5 @@ def _unready(process: subprocess.Popen[bytes]) -> str | None:
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """End the recording process: the end of its input ends it (each part it recorded
     is committed: between parts it holds no transaction)."""
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):  # it had ended
-                stream.close()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
+    if not end(process, wait_s=30):
         log.warning("the process recording an import's links did not end: stopped")
-        process.kill()
-        process.wait()
