@@ -191,6 +191,11 @@ def test_parse_recognises_misspelt_and_joined_street_types(
         ("U5 7 Oak Ave Carlton", "5", "7", "OAK", "AVENUE", "CARLTON", ""),
         ("Flat 2, 40 High Rd", "2", "40", "HIGH", "ROAD", "", ""),
         ("9 Lime Gr Mount Clear", "", "9", "LIME", "GROVE", "MT CLEAR", ""),
+        # A house number typed against the street's name is read apart; a number's
+        # suffix letter is not a name.
+        ("UNIT 3 14EMU ROAD", "3", "14", "EMU", "ROAD", "", ""),
+        ("17Morgan Street Mount Clear", "", "17", "MORGAN", "STREET", "MT CLEAR", ""),
+        ("12A Smith St", "", "12A", "SMITH", "STREET", "", ""),
     ],
 )
 def test_parse_reads_real_world_forms(

@@ -157,6 +157,9 @@ def clean_text(texts: pa.Array) -> pa.Array:
 # The fixes of ``clean_text``, in order.
 _FIXES = (
     (r"[^\p{L}\p{N}/\- ]+", " "),
+    # A house number typed against its street's name ("14EMU ROAD"): apart. Two letters
+    # stay (an ordinal, 2ND, or a number's suffix, 12A, is no name).
+    (r"\b([0-9]+)([A-Z]{3,})\b", r"\1 \2"),
     (r"([0-9]+[A-Z]?) *- *([0-9]+[A-Z]?)", r"\1-\2"),
     (r"^ *(?:" + _UNIT_WORDS + r" *)?([0-9]+[A-Z]?|[A-Z]) */ *([0-9])", r"UNIT \1 \2"),
     (r"^ *" + _UNIT_WORDS + r" *([0-9]+[A-Z]?|[A-Z]) +([0-9])", r"UNIT \1 \2"),

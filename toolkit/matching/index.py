@@ -44,8 +44,9 @@ FORMAT_NAME = "toolkit-asset-index"
 # tables ``fuzzy:*`` of ``dump``). 3: its u counts words one edit apart as near matches.
 # 4: no ``codes`` table (each field's codes are derived from the asset columns when a
 # lookup first needs them: a tenth of a second per field, against 80 MiB per 200,000
-# assets kept in memory and saved).
-FORMAT_VERSION = 4
+# assets kept in memory and saved). 5: a house number typed against its street's name
+# (``14EMU ROAD``) is read apart, so a name holding one has other keys than before.
+FORMAT_VERSION = 5
 # The tables of a saved index, each a Parquet file (``save``) or part of one string (``dump``).
 TABLES = ("assets", "names")
 _MAGIC = b"toolkit-asset-index\n"
