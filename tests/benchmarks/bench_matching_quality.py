@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,14 +31,14 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The tests' folder: the generated problem and pairs completeness, as the blocking test has them.
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import febrl
+from generated_addresses import address_problem, fuzzy_candidates, true_pairs_reached
 
-from toolkit.importing.linking import join_address
 from toolkit.matching import AssetIndex, resolve
-from toolkit.matching.address import Analysis, parse
-from toolkit.matching.blocking import KeyGroups, candidate_pairs
-from toolkit.matching.parsed import Parsed
+from toolkit.matching.address import parse
 
 OFF = {"useExternalLookups": False}
 SPLINK_THRESHOLD = 0.9
@@ -55,26 +54,9 @@ def tally(got: pd.Series, truth: pd.Series) -> tuple[float, float, float]:
     return right.sum() / n, (linked & ~right).sum() / n, (~linked).sum() / n
 
 
-def _candidates(
-    assets: pd.DataFrame, queries: pd.DataFrame
-) -> tuple[Analysis, Analysis, Parsed, np.ndarray, np.ndarray]:
-    """The fuzzy matcher's candidate pairs (distinct query row, distinct asset row)."""
-    a_analysis, q_analysis = Analysis.of(assets["name"]), Analysis.of(queries["query"])
-    a_parsed, q_parsed = Parsed.of(a_analysis), Parsed.of(q_analysis, field_data=True)
-    groups = KeyGroups.of(a_parsed.key_rows, a_parsed.keys)
-    q, a = candidate_pairs(q_parsed, groups, len(a_parsed))
-    return a_analysis, q_analysis, a_parsed, q, a
-
-
 def pairs_completeness(assets: pd.DataFrame, queries: pd.DataFrame) -> float:
     """Share of queries (with a true asset) whose true asset reaches scoring in ``fuzzy``."""
-    a_analysis, q_analysis, a_parsed, q, a = _candidates(assets, queries)
-    position = pd.Series(np.arange(len(assets)), index=assets["id"].astype(str))
-    has_truth = queries["truth"].notna().to_numpy() & (queries["truth"] != "").to_numpy()
-    truth_rows = a_analysis.codes[position[queries["truth"][has_truth].astype(str)].to_numpy()]
-    wanted = q_analysis.codes[has_truth].astype(np.int64) * len(a_parsed) + truth_rows
-    found = q.astype(np.int64) * len(a_parsed) + a
-    return float(np.isin(wanted, found).mean())
+    return float(true_pairs_reached(assets, queries).mean())
 
 
 def raw_scoring(assets: pd.DataFrame, queries: pd.DataFrame) -> tuple[int, float]:
@@ -84,7 +66,7 @@ def raw_scoring(assets: pd.DataFrame, queries: pd.DataFrame) -> tuple[int, float
     from rapidfuzz import process
     from rapidfuzz.distance import JaroWinkler
 
-    a_analysis, q_analysis, _, q, a = _candidates(assets, queries)
+    a_analysis, q_analysis, _, q, a = fuzzy_candidates(assets, queries)
     query_text = queries["query"].astype(str).groupby(q_analysis.codes).first().to_numpy(object)
     asset_text = assets["name"].astype(str).groupby(a_analysis.codes).first().to_numpy(object)
     left, right = query_text[q], asset_text[a]
@@ -232,25 +214,7 @@ def report(name: str, assets: pd.DataFrame, queries: pd.DataFrame, splink: bool)
 
 def generated(items: int, assets: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The generated workload's address rows: parcels as assets, Address + Suburb as query."""
-    from toolkit.sample.generate import generate
-    from toolkit.sources import read_source
-
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        generate(folder, assets=assets, items=items, seed=1)
-        parcels, _ = read_source(folder / "parcels.zip")
-        raw, _ = read_source(folder / "items.csv")
-        truth = pd.read_csv(folder / "items_truth.csv", dtype=str, keep_default_na=False)
-    parcels = pd.DataFrame(parcels.drop(columns="geometry")).reset_index(drop=True)
-    raw = raw.reset_index(drop=True)
-    truth = truth.set_index("Reference").reindex(raw["Reference"].astype(str)).reset_index()
-    address = join_address([raw["Address"].astype("string"), raw["Suburb"].astype("string")])
-    on_address = ~truth["kind"].isin(["propnum_only", "coords_only", "wkt_only"]).to_numpy()
-    on_address &= ~truth["kind"].str.startswith("bad_").to_numpy()
-    queries = pd.DataFrame(
-        {"query": address.fillna("")[on_address].to_numpy(), "truth": truth["asset_id"][on_address]}
-    ).reset_index(drop=True)
-    return parcels[["id", "name"]], queries
+    return address_problem(items, assets, seed=1)
 
 
 def main() -> None:
