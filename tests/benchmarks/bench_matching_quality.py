@@ -212,11 +212,6 @@ def report(name: str, assets: pd.DataFrame, queries: pd.DataFrame, splink: bool)
     )
 
 
-def generated(items: int, assets: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The generated workload's address rows: parcels as assets, Address + Suburb as query."""
-    return address_problem(items, assets, seed=1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generated-items", type=int, default=20_000)
@@ -228,7 +223,8 @@ def main() -> None:
         assets, queries = febrl.problem(dataset)
         report(f"FEBRL {dataset}", assets, queries, not args.no_splink)
     if args.generated_items:
-        assets, queries = generated(args.generated_items, args.generated_assets)
+        # The generated workload's address rows: parcels as assets, Address + Suburb as query.
+        assets, queries = address_problem(args.generated_items, args.generated_assets, seed=1)
         report("generated", assets, queries, not args.no_splink)
 
 
