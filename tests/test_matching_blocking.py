@@ -36,10 +36,9 @@ def test_true_pairs_reach_scoring_on_generated_field_data(
     assert len(reached) > 2000
     assert reached.mean() >= COMPLETENESS
     by_kind = reached.groupby(queries.loc[reached.index, "kind"]).mean()
-    # Every corruption the generator makes is present, and each still reaches scoring.
-    assert {"typo", "swapped", "unit", "missing_suburb", "abbreviated", "field"} <= set(
-        by_kind.index
-    )
+    # The generator's main corruptions are all there, and each kind still reaches scoring.
+    kinds = {"typo", "swapped", "unit", "missing_suburb", "abbreviated", "field"}
+    assert kinds <= set(by_kind.index)
     assert (by_kind >= KIND_COMPLETENESS).all(), by_kind.to_dict()
 
 
